@@ -1,0 +1,210 @@
+// Package apply turns ordered source changes into batches that a target can
+// write in a constant number of round trips: it compacts the changes of a
+// batch per row key and groups them per table. Targets live in subpackages.
+package apply
+
+import (
+	"context"
+	"strings"
+
+	"github.com/sluice-cdc/sluice"
+)
+
+// Target writes batches to a target database.
+type Target interface {
+	// Apply writes b and the stream checkpoint cp in one target transaction.
+	// It returns only after the commit returned; on error nothing of b or cp
+	// is committed.
+	Apply(ctx context.Context, b *Batch, cp sluice.Checkpoint) error
+}
+
+// Batch is a run of consecutive source changes compacted to the final state
+// of each row key they touch.
+type Batch struct {
+	Tables []*TableBatch
+	// Changes counts the source changes the batch carries (before
+	// compaction), Rows the row operations left after it.
+	Changes int
+	Rows    int
+	// Last is the position of the batch's last change: once the batch is
+	// committed, the stream may be checkpointed there.
+	Last sluice.Position
+}
+
+// TableBatch is the compacted work for one table.
+type TableBatch struct {
+	Table *sluice.Table
+	// Deletes holds the keys (aligned with Table.Key) of rows that end the
+	// batch absent.
+	Deletes []sluice.Row
+	// Upserts holds the final full images (aligned with Table.Columns) of
+	// rows that end the batch present. An image may hold Unchanged values.
+	Upserts []sluice.Row
+}
+
+type keyState struct {
+	table       *sluice.Table
+	key         sluice.Row
+	firstInsert bool // the key's first change in the batch was an insert
+	deleted     bool
+	image       sluice.Row
+	order       int
+}
+
+// Compact folds changes, in source order, into a Batch: per key the last
+// image wins, an insert followed by a delete leaves nothing, a delete
+// followed by an insert becomes an upsert of the new image, and an update
+// that changes the primary key deletes the old key and upserts the new one.
+// Unchanged values in an update are filled from an earlier image of the same
+// row in the batch when there is one.
+func Compact(changes []sluice.Change) *Batch {
+	b := &Batch{Changes: len(changes)}
+	if len(changes) == 0 {
+		return b
+	}
+	b.Last = changes[len(changes)-1].Pos
+	states := make(map[string]*keyState, len(changes))
+	var order []*keyState
+	tableOrder := map[*sluice.Table]int{}
+	var tables []*sluice.Table
+
+	touch := func(t *sluice.Table, key sluice.Row) *keyState {
+		if _, ok := tableOrder[t]; !ok {
+			tableOrder[t] = len(tables)
+			tables = append(tables, t)
+		}
+		k := encodeKey(t, key)
+		st, ok := states[k]
+		if !ok {
+			st = &keyState{table: t, key: key, order: len(order)}
+			states[k] = st
+			order = append(order, st)
+		}
+		return st
+	}
+
+	for i := range changes {
+		c := &changes[i]
+		switch c.Op {
+		case sluice.OpInsert:
+			st := touch(c.Table, c.Table.KeyOf(c.Row))
+			if st.image == nil && !st.deleted {
+				st.firstInsert = true
+			}
+			st.deleted = false
+			st.image = c.Row
+		case sluice.OpUpdate:
+			newKey := c.Table.KeyOf(c.Row)
+			oldKey := c.Key
+			if oldKey == nil {
+				oldKey = newKey
+			}
+			var prev sluice.Row
+			if !keysEqual(oldKey, newKey) {
+				old := touch(c.Table, oldKey)
+				prev = old.image
+				old.deleted = true
+				old.image = nil
+			}
+			st := touch(c.Table, newKey)
+			if prev == nil {
+				prev = st.image
+			}
+			st.deleted = false
+			st.image = fillUnchanged(c.Row, prev)
+		case sluice.OpDelete:
+			st := touch(c.Table, c.Key)
+			st.deleted = true
+			st.image = nil
+		}
+	}
+
+	tbs := make([]*TableBatch, len(tables))
+	for i, t := range tables {
+		tbs[i] = &TableBatch{Table: t}
+	}
+	for _, st := range order {
+		tb := tbs[tableOrder[st.table]]
+		switch {
+		case st.deleted && st.firstInsert:
+			// Inserted and deleted inside the batch: the target never had it.
+		case st.deleted:
+			tb.Deletes = append(tb.Deletes, st.key)
+			b.Rows++
+		case st.image != nil:
+			tb.Upserts = append(tb.Upserts, st.image)
+			b.Rows++
+		}
+	}
+	for _, tb := range tbs {
+		if len(tb.Deletes)+len(tb.Upserts) > 0 {
+			b.Tables = append(b.Tables, tb)
+		}
+	}
+	return b
+}
+
+// fillUnchanged returns img with its Unchanged values taken from prev, when
+// prev has them.
+func fillUnchanged(img, prev sluice.Row) sluice.Row {
+	if prev == nil {
+		return img
+	}
+	var out sluice.Row
+	for i, v := range img {
+		if v.Unchanged && i < len(prev) && !prev[i].Unchanged {
+			if out == nil {
+				out = append(sluice.Row(nil), img...)
+			}
+			out[i] = prev[i]
+		}
+	}
+	if out == nil {
+		return img
+	}
+	return out
+}
+
+func keysEqual(a, b sluice.Row) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Null != b[i].Null || a[i].Text != b[i].Text {
+			return false
+		}
+	}
+	return true
+}
+
+// encodeKey makes a map key from a table and a key row. Values are
+// length-prefixed so that no two distinct keys encode alike.
+func encodeKey(t *sluice.Table, key sluice.Row) string {
+	var b strings.Builder
+	b.WriteString(t.Name.String())
+	for _, v := range key {
+		b.WriteByte(0)
+		if v.Null {
+			b.WriteString("N")
+			continue
+		}
+		b.WriteString(itoa(len(v.Text)))
+		b.WriteByte(':')
+		b.WriteString(v.Text)
+	}
+	return b.String()
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var buf [20]byte
+	i := len(buf)
+	for n > 0 {
+		i--
+		buf[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(buf[i:])
+}

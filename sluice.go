@@ -1,0 +1,248 @@
+// Package sluice holds the value types every part of sluice shares: a
+// Change to one row of a Table, the Position a reader can resume from, and the
+// row Values carried between a source and a target. It imports nothing of
+// sluice's own so that readers, targets, the controller and the checkpoint
+// store can all depend on it without depending on each other.
+package sluice
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Op is what a change does to its row.
+type Op uint8
+
+const (
+	// OpInsert adds a row; Change.Row is the full new image.
+	OpInsert Op = iota + 1
+	// OpUpdate changes a row; Change.Row is the new image and Change.Key the
+	// key the row had before (it differs from the new key when the update
+	// changed the primary key).
+	OpUpdate
+	// OpDelete removes the row whose key is Change.Key.
+	OpDelete
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpInsert:
+		return "insert"
+	case OpUpdate:
+		return "update"
+	case OpDelete:
+		return "delete"
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// TableName names a table. Schema is the PostgreSQL schema or, for
+// MySQL-family servers, the database; it may be empty where the connection's
+// default applies.
+type TableName struct {
+	Schema string
+	Name   string
+}
+
+func (t TableName) String() string {
+	if t.Schema == "" {
+		return t.Name
+	}
+	return t.Schema + "." + t.Name
+}
+
+// ParseTableName reads "schema.table" or "table".
+func ParseTableName(s string) (TableName, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return TableName{}, fmt.Errorf("empty table name")
+	}
+	schema, name, ok := strings.Cut(s, ".")
+	if !ok {
+		return TableName{Name: s}, nil
+	}
+	if schema == "" || name == "" || strings.Contains(name, ".") {
+		return TableName{}, fmt.Errorf("table name %q: want table or schema.table", s)
+	}
+	return TableName{Schema: schema, Name: name}, nil
+}
+
+// Column describes one column of a source table.
+type Column struct {
+	Name string
+	// Type is the source's own spelling of the column type, e.g.
+	// "numeric(12,2)", "timestamp with time zone", "varchar(64)".
+	Type string
+	// Nullable reports whether the source allows NULL.
+	Nullable bool
+}
+
+// Table describes a replicated table as the source sees it. Readers create
+// one Table per table and share the pointer among the Changes they emit, so
+// a Change's Row can be read against Table.Columns.
+type Table struct {
+	Name    TableName
+	Columns []Column
+	// Key holds the indexes in Columns of the primary key, in key order.
+	Key []int
+}
+
+// KeyNames returns the primary key column names in key order.
+func (t *Table) KeyNames() []string {
+	names := make([]string, len(t.Key))
+	for i, k := range t.Key {
+		names[i] = t.Columns[k].Name
+	}
+	return names
+}
+
+// ColumnIndex returns the index of the named column, or -1.
+func (t *Table) ColumnIndex(name string) int {
+	for i, c := range t.Columns {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Value is one column's value, carried in the source's canonical text form
+// (PostgreSQL's output function for the column type; MySQL's text protocol).
+// Text form keeps every type exact between servers of the same engine and
+// lets the target cast it with the server's own input function.
+type Value struct {
+	Text string
+	Null bool
+	// Unchanged marks a value the source did not send (PostgreSQL's unchanged
+	// TOAST columns): the target must keep what it has, never overwrite it.
+	Unchanged bool
+}
+
+// Null is the SQL NULL value.
+var Null = Value{Null: true}
+
+// Text returns a non-NULL value.
+func Text(s string) Value { return Value{Text: s} }
+
+func (v Value) String() string {
+	switch {
+	case v.Unchanged:
+		return "(unchanged)"
+	case v.Null:
+		return "NULL"
+	}
+	return v.Text
+}
+
+// Row is a row image aligned with Table.Columns, or a key aligned with
+// Table.Key.
+type Row []Value
+
+// KeyOf extracts the primary key values of a full row image.
+func (t *Table) KeyOf(r Row) Row {
+	k := make(Row, len(t.Key))
+	for i, c := range t.Key {
+		k[i] = r[c]
+	}
+	return k
+}
+
+// String renders a key for error messages, e.g. (id=7, region=eu).
+func (t *Table) FormatKey(k Row) string {
+	var b strings.Builder
+	b.WriteByte('(')
+	for i, c := range t.Key {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(t.Columns[c].Name)
+		b.WriteByte('=')
+		if i < len(k) {
+			b.WriteString(k[i].String())
+		}
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// Change is one row change read from a source.
+type Change struct {
+	Table *Table
+	Op    Op
+	// Key is the primary key the row had before the change (update, delete),
+	// aligned with Table.Key. Nil for inserts.
+	Key Row
+	// Row is the full new image (insert, update), aligned with
+	// Table.Columns. Nil for deletes.
+	Row Row
+	// Pos is where a reader resumes to read the changes after this one:
+	// once Pos is checkpointed, this change and every earlier one are applied.
+	Pos Position
+}
+
+// NewKey returns the key the row has after the change: the old key for a
+// delete, the new image's key otherwise.
+func (c *Change) NewKey() Row {
+	if c.Op == OpDelete {
+		return c.Key
+	}
+	return c.Table.KeyOf(c.Row)
+}
+
+// Size estimates the bytes a change holds in memory, for queue accounting.
+func (c *Change) Size() int {
+	n := 64 + len(c.Pos.Token)
+	for _, v := range c.Row {
+		n += 24 + len(v.Text)
+	}
+	for _, v := range c.Key {
+		n += 24 + len(v.Text)
+	}
+	return n
+}
+
+// Position is where a source reader can resume. Kind names the reader that
+// wrote it ("pgtrigger", "pglogical", "binlog", …); Token is that reader's own
+// encoding (a changelog snapshot window and id, an LSN, a GTID set or a
+// file:offset), opaque to everything but the reader.
+type Position struct {
+	Kind  string
+	Token string
+}
+
+// IsZero reports whether p is the empty position (start from now or from
+// the beginning, as the reader defines).
+func (p Position) IsZero() bool { return p.Kind == "" && p.Token == "" }
+
+func (p Position) String() string {
+	if p.IsZero() {
+		return "(none)"
+	}
+	return p.Kind + ":" + p.Token
+}
+
+// ParsePosition reads the String form of a Position.
+func ParsePosition(s string) (Position, error) {
+	if s == "" || s == "(none)" {
+		return Position{}, nil
+	}
+	kind, token, ok := strings.Cut(s, ":")
+	if !ok || kind == "" {
+		return Position{}, fmt.Errorf("position %q: want kind:token", s)
+	}
+	return Position{Kind: kind, Token: token}, nil
+}
+
+// Checkpoint is a stream's durable progress: every change at or before
+// Position is committed on the target. Seq counts the stream's target
+// commits; it orders the copy kept in the state file against the copy the
+// target keeps inside its own transactions, so sluice resumes from the newer.
+type Checkpoint struct {
+	Stream   string
+	Seq      uint64
+	Position Position
+	// Applied counts the source changes committed on the target so far.
+	Applied uint64
+	Time    time.Time
+}

@@ -176,6 +176,9 @@ type Change struct {
 	// Row is the full new image (insert, update), aligned with
 	// Table.Columns. Nil for deletes.
 	Row Row
+	// Time is when the source committed (or captured) the change; zero when
+	// the source does not say. It measures apply lag.
+	Time time.Time
 	// Pos is where a reader resumes to read the changes after this one:
 	// once Pos is checkpointed, this change and every earlier one are applied.
 	Pos Position

@@ -5,6 +5,7 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/sluice-cdc/sluice"
@@ -43,20 +44,26 @@ type TableBatch struct {
 }
 
 type keyState struct {
-	table       *sluice.Table
-	key         sluice.Row
-	firstInsert bool // the key's first change in the batch was an insert
-	deleted     bool
-	image       sluice.Row
-	order       int
+	table   *sluice.Table
+	key     sluice.Row
+	deleted bool
+	image   sluice.Row
+	order   int
 }
 
 // Compact folds changes, in source order, into a Batch: per key the last
-// image wins, an insert followed by a delete leaves nothing, a delete
-// followed by an insert becomes an upsert of the new image, and an update
-// that changes the primary key deletes the old key and upserts the new one.
-// Unchanged values in an update are filled from an earlier image of the same
-// row in the batch when there is one.
+// image wins, a key whose last change is a delete is deleted (even when the
+// batch also inserted it: see below), a delete followed by an insert becomes
+// an upsert of the new image, and an update that changes the primary key
+// deletes the old key and upserts the new one. Unchanged values in an
+// update are filled from an earlier image of the same row in the batch when
+// there is one.
+//
+// An insert followed by a delete still deletes the key: the batch may be a
+// replay whose insert an earlier, differently cut batch already committed
+// (lanes commit past the checkpoint's low watermark, and a replay after a
+// crash starts from it). Dropping the pair would leave that row on the
+// target for good; deleting a key that is absent costs nothing.
 func Compact(changes []sluice.Change) *Batch {
 	b := &Batch{Changes: len(changes)}
 	if len(changes) == 0 {
@@ -80,6 +87,9 @@ func Compact(changes []sluice.Change) *Batch {
 			states[k] = st
 			order = append(order, st)
 		}
+		// A reader hands out a new *Table when the table's definition
+		// changes; the key's latest change is aligned with the latest one.
+		st.table = t
 		return st
 	}
 
@@ -88,9 +98,6 @@ func Compact(changes []sluice.Change) *Batch {
 		switch c.Op {
 		case sluice.OpInsert:
 			st := touch(c.Table, c.Table.KeyOf(c.Row))
-			if st.image == nil && !st.deleted {
-				st.firstInsert = true
-			}
 			st.deleted = false
 			st.image = c.Row
 		case sluice.OpUpdate:
@@ -126,8 +133,6 @@ func Compact(changes []sluice.Change) *Batch {
 	for _, st := range order {
 		tb := tbs[tableOrder[st.table]]
 		switch {
-		case st.deleted && st.firstInsert:
-			// Inserted and deleted inside the batch: the target never had it.
 		case st.deleted:
 			tb.Deletes = append(tb.Deletes, st.key)
 			b.Rows++
@@ -181,7 +186,13 @@ func keysEqual(a, b sluice.Row) bool {
 // length-prefixed so that no two distinct keys encode alike.
 func encodeKey(t *sluice.Table, key sluice.Row) string {
 	var b strings.Builder
-	b.WriteString(t.Name.String())
+	// Length-prefixed, so that schema "a" table "b.c" and schema "a.b"
+	// table "c" differ.
+	for _, part := range []string{t.Name.Schema, t.Name.Name} {
+		b.WriteString(itoa(len(part)))
+		b.WriteByte(':')
+		b.WriteString(part)
+	}
 	for _, v := range key {
 		b.WriteByte(0)
 		if v.Null {
@@ -207,4 +218,27 @@ func itoa(n int) string {
 		n /= 10
 	}
 	return string(buf[i:])
+}
+
+// RetryableError marks an apply failure after which the target rolled the
+// whole batch back and the same changes may be tried again: the transaction
+// was killed (by a transaction killer or a timeout), the connection was lost,
+// a deadlock or serialization failure. Killed tells the controller that the
+// batch took too long.
+type RetryableError struct {
+	Err    error
+	Killed bool
+}
+
+func (e *RetryableError) Error() string { return e.Err.Error() }
+func (e *RetryableError) Unwrap() error { return e.Err }
+
+// IsRetryable reports whether err says the batch may be retried, and
+// whether it was killed for taking too long.
+func IsRetryable(err error) (retry, killed bool) {
+	var re *RetryableError
+	if errors.As(err, &re) {
+		return true, re.Killed
+	}
+	return false, false
 }

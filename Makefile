@@ -1,0 +1,45 @@
+# sluice — see README.md. `make demo` and `make test` work on a fresh machine:
+# both install the database server binaries the harness needs when missing.
+
+GO        ?= go
+PKGS      ?= ./...
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+STATICCHECK_VERSION := v0.8.2
+
+.PHONY: all build test unit demo bench lint deps clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sluice ./cmd/sluice
+
+# Unit and integration tests, with the race detector. The integration tests
+# start their own throwaway PostgreSQL and MariaDB servers.
+test: deps
+	$(GO) test -race -count=1 -timeout 25m $(PKGS)
+
+# Unit tests only: no database servers.
+unit:
+	SLUICE_TEST_SKIP_DB=1 $(GO) test -race -count=1 $(PKGS)
+
+# Throwaway source and target, a 96 ms WAN proxy in front of the target, a
+# workload, sluice until caught up, checksums, per-row vs pipelined.
+demo: deps build
+	$(GO) run ./internal/cmd/demo -sluice bin/sluice
+
+# Throughput report (changes/s, RTT, batch sizes, memory); not a test.
+bench: deps build
+	$(GO) run ./internal/cmd/bench
+
+lint:
+	@out=$$(gofmt -l . 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+
+# The harness runs PostgreSQL 15 and MariaDB from the system's binaries.
+deps:
+	@./internal/scripts/deps.sh
+
+clean:
+	rm -rf bin

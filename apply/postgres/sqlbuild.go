@@ -1,0 +1,211 @@
+package postgres
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// sqlColumn is a target column as the SQL builder needs it: its name and the
+// type its text values are cast to.
+type sqlColumn struct {
+	Name string
+	// TypeSchema and TypeName name the pg_type row of the cast, e.g.
+	// pg_catalog and int8, or pg_catalog and _text for text[]. The cast is
+	// written as a quoted qualified identifier, never with a typmod: an
+	// explicit cast to varchar(5) or numeric(10,2) would silently truncate or
+	// round, where the assignment to the column raises an error we want to
+	// see. Quoting also sidesteps the grammar's special cases ("character"
+	// and "bit" without a length mean length 1).
+	TypeSchema string
+	TypeName   string
+}
+
+func (c sqlColumn) cast() string {
+	return pgx.Identifier{c.TypeSchema, c.TypeName}.Sanitize()
+}
+
+func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// buildUpsert returns the statement that upserts rows passed column-wise, one
+// text[] parameter per column, so the statement has the same parameters
+// whatever the row count. The server casts each element with the column
+// type's own input function. key holds the indexes in cols of the conflict
+// target (the primary key). Columns outside cols keep their value on update
+// and take their default on insert; that is how unchanged TOAST values are
+// kept.
+func buildUpsert(table string, cols []sqlColumn, key []int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO ")
+	b.WriteString(table)
+	b.WriteString(" (")
+	writeNames(&b, cols, "")
+	b.WriteString(")\nSELECT ")
+	writeCasts(&b, cols)
+	b.WriteString("\nFROM unnest(")
+	writeParams(&b, len(cols))
+	b.WriteString(") AS u(")
+	writeNames(&b, cols, "")
+	b.WriteString(")\nON CONFLICT (")
+	for i, k := range key {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(ident(cols[k].Name))
+	}
+	b.WriteString(") DO ")
+	isKey := make([]bool, len(cols))
+	for _, k := range key {
+		isKey[k] = true
+	}
+	first := true
+	for i, c := range cols {
+		if isKey[i] {
+			continue
+		}
+		if first {
+			b.WriteString("UPDATE SET ")
+			first = false
+		} else {
+			b.WriteString(", ")
+		}
+		n := ident(c.Name)
+		b.WriteString(n)
+		b.WriteString(" = EXCLUDED.")
+		b.WriteString(n)
+	}
+	if first {
+		// Every present column is a key column: the row is already right.
+		b.WriteString("NOTHING")
+	}
+	return b.String()
+}
+
+// buildDelete returns the statement that deletes the rows whose keys are
+// passed column-wise, one text[] parameter per key column.
+func buildDelete(table string, key []sqlColumn) string {
+	var b strings.Builder
+	b.WriteString("DELETE FROM ")
+	b.WriteString(table)
+	b.WriteString("\nWHERE ")
+	if len(key) == 1 {
+		b.WriteString(ident(key[0].Name))
+	} else {
+		b.WriteByte('(')
+		writeNames(&b, key, "")
+		b.WriteByte(')')
+	}
+	b.WriteString(" IN (SELECT ")
+	writeCasts(&b, key)
+	b.WriteString(" FROM unnest(")
+	writeParams(&b, len(key))
+	b.WriteString(") AS u(")
+	writeNames(&b, key, "")
+	b.WriteString("))")
+	return b.String()
+}
+
+// buildCheckpointUpsert returns the statement that records a stream's
+// checkpoint; its parameters are stream, seq, position, applied, updated_at.
+func buildCheckpointUpsert(schema string) string {
+	return "INSERT INTO " + pgx.Identifier{schema, "checkpoint"}.Sanitize() +
+		" (stream, seq, position, applied, updated_at)\n" +
+		"VALUES ($1, $2::bigint, $3, $4::bigint, coalesce($5::timestamptz, now()))\n" +
+		"ON CONFLICT (stream) DO UPDATE SET seq = EXCLUDED.seq, position = EXCLUDED.position, " +
+		"applied = EXCLUDED.applied, updated_at = EXCLUDED.updated_at"
+}
+
+// buildCheckpointDDL returns the statements that create sluice's own schema
+// and checkpoint table.
+func buildCheckpointDDL(schema string) []string {
+	s := ident(schema)
+	return []string{
+		"CREATE SCHEMA IF NOT EXISTS " + s,
+		"CREATE TABLE IF NOT EXISTS " + pgx.Identifier{schema, "checkpoint"}.Sanitize() + " (\n" +
+			"\tstream text PRIMARY KEY,\n" +
+			"\tseq bigint NOT NULL,\n" +
+			"\tposition text NOT NULL,\n" +
+			"\tapplied bigint NOT NULL,\n" +
+			"\tupdated_at timestamptz NOT NULL\n" +
+			")",
+	}
+}
+
+func buildCheckpointSelect(schema string) string {
+	return "SELECT seq, position, applied, updated_at FROM " +
+		pgx.Identifier{schema, "checkpoint"}.Sanitize() + " WHERE stream = $1"
+}
+
+func writeNames(b *strings.Builder, cols []sqlColumn, prefix string) {
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(prefix)
+		b.WriteString(ident(c.Name))
+	}
+}
+
+func writeCasts(b *strings.Builder, cols []sqlColumn) {
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("u.")
+		b.WriteString(ident(c.Name))
+		b.WriteString("::")
+		b.WriteString(c.cast())
+	}
+}
+
+func writeParams(b *strings.Builder, n int) {
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('$')
+		b.WriteString(itoa(i + 1))
+		b.WriteString("::text[]")
+	}
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var buf [20]byte
+	i := len(buf)
+	for n > 0 {
+		i--
+		buf[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(buf[i:])
+}
+
+// textArray renders values as a PostgreSQL text[] literal. Every element is
+// double-quoted (so that commas, braces, blanks and the word NULL inside a
+// value stay data) except SQL NULLs, which are the bare word NULL. An
+// element that is itself an array's text form, like {a,"b c"}, travels as
+// one quoted element and is parsed by the per-column cast.
+func textArray(b *strings.Builder, vals []string, nulls []bool) {
+	b.WriteByte('{')
+	for i, v := range vals {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if nulls != nil && nulls[i] {
+			b.WriteString("NULL")
+			continue
+		}
+		b.WriteByte('"')
+		for j := 0; j < len(v); j++ {
+			if c := v[j]; c == '"' || c == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(v[j])
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+}

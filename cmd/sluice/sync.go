@@ -1,0 +1,167 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/urfave/cli/v2"
+)
+
+func env(name string) []string { return []string{"SLUICE_" + name} }
+
+func stateDirFlag() cli.Flag {
+	return &cli.StringFlag{Name: "state-dir", Value: "./sluice-state", EnvVars: env("STATE_DIR"), Usage: "directory of the state file (checkpoints) and the lock that keeps a second sluice out"}
+}
+
+func streamIDFlag() cli.Flag {
+	return &cli.StringFlag{Name: "stream-id", Value: "default", EnvVars: env("STREAM_ID"), Usage: "name of the stream: its checkpoint record in the state file and on the target"}
+}
+
+func syncCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "sync",
+		Usage: "stream changes from a source to a target",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "start",
+				Usage: "stream changes until stopped (SIGINT/SIGTERM finish the batch in flight, checkpoint and exit 0)",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "source", Required: true, EnvVars: env("SOURCE"), Usage: "source database URL, e.g. postgres://user:pass@host:5432/db"},
+					&cli.StringFlag{Name: "target", Required: true, EnvVars: env("TARGET"), Usage: "target database URL, e.g. postgres://user:pass@host:5432/db"},
+					&cli.StringSliceFlag{Name: "tables", Required: true, EnvVars: env("TABLES"), Usage: "tables to replicate, comma-separated, schema.table or table (schema public)"},
+					streamIDFlag(),
+					stateDirFlag(),
+					&cli.IntFlag{Name: "apply-batch-size", EnvVars: env("APPLY_BATCH_SIZE"), Usage: "changes per target transaction: the first size with auto-tuning, the fixed size with --no-auto-tune (default 1000)"},
+					&cli.BoolFlag{Name: "no-auto-tune", EnvVars: env("NO_AUTO_TUNE"), Usage: "pin the batch size to --apply-batch-size; the cost model is still measured and reported"},
+					&cli.StringFlag{Name: "apply-mode", Value: "pipelined", EnvVars: env("APPLY_MODE"), Usage: "pipelined: a batch is one transaction in one round trip; per-row: one statement per round trip, as naive appliers do (for comparison)"},
+					&cli.DurationFlag{Name: "kill-budget", Value: 15 * time.Second, EnvVars: env("KILL_BUDGET"), Usage: "longest a target transaction may be predicted to take; keep it well under the target's transaction kill timeout"},
+					&cli.DurationFlag{Name: "poll-interval", Value: 200 * time.Millisecond, EnvVars: env("POLL_INTERVAL"), Usage: "how often the trigger reader polls the changelog when it is idle"},
+					&cli.Int64Flag{Name: "max-queue-bytes", Value: 64 << 20, EnvVars: env("MAX_QUEUE_BYTES"), Usage: "memory for changes read but not yet applied; when full the reader waits"},
+					&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, EnvVars: env("SHUTDOWN_TIMEOUT"), Usage: "on SIGINT/SIGTERM, how long the batch in flight may take to commit before it is rolled back"},
+					&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
+					&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: env("LOG_FORMAT"), Usage: "text, json, or auto (text with a live progress line on a terminal, json otherwise)"},
+				},
+				Action: syncStart,
+			},
+			{
+				Name:  "status",
+				Usage: "show each stream's position, changes applied, lag and last error (works while sluice runs)",
+				Flags: []cli.Flag{
+					stateDirFlag(),
+					&cli.StringFlag{Name: "stream-id", EnvVars: env("STREAM_ID"), Usage: "show only this stream"},
+					&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+				},
+				Action: syncStatus,
+			},
+		},
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func newLogger(w *os.File, level, format string) (*slog.Logger, bool, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, false, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	tty := isTerminal(w)
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), false, nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), false, nil
+	case "auto", "":
+		if tty {
+			return slog.New(slog.NewTextHandler(w, opts)), true, nil
+		}
+		return slog.New(slog.NewJSONHandler(w, opts)), false, nil
+	}
+	return nil, false, fmt.Errorf("--log-format %q: want text, json or auto", format)
+}
+
+func syncStart(c *cli.Context) error {
+	log, tty, err := newLogger(os.Stderr, c.String("log-level"), c.String("log-format"))
+	if err != nil {
+		return err
+	}
+	tables, err := daemon.ParseTables(c.StringSlice("tables"))
+	if err != nil {
+		return err
+	}
+	var progress io.Writer
+	if tty {
+		progress = os.Stderr
+	}
+	return daemon.RunStream(c.Context, daemon.StreamOptions{
+		ID:              c.String("stream-id"),
+		SourceURL:       c.String("source"),
+		TargetURL:       c.String("target"),
+		Tables:          tables,
+		StateDir:        c.String("state-dir"),
+		ApplyMode:       c.String("apply-mode"),
+		BatchSize:       c.Int("apply-batch-size"),
+		NoAutoTune:      c.Bool("no-auto-tune"),
+		KillBudget:      c.Duration("kill-budget"),
+		PollInterval:    c.Duration("poll-interval"),
+		MaxQueueBytes:   c.Int64("max-queue-bytes"),
+		ShutdownTimeout: c.Duration("shutdown-timeout"),
+		Logger:          log,
+		Progress:        progress,
+	})
+}
+
+func syncStatus(c *cli.Context) error {
+	dir := c.String("state-dir")
+	only := c.String("stream-id")
+	all, err := daemon.ReadStatus(dir)
+	if err != nil {
+		return err
+	}
+	var list []daemon.Status
+	for _, s := range all {
+		if only == "" || s.Stream == only {
+			list = append(list, s)
+		}
+	}
+	if only != "" && len(list) == 0 {
+		return fmt.Errorf("stream %q has no record in %s", only, dir)
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STREAM\tSTATE\tAPPLIED\tRATE/S\tLAG\tBATCH\tRTT\tLAST COMMIT\tPOSITION\tLAST ERROR")
+	for _, s := range list {
+		state := "stopped"
+		if s.Running {
+			state = "running"
+		}
+		last := "-"
+		if !s.LastCommit.IsZero() {
+			last = s.LastCommit.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.1fs\t%d\t%.1fms\t%s\t%s\t%s\n", s.Stream, state, s.Applied, s.Rate, s.LagSeconds,
+			s.BatchSize, s.RTTMS, last, s.Position, oneLine(s.LastError))
+	}
+	return tw.Flush()
+}
+
+func oneLine(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.ReplaceAll(s, "\n", " ")
+}

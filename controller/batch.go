@@ -1,0 +1,293 @@
+// Package controller decides how much work sluice hands the target at once.
+// Batch sizes a transaction from a fitted model of what a batch costs,
+// t(n) ≈ a + s·n (a: the fixed cost, about k round trips; s: the target's
+// per-change cost), so that every transaction is predicted to finish well
+// inside the target's kill budget while carrying enough changes that the
+// fixed cost is amortised. It never converges to "small enough to commit,
+// too small to keep up" by halving on every failure: sizes come from the
+// model, and failures only shrink the retry of the batch that failed.
+package controller
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// BatchConfig configures a Batch.
+type BatchConfig struct {
+	// Budget is the longest a transaction may be predicted to take: a
+	// fraction of the target's transaction kill timeout.
+	Budget time.Duration
+	// Initial is the first batch size, before anything is measured.
+	Initial int
+	// Min and Max bound the size.
+	Min, Max int
+	// Fixed pins the size (--no-auto-tune --apply-batch-size N); the model
+	// is still fitted and reported.
+	Fixed int
+}
+
+// DefaultBatchConfig returns the configuration sluice starts from: a 15 s
+// budget (a quarter of a 60 s transaction timeout), 1,000 changes first.
+func DefaultBatchConfig() BatchConfig {
+	return BatchConfig{Budget: 15 * time.Second, Initial: 1000, Min: 1, Max: 200_000}
+}
+
+// Batch is the batch-size controller of one lane. It is safe for concurrent
+// use.
+type Batch struct {
+	mu    sync.Mutex
+	cfg   BatchConfig
+	size  int
+	model costModel
+	step  int
+}
+
+// NewBatch returns a controller for cfg, filling zero fields from
+// DefaultBatchConfig.
+func NewBatch(cfg BatchConfig) *Batch {
+	def := DefaultBatchConfig()
+	if cfg.Budget <= 0 {
+		cfg.Budget = def.Budget
+	}
+	if cfg.Min <= 0 {
+		cfg.Min = def.Min
+	}
+	if cfg.Max <= 0 {
+		cfg.Max = def.Max
+	}
+	if cfg.Max < cfg.Min {
+		cfg.Max = cfg.Min
+	}
+	if cfg.Initial <= 0 {
+		cfg.Initial = def.Initial
+	}
+	b := &Batch{cfg: cfg, size: clamp(cfg.Initial, cfg.Min, cfg.Max)}
+	if cfg.Fixed > 0 {
+		b.size = cfg.Fixed
+	}
+	return b
+}
+
+// Size is how many changes the next batch should carry.
+func (b *Batch) Size() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.size
+}
+
+// Budget is the transaction-time budget the controller keeps batches under.
+func (b *Batch) Budget() time.Duration { return b.cfg.Budget }
+
+// Fixed reports whether the size is pinned.
+func (b *Batch) Fixed() bool { return b.cfg.Fixed > 0 }
+
+// Observe records a committed batch of n changes that took d, from the
+// first statement sent to the commit returning, and chooses the next size.
+func (b *Batch) Observe(n int, d time.Duration) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.model.add(float64(n), d.Seconds())
+	if b.cfg.Fixed > 0 {
+		return
+	}
+	next := b.dither(b.choose())
+	// Move at most 2× per batch either way so that one odd sample cannot
+	// jump the size; shrink faster only when the current size is predicted
+	// to overrun the budget.
+	if next > 2*b.size {
+		next = 2 * b.size
+	}
+	if next < b.size/2 {
+		if a, s, ok := b.model.fit(); !ok || a+s*float64(b.size/2) < 0.8*b.cfg.Budget.Seconds() {
+			next = b.size / 2
+		}
+	}
+	// A batch smaller than the current size says only that the source had
+	// no more to give; it must not drag the size down.
+	if n < b.size && next < b.size && d < b.cfg.Budget/2 {
+		next = b.size
+	}
+	b.size = clamp(next, b.cfg.Min, b.cfg.Max)
+}
+
+// Failed records that a batch of n changes failed after d (killed by the
+// target, timed out, connection lost) and returns the size to retry the
+// same changes with. A kill after d tells the model a batch of n costs at
+// least d.
+func (b *Batch) Failed(n int, d time.Duration, killed bool) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if killed && n > 0 {
+		b.model.add(float64(n), math.Max(d.Seconds(), b.cfg.Budget.Seconds()))
+	}
+	retry := n / 2
+	if retry < 1 {
+		retry = 1
+	}
+	if b.cfg.Fixed == 0 && retry < b.size {
+		b.size = clamp(retry, b.cfg.Min, b.cfg.Max)
+	}
+	return retry
+}
+
+// Model returns the fitted fixed cost per batch and cost per change, and
+// whether enough has been measured to trust them.
+func (b *Batch) Model() (fixed, perChange time.Duration, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a, s, ok := b.model.fit()
+	return seconds(a), seconds(s), ok
+}
+
+// Predict returns the model's predicted duration of a batch of n changes.
+func (b *Batch) Predict(n int) (time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a, s, ok := b.model.fit()
+	return seconds(a + s*float64(n)), ok
+}
+
+// dither varies the size by ±25% on alternate batches. A controller that
+// holds one size measures one point of t(n) and can no longer tell the fixed
+// cost from the per-change cost, so it would not notice the link changing.
+func (b *Batch) dither(n int) int {
+	b.step++
+	var f float64
+	switch b.step % 4 {
+	case 1:
+		f = 1.25
+	case 3:
+		f = 0.8
+	default:
+		return n
+	}
+	m := int(float64(n) * f)
+	if a, s, ok := b.model.fit(); ok && s > 0 {
+		if capN := int((0.9*b.cfg.Budget.Seconds() - a) / s); m > capN {
+			m = capN
+		}
+	}
+	if m < 1 {
+		m = 1
+	}
+	return m
+}
+
+// choose returns the size the model recommends: the smallest that spends
+// under a tenth of the batch's time on the fixed cost (past it, doubling n
+// gains under 5% throughput), capped so that the predicted time stays
+// inside 80% of the budget.
+func (b *Batch) choose() int {
+	a, s, ok := b.model.fit()
+	budget := 0.8 * b.cfg.Budget.Seconds()
+	if !ok {
+		// Too little measured to fit: keep doubling while the last batch
+		// used little of the budget.
+		if b.model.lastT < budget/4 {
+			return 2 * b.size
+		}
+		return b.size / 2
+	}
+	if s <= 0 {
+		return b.cfg.Max
+	}
+	want := 10 * a / s
+	if capN := (budget - a) / s; want > capN {
+		want = capN
+	}
+	if want < 1 {
+		want = 1
+	}
+	if want > float64(b.cfg.Max) {
+		return b.cfg.Max
+	}
+	return int(want)
+}
+
+// costModel is a least-squares fit of t = a + s·n over the most recent
+// samples, so it follows a changing link or target within a few batches.
+// Samples far above the prediction are clipped so that one stall does not
+// wreck the fit.
+type costModel struct {
+	ring    [modelWindow]sample
+	samples int
+	lastT   float64
+}
+
+type sample struct{ n, t float64 }
+
+const modelWindow = 16
+
+func (m *costModel) add(n, t float64) {
+	if m.samples >= 4 {
+		if a, s, ok := m.fit(); ok {
+			if p := a + s*n; p > 0 && t > 4*p {
+				t = 4 * p
+			}
+		}
+	}
+	m.ring[m.samples%modelWindow] = sample{n, t}
+	m.samples++
+	m.lastT = t
+}
+
+// fit solves the normal equations over the window. It needs samples at
+// batch sizes at least 1.2× apart; otherwise the split between a and s is
+// not determined.
+func (m *costModel) fit() (a, s float64, ok bool) {
+	k := m.samples
+	if k > modelWindow {
+		k = modelWindow
+	}
+	if k < 3 {
+		return 0, 0, false
+	}
+	var w, sn, st, snn, snt float64
+	minN, maxN := math.Inf(1), 0.0
+	for _, p := range m.ring[:k] {
+		w++
+		sn += p.n
+		st += p.t
+		snn += p.n * p.n
+		snt += p.n * p.t
+		minN = math.Min(minN, p.n)
+		maxN = math.Max(maxN, p.n)
+	}
+	if maxN < 1.2*minN {
+		return 0, 0, false
+	}
+	den := w*snn - sn*sn
+	if den <= 0 {
+		return 0, 0, false
+	}
+	s = (w*snt - sn*st) / den
+	a = (st - s*sn) / w
+	if s < 0 {
+		// Noise made bigger batches look cheaper: treat the cost as all
+		// fixed, which grows the size.
+		s = 0
+		a = st / w
+	}
+	if a < 0 {
+		a = 0
+		s = snt / snn
+	}
+	return a, s, true
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+func clamp(n, lo, hi int) int {
+	if n < lo {
+		return lo
+	}
+	if n > hi {
+		return hi
+	}
+	return n
+}

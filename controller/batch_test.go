@@ -1,0 +1,113 @@
+package controller
+
+import (
+	"testing"
+	"time"
+)
+
+// link simulates a target where a batch of n changes takes a + s·n.
+type link struct{ a, s time.Duration }
+
+func (l link) cost(n int) time.Duration { return l.a + time.Duration(n)*l.s }
+
+func TestBatchConvergesUnderBudget(t *testing.T) {
+	tests := []struct {
+		name   string
+		link   link
+		budget time.Duration
+		wantLo int
+		wantHi int
+	}{
+		// 96 ms RTT, cheap rows: amortise the round trip ~10×.
+		{"wan cheap rows", link{96 * time.Millisecond, 10 * time.Microsecond}, 5 * time.Second, 80_000, 110_000},
+		// Expensive rows: the budget caps the size.
+		{"budget bound", link{96 * time.Millisecond, time.Millisecond}, 2 * time.Second, 900, 1600},
+		// Per-row apply: every change costs a round trip; the fixed part is
+		// small, so the budget is what bounds it.
+		{"round-trip bound", link{0, 96 * time.Millisecond}, 2 * time.Second, 1, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := NewBatch(BatchConfig{Budget: tt.budget, Initial: 100, Max: 200_000})
+			for i := 0; i < 60; i++ {
+				n := b.Size()
+				d := tt.link.cost(n)
+				if i > 10 && d > tt.budget {
+					t.Fatalf("step %d: batch of %d takes %v, over the %v budget", i, n, d, tt.budget)
+				}
+				b.Observe(n, d)
+			}
+			if n := b.Size(); n < tt.wantLo || n > tt.wantHi {
+				t.Fatalf("size = %d, want in [%d, %d]", n, tt.wantLo, tt.wantHi)
+			}
+			a, s, ok := b.Model()
+			if !ok {
+				t.Fatal("model not fitted")
+			}
+			if diff := a - tt.link.a; diff > time.Millisecond || diff < -time.Millisecond {
+				t.Errorf("fixed cost = %v, want %v", a, tt.link.a)
+			}
+			if diff := s - tt.link.s; diff > tt.link.s/10+time.Microsecond || diff < -tt.link.s/10-time.Microsecond {
+				t.Errorf("per-change cost = %v, want %v", s, tt.link.s)
+			}
+		})
+	}
+}
+
+func TestBatchFollowsRTTChange(t *testing.T) {
+	b := NewBatch(BatchConfig{Budget: 2 * time.Second, Initial: 100})
+	slow := link{10 * time.Millisecond, time.Millisecond}
+	for i := 0; i < 40; i++ {
+		b.Observe(b.Size(), slow.cost(b.Size()))
+	}
+	before := b.Size()
+	fast := link{10 * time.Millisecond, 100 * time.Microsecond}
+	for i := 0; i < 80; i++ {
+		b.Observe(b.Size(), fast.cost(b.Size()))
+	}
+	if after := b.Size(); after < 2*before {
+		t.Fatalf("per-change cost fell 10×, size went %d → %d", before, after)
+	}
+}
+
+func TestSmallBatchesDoNotShrinkSize(t *testing.T) {
+	b := NewBatch(BatchConfig{Budget: 2 * time.Second, Initial: 1000})
+	l := link{96 * time.Millisecond, 20 * time.Microsecond}
+	for i := 0; i < 30; i++ {
+		b.Observe(b.Size(), l.cost(b.Size()))
+	}
+	size := b.Size()
+	// A quiet source hands over a few changes at a time.
+	for i := 0; i < 30; i++ {
+		b.Observe(3, l.cost(3))
+	}
+	if b.Size() < size {
+		t.Fatalf("trickle of 3-change batches shrank size %d → %d", size, b.Size())
+	}
+}
+
+func TestFixedSizeIsPinned(t *testing.T) {
+	b := NewBatch(BatchConfig{Fixed: 80})
+	for i := 0; i < 10; i++ {
+		b.Observe(80, time.Duration(i+1)*time.Second)
+	}
+	if b.Size() != 80 || !b.Fixed() {
+		t.Fatalf("size = %d, want pinned 80", b.Size())
+	}
+	if retry := b.Failed(80, 3*time.Second, true); retry != 40 || b.Size() != 80 {
+		t.Fatalf("Failed: retry %d size %d; want retry 40, size still 80", retry, b.Size())
+	}
+}
+
+func TestFailedShrinksRetry(t *testing.T) {
+	b := NewBatch(BatchConfig{Budget: time.Second, Initial: 1000})
+	if r := b.Failed(1000, 4*time.Second, true); r != 500 {
+		t.Fatalf("retry = %d, want 500", r)
+	}
+	if b.Size() > 500 {
+		t.Fatalf("size after kill = %d, want ≤ 500", b.Size())
+	}
+	if r := b.Failed(1, time.Second, true); r != 1 {
+		t.Fatalf("retry of 1 = %d, want 1", r)
+	}
+}

@@ -1,0 +1,215 @@
+// Package daemon runs sluice's streams: for each it opens the state file,
+// the target and the source, picks the resume point, checks the target
+// before any data moves, and runs the stream while keeping its status file
+// and progress report fresh. It is the only package that wires readers and
+// targets together.
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/controller"
+	"github.com/sluice-cdc/sluice/stream"
+)
+
+// StreamOptions configures one stream.
+type StreamOptions struct {
+	ID        string
+	SourceURL string
+	TargetURL string
+	Tables    []sluice.TableName
+	StateDir  string
+	// ApplyMode is "pipelined" (default) or "per-row".
+	ApplyMode string
+	// BatchSize is the first batch size, or the fixed one with NoAutoTune.
+	BatchSize  int
+	NoAutoTune bool
+	// KillBudget is the longest a target transaction may be predicted to
+	// take.
+	KillBudget      time.Duration
+	PollInterval    time.Duration
+	MaxQueueBytes   int64
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger
+	// Progress, when set, receives a live one-line progress report every
+	// second (a terminal); otherwise progress goes to the log every 10 s.
+	Progress io.Writer
+	// OnStart, when set, is called with the running stream once every
+	// check has passed and changes are about to flow.
+	OnStart func(*stream.Stream)
+}
+
+// RunStream runs one stream until ctx ends (it then finishes or rolls back
+// the batch in flight, checkpoints and returns nil) or an error stops it.
+func RunStream(ctx context.Context, o StreamOptions) error {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if o.ID == "" {
+		o.ID = "default"
+	}
+	if len(o.Tables) == 0 {
+		return fmt.Errorf("stream %s: no tables selected", o.ID)
+	}
+	fixed := 0
+	if o.NoAutoTune {
+		if o.BatchSize <= 0 {
+			return fmt.Errorf("--no-auto-tune needs --apply-batch-size N (N ≥ 1)")
+		}
+		fixed = o.BatchSize
+	}
+	if o.KillBudget <= 0 {
+		o.KillBudget = 15 * time.Second
+	}
+
+	store, err := checkpoint.Open(o.StateDir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	tgt, err := openTarget(ctx, targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, Logger: log})
+	if err != nil {
+		return recordErr(store, o.ID, err)
+	}
+	defer tgt.Close(context.WithoutCancel(ctx))
+
+	start, err := resumePoint(ctx, log, store, tgt, o.ID)
+	if err != nil {
+		return recordErr(store, o.ID, err)
+	}
+	rd, err := openSource(ctx, sourceOptions{
+		URL:          o.SourceURL,
+		Tables:       o.Tables,
+		PollInterval: o.PollInterval,
+		Install:      true,
+		Logger:       log,
+	}, start.Position)
+	if err != nil {
+		return recordErr(store, o.ID, err)
+	}
+	defer rd.Close()
+	if err := tgt.Preflight(ctx, rd.Tables()); err != nil {
+		return recordErr(store, o.ID, err)
+	}
+
+	ctrl := controller.NewBatch(controller.BatchConfig{
+		Budget:  o.KillBudget,
+		Initial: o.BatchSize,
+		Fixed:   fixed,
+	})
+	st := stream.New(stream.Config{
+		ID:              o.ID,
+		Reader:          rd,
+		Target:          tgt,
+		Store:           store,
+		Batch:           ctrl,
+		Start:           start,
+		MaxQueueBytes:   o.MaxQueueBytes,
+		ShutdownTimeout: o.ShutdownTimeout,
+		Logger:          log,
+	})
+	mode := o.ApplyMode
+	if mode == "" {
+		mode = "pipelined"
+	}
+	log.Info("streaming", "stream", o.ID, "source", MaskURL(o.SourceURL), "target", MaskURL(o.TargetURL),
+		"tables", len(o.Tables), "from", start.Position.String(), "apply_mode", mode, "batch", ctrl.Size(), "auto_tune", fixed == 0)
+	if o.OnStart != nil {
+		o.OnStart(st)
+	}
+
+	reportCtx, stopReport := context.WithCancel(ctx)
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		report(reportCtx, st, store.Dir(), log, o.Progress)
+	}()
+	runErr := st.Run(ctx)
+	stopReport()
+	<-reported
+	final := st.Stats()
+	if err := WriteStatus(store.Dir(), final, false); err != nil {
+		log.Warn("write status file", "err", err)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	log.Info("stopped", "stream", o.ID, "applied", final.Applied, "position", final.Position.String())
+	return nil
+}
+
+func recordErr(store *checkpoint.Store, stream string, err error) error {
+	_ = store.SetError(stream, err.Error())
+	return err
+}
+
+// resumePoint picks the newer of the state file's checkpoint and the one the
+// target keeps inside its own transactions. The target's can be newer (a
+// crash between the target commit and the state-file write); the state
+// file's can be newer only if the target's table was lost, e.g. a restore.
+func resumePoint(ctx context.Context, log *slog.Logger, store *checkpoint.Store, tgt target, id string) (sluice.Checkpoint, error) {
+	rec, inFile, err := store.Get(id)
+	if err != nil {
+		return sluice.Checkpoint{}, err
+	}
+	onTarget, inTarget, err := tgt.ReadCheckpoint(ctx, id)
+	if err != nil {
+		return sluice.Checkpoint{}, fmt.Errorf("read stream %s checkpoint from the target: %w", id, err)
+	}
+	fileCP := rec.Checkpoint()
+	switch {
+	case inTarget && (!inFile || onTarget.Seq > fileCP.Seq):
+		if inFile {
+			log.Info("target checkpoint is newer than the state file; resuming from the target's", "stream", id, "target_seq", onTarget.Seq, "file_seq", fileCP.Seq)
+		}
+		onTarget.Stream = id
+		return onTarget, nil
+	case inFile && inTarget && onTarget.Seq < fileCP.Seq:
+		log.Warn("target checkpoint is older than the state file (was the target restored?); resuming from the state file", "stream", id, "target_seq", onTarget.Seq, "file_seq", fileCP.Seq)
+	case inFile && !inTarget:
+		log.Warn("target has no checkpoint for this stream; resuming from the state file", "stream", id)
+	}
+	if inFile {
+		fileCP.Stream = id
+		return fileCP, nil
+	}
+	return sluice.Checkpoint{Stream: id}, nil
+}
+
+// report prints progress and keeps the status file fresh until ctx ends.
+func report(ctx context.Context, st *stream.Stream, dir string, log *slog.Logger, line io.Writer) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastLog := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			if line != nil {
+				fmt.Fprintln(line)
+			}
+			return
+		case <-tick.C:
+		}
+		s := st.Stats()
+		if err := WriteStatus(dir, s, true); err != nil {
+			log.Warn("write status file", "err", err)
+		}
+		switch {
+		case line != nil:
+			fmt.Fprintf(line, "\r%s applied %d  %.0f changes/s  lag %s  batch %d  rtt %s  queue %d   ",
+				time.Now().Format("15:04:05"), s.Applied, s.Rate, s.Lag.Round(10*time.Millisecond), s.BatchSize, s.RTT.Round(100*time.Microsecond), s.QueueLen)
+		case time.Since(lastLog) >= 10*time.Second:
+			lastLog = time.Now()
+			log.Info("progress", "stream", s.Stream, "applied", s.Applied, "rate", int(s.Rate), "lag", s.Lag.String(),
+				"batch", s.BatchSize, "rtt", s.RTT.String(), "queue", s.QueueLen, "position", s.Position.String())
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package pgtrigger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-cdc/sluice"
+)
+
+// tableInfo is a source table as the catalog describes it.
+type tableInfo struct {
+	oid   uint32
+	table *sluice.Table
+	// json marks the columns whose type is json (or a domain over it):
+	// their text is taken from the changelog row verbatim, see jsonFields.
+	json []bool
+}
+
+func (t *tableInfo) keyNames() []string { return t.table.KeyNames() }
+
+// lookupTable describes a source table: its columns in attnum order, with
+// the type as format_type spells it, and its primary key in key order. It
+// fails with a message naming the table and the fix when the table is
+// missing or has no primary key.
+func lookupTable(ctx context.Context, q queryer, db string, name sluice.TableName) (*tableInfo, error) {
+	var oid uint32
+	err := q.QueryRow(ctx, `SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, name.Schema, name.Name).Scan(&oid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("source table %s does not exist in database %s: create it or fix the table list", name, db)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up source table %s: %w", name, err)
+	}
+	rows, err := q.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull,
+			coalesce(nullif(t.typbasetype, 0), t.oid) = 'json'::regtype
+		FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+		ORDER BY a.attnum`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("describe source table %s: %w", name, err)
+	}
+	info := &tableInfo{oid: oid, table: &sluice.Table{Name: name}}
+	for rows.Next() {
+		var c sluice.Column
+		var isJSON bool
+		if err := rows.Scan(&c.Name, &c.Type, &c.Nullable, &isJSON); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("describe source table %s: %w", name, err)
+		}
+		info.table.Columns = append(info.table.Columns, c)
+		info.json = append(info.json, isJSON)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("describe source table %s: %w", name, err)
+	}
+	// indkey lists the key's attnums in key order, which need not be the
+	// column order.
+	rows, err = q.Query(ctx, `SELECT a.attname
+		FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+		WHERE i.indrelid = $1 AND i.indisprimary
+		ORDER BY k.ord`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("read primary key of source table %s: %w", name, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read primary key of source table %s: %w", name, err)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("table %s has no primary key; sluice needs one to apply changes idempotently: add one", name)
+	}
+	for _, k := range keys {
+		i := info.table.ColumnIndex(k)
+		if i < 0 {
+			return nil, fmt.Errorf("source table %s: primary key column %s not among its columns", name, k)
+		}
+		info.table.Key = append(info.table.Key, i)
+	}
+	return info, nil
+}

@@ -1,0 +1,611 @@
+// Package pgtrigger reads row changes from PostgreSQL through triggers and
+// a changelog table, for sources where logical replication is not allowed.
+//
+// Install puts a changelog table and an AFTER ROW trigger on each selected
+// table into a schema of sluice's own ("sluice" by default). Every insert,
+// update and delete appends the row image (row_to_json) and the old primary
+// key to the changelog, stamped with the writing transaction's id.
+//
+// The Reader reads the changelog in snapshot windows, as PgQ does: it takes
+// pg_current_snapshot() S and reads the rows whose transaction is visible
+// in S but not in the previous snapshot, i.e. the transactions that
+// committed between the two. Windows follow commit order, and inside a
+// window changelog id order follows each row's modification order (a
+// writer holds the row lock until it commits, so whoever modifies the row
+// next gets a later id). Ordering by id alone, or by id below the oldest
+// running xid, skips the changes of long transactions or misorders them.
+//
+// A reader started without a position reads every row in the changelog:
+// the target must hold the source rows as of the install, every change made
+// after it is streamed. PositionAt gives the position that matches a copy
+// taken in a REPEATABLE READ transaction, for an initial copy made after
+// the install.
+//
+// Not captured: TRUNCATE, and schema changes (restart sluice after one so
+// it describes the tables again). One reader per sluice schema: Ack prunes
+// every changelog row the position has passed, whatever its table.
+package pgtrigger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/source"
+)
+
+// Config configures a Reader.
+type Config struct {
+	// Tables to stream; an empty Schema means "public".
+	Tables []sluice.TableName
+	// PollInterval is how long Read waits for changes before it returns an
+	// empty slice. Default 200ms.
+	PollInterval time.Duration
+	// Schema owns sluice's changelog and capture function on the source.
+	// Default "sluice".
+	Schema string
+	// Install makes Open install whatever changelog or trigger is missing;
+	// without it Open fails and says how to install them.
+	Install bool
+	Logger  *slog.Logger
+}
+
+const (
+	defaultPollInterval = 200 * time.Millisecond
+	// pollEvery is how often Read looks for new changes while it waits.
+	pollEvery = 50 * time.Millisecond
+	// defaultPruneEvery rate-limits changelog pruning: deleting is cheap
+	// per row but not free, and Ack may be called for every batch.
+	defaultPruneEvery = 2 * time.Second
+)
+
+// Reader streams changes from the changelog. Read and Ack may be called
+// from different goroutines: Ack prunes on a connection of its own.
+type Reader struct {
+	cfg      Config
+	log      *slog.Logger
+	connCfg  *pgx.ConnConfig
+	addr     string
+	tables   []*sluice.Table
+	infos    []*tableInfo
+	names    []string // changelog tbl values, aligned with tables
+	query    string
+	hasJSON  bool
+	pruneSQL string
+
+	mu   sync.Mutex // serialises Read and guards conn and pos
+	conn *pgx.Conn
+	pos  position
+
+	ackMu      sync.Mutex // guards the fields below
+	ackConn    *pgx.Conn
+	lastPrune  time.Time
+	pending    *position
+	pruneEvery time.Duration
+}
+
+var _ source.Reader = (*Reader)(nil)
+
+// Open connects to the source, checks every table and its capture trigger
+// (installing what is missing when cfg.Install is set) and returns a Reader
+// that resumes after from, or reads the whole changelog when from is zero.
+func Open(ctx context.Context, connString string, cfg Config, from sluice.Position) (*Reader, error) {
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = defaultPollInterval
+	}
+	if cfg.Schema == "" {
+		cfg.Schema = DefaultSchema
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(cfg.Tables) == 0 {
+		return nil, errors.New("pgtrigger source: no tables configured")
+	}
+	cfg.Tables = normalize(cfg.Tables)
+	for i, t := range cfg.Tables {
+		if slices.Contains(cfg.Tables[:i], t) {
+			return nil, fmt.Errorf("pgtrigger source: table %s is listed twice", t)
+		}
+	}
+	pos, err := parsePosition(from)
+	if err != nil {
+		return nil, err
+	}
+	connCfg, err := readerConnConfig(connString)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{
+		cfg:        cfg,
+		log:        cfg.Logger.With("source", "pgtrigger", "database", connCfg.Database),
+		connCfg:    connCfg,
+		addr:       net.JoinHostPort(connCfg.Host, fmt.Sprint(connCfg.Port)),
+		pos:        pos,
+		pruneEvery: defaultPruneEvery,
+	}
+	if r.conn, err = r.connect(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.check(ctx); err != nil {
+		r.conn.Close(context.Background())
+		return nil, err
+	}
+	r.buildQueries()
+	r.log.Info("pgtrigger reader open", "tables", len(r.tables), "schema", cfg.Schema, "from", r.pos.sluice().String())
+	return r, nil
+}
+
+// readerConnConfig parses the connection string and pins the session
+// settings that decide how values are rendered as text, so Value.Text is
+// the same whatever the server, database or role defaults say: timestamptz
+// text depends on TimeZone (UTC gives one spelling for an instant), date
+// and timestamp text on DateStyle (ISO is unambiguous to parse back),
+// interval text on IntervalStyle (postgres style parses back under every
+// style but sql_standard's sign rules), float text on extra_float_digits (3
+// gives the shortest text that reads back as the same value), bytea text
+// on bytea_output (hex).
+func readerConnConfig(connString string) (*pgx.ConnConfig, error) {
+	c, err := pgx.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("pgtrigger source: parse connection string: %w", err)
+	}
+	for k, v := range SessionSettings() {
+		c.RuntimeParams[k] = v
+	}
+	if c.RuntimeParams["application_name"] == "" {
+		c.RuntimeParams["application_name"] = "sluice-pgtrigger"
+	}
+	return c, nil
+}
+
+// SessionSettings are the settings the reader's session runs with; a
+// value's text is what `col::text` gives under them.
+func SessionSettings() map[string]string {
+	return map[string]string{
+		"TimeZone":           "UTC",
+		"DateStyle":          "ISO, MDY",
+		"IntervalStyle":      "postgres",
+		"extra_float_digits": "3",
+		"bytea_output":       "hex",
+	}
+}
+
+// connect opens a session and turns the usual failures into messages that
+// name the server and the fix.
+func (r *Reader) connect(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, r.connCfg.Copy())
+	if err == nil {
+		return conn, nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "28P01":
+			return nil, fmt.Errorf("PostgreSQL source %s: password authentication failed for user %s: check the password in the connection string: %w", r.addr, r.connCfg.User, err)
+		case "28000":
+			return nil, fmt.Errorf("PostgreSQL source %s refused user %s (pg_hba.conf): allow this client or use another user: %w", r.addr, r.connCfg.User, err)
+		case "3D000":
+			return nil, fmt.Errorf("PostgreSQL source %s has no database %s: fix the database name in the connection string: %w", r.addr, r.connCfg.Database, err)
+		}
+		return nil, fmt.Errorf("connect to PostgreSQL source %s: %w", r.addr, err)
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL source %s: %w", r.addr, err)
+	}
+	return nil, fmt.Errorf("cannot reach PostgreSQL source at %s: check the host and port and that the server is running: %w", r.addr, err)
+}
+
+// check describes the tables and makes sure the changelog and every
+// capture trigger exist and are current, installing them if allowed.
+func (r *Reader) check(ctx context.Context) error {
+	db := r.connCfg.Database
+	if r.cfg.Install {
+		if err := Install(ctx, r.conn, r.cfg.Schema, r.cfg.Tables); err != nil {
+			return err
+		}
+	}
+	fix := fmt.Sprintf("run `sluice source install` (or start with install enabled) to create sluice's changelog and triggers in schema %s", r.cfg.Schema)
+	var ok bool
+	err := r.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND to_regprocedure($2) IS NOT NULL`,
+		ident(r.cfg.Schema, changelogTable), ident(r.cfg.Schema, captureFunc)+"()").Scan(&ok)
+	if err != nil {
+		return fmt.Errorf("look up changelog %s.%s: %w", r.cfg.Schema, changelogTable, err)
+	}
+	if !ok {
+		return fmt.Errorf("changelog %s.%s or its capture function is missing in database %s: %s", r.cfg.Schema, changelogTable, db, fix)
+	}
+	for _, t := range r.cfg.Tables {
+		info, err := lookupTable(ctx, r.conn, db, t)
+		if err != nil {
+			return err
+		}
+		trg, found, err := lookupTrigger(ctx, r.conn, info.oid, r.cfg.Schema)
+		if err != nil {
+			return fmt.Errorf("source table %s: %w", t, err)
+		}
+		switch {
+		case !found:
+			return fmt.Errorf("source table %s has no capture trigger %s: %s", t, triggerName(r.cfg.Schema), fix)
+		case !trg.enabled():
+			return fmt.Errorf("capture trigger %s on source table %s is disabled: ALTER TABLE %s ENABLE TRIGGER %s",
+				triggerName(r.cfg.Schema), t, ident(t.Schema, t.Name), ident(triggerName(r.cfg.Schema)))
+		}
+		want := triggerArgs(t, info.keyNames())
+		if !slices.Equal(trg.args, want) {
+			return fmt.Errorf("capture trigger on source table %s records key (%s) but the primary key is (%s): %s",
+				t, strings.Join(trg.args[min(1, len(trg.args)):], ", "), strings.Join(info.keyNames(), ", "), fix)
+		}
+		r.infos = append(r.infos, info)
+		r.tables = append(r.tables, info.table)
+		r.names = append(r.names, want[0])
+		for _, j := range info.json {
+			r.hasJSON = r.hasJSON || j
+		}
+	}
+	return nil
+}
+
+// buildQueries writes the read and prune statements.
+//
+// The read statement takes the window's closing snapshot ($1, or a new
+// pg_current_snapshot() when $1 is NULL) and selects the window's next page
+// in the same statement: pg_current_snapshot() is the statement's own
+// snapshot, so the rows it reads are exactly those of the transactions the
+// snapshot shows committed. The first result row carries the snapshot. The
+// xid range bounds the scan for the xid index; the visibility tests decide.
+//
+// Each value's text comes from the server: json_populate_record turns the
+// json image back into the table's row type and col::text applies the
+// type's own output function, under the session settings pinned in
+// readerConnConfig.
+func (r *Reader) buildQueries() {
+	log := ident(r.cfg.Schema, changelogTable)
+	var b strings.Builder
+	fmt.Fprintf(&b, `WITH s AS MATERIALIZED (
+	SELECT coalesce($1::pg_snapshot, pg_current_snapshot()) AS cur
+), page AS MATERIALIZED (
+	SELECT c.id, array_position($4::text[], c.tbl) AS t, c.op::text AS op, c.key, c.data, c.at
+	FROM %s c, s
+	WHERE c.xid >= pg_snapshot_xmin($2::pg_snapshot) AND c.xid < pg_snapshot_xmax(s.cur)
+		AND pg_visible_in_snapshot(c.xid, s.cur) AND NOT pg_visible_in_snapshot(c.xid, $2::pg_snapshot)
+		AND c.id > $3 AND c.tbl = ANY($4::text[])
+	ORDER BY c.id
+	LIMIT $5
+)
+SELECT NULL::bigint AS id, 0 AS t, NULL::text AS op, NULL::text[] AS data, NULL::text[] AS key, NULL::text AS raw, NULL::timestamptz AS at, (SELECT cur::text FROM s) AS snap`, log)
+	for i, info := range r.infos {
+		rt := ident(info.table.Name.Schema, info.table.Name.Name)
+		cols := make([]string, len(info.table.Columns))
+		for j, c := range info.table.Columns {
+			cols[j] = "r." + ident(c.Name) + "::text"
+		}
+		keys := make([]string, len(info.table.Key))
+		for j, k := range info.table.Key {
+			keys[j] = "k." + ident(info.table.Columns[k].Name) + "::text"
+		}
+		raw := "NULL::text"
+		for _, j := range info.json {
+			if j {
+				raw = "c.data::text"
+			}
+		}
+		fmt.Fprintf(&b, `
+UNION ALL
+SELECT c.id, c.t, c.op,
+	CASE WHEN c.data IS NOT NULL THEN ARRAY[%s] END,
+	CASE WHEN c.key IS NOT NULL THEN ARRAY[%s] END,
+	%s, c.at, NULL
+FROM page c
+	LEFT JOIN LATERAL json_populate_record(NULL::%s, c.data) r ON true
+	LEFT JOIN LATERAL json_populate_record(NULL::%s, c.key) k ON true
+WHERE c.t = %d`, strings.Join(cols, ", "), strings.Join(keys, ", "), raw, rt, rt, i+1)
+	}
+	b.WriteString("\nORDER BY id NULLS FIRST")
+	r.query = b.String()
+
+	// Rows visible in prev belong to windows already read; rows of the
+	// current window up to last have been read too.
+	r.pruneSQL = fmt.Sprintf(`DELETE FROM %s
+WHERE xid < pg_snapshot_xmax(coalesce($2::pg_snapshot, $1::pg_snapshot))
+	AND (pg_visible_in_snapshot(xid, $1::pg_snapshot)
+		OR ($2::pg_snapshot IS NOT NULL AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND id <= $3))`, log)
+}
+
+// Tables describes the streamed tables.
+func (r *Reader) Tables() []*sluice.Table { return r.tables }
+
+// Read returns up to max changes in order. It waits up to the poll interval
+// for changes and returns an empty slice when none came.
+func (r *Reader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
+	if max <= 0 {
+		return nil, fmt.Errorf("pgtrigger source: Read max %d: want a positive number", max)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn == nil {
+		return nil, errors.New("pgtrigger source: reader is closed")
+	}
+	if r.conn.IsClosed() {
+		// A failed Read lost the session (server restart, network). The
+		// position lives here, not in the session, so a new one resumes
+		// exactly where the last returned change left off.
+		conn, err := r.connect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.conn = conn
+		r.log.Info("pgtrigger reader reconnected")
+	}
+	deadline := time.Now().Add(r.cfg.PollInterval)
+	tick := min(pollEvery, r.cfg.PollInterval)
+	for {
+		wasOpen := r.pos.open
+		changes, err := r.page(ctx, max)
+		if err != nil || len(changes) > 0 {
+			return changes, err
+		}
+		if wasOpen {
+			// The window's last page was full and this one empty: the
+			// window is done, look at the next one at once.
+			continue
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return nil, nil
+		}
+		t := time.NewTimer(min(tick, wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// page reads the next page of the open window, or opens the next window
+// and reads its first page. It closes the window once a page comes back
+// short.
+func (r *Reader) page(ctx context.Context, max int) ([]sluice.Change, error) {
+	var cur *string
+	if r.pos.open {
+		s := r.pos.cur.String()
+		cur = &s
+	}
+	rows, err := r.conn.Query(ctx, r.query, cur, r.pos.prev.String(), r.pos.last, r.names, max)
+	if err != nil {
+		return nil, r.readErr(err)
+	}
+	defer rows.Close()
+	var (
+		changes []sluice.Change
+		id      pgtype.Int8
+		t       int
+		op      pgtype.Text
+		data    []pgtype.Text
+		key     []pgtype.Text
+		raw     pgtype.Text
+		at      pgtype.Timestamptz
+		snap    pgtype.Text
+		next    = r.pos
+	)
+	first := true
+	for rows.Next() {
+		if err := rows.Scan(&id, &t, &op, &data, &key, &raw, &at, &snap); err != nil {
+			if first {
+				return nil, r.readErr(err)
+			}
+			return nil, fmt.Errorf("read changelog row %d: %w", id.Int64, r.readErr(err))
+		}
+		if first {
+			first = false
+			s, err := parseSnapshot(snap.String)
+			if err != nil {
+				return nil, fmt.Errorf("read source snapshot: %w", err)
+			}
+			if !next.open {
+				next.cur, next.open, next.last = s, true, 0
+			}
+			continue
+		}
+		if t < 1 || t > len(r.infos) {
+			return nil, fmt.Errorf("changelog row %d: unexpected table index %d", id.Int64, t)
+		}
+		c, err := r.change(r.infos[t-1], id.Int64, op.String, data, key, raw)
+		if err != nil {
+			return nil, err
+		}
+		next.last = id.Int64
+		c.Pos = next.sluice()
+		c.Time = at.Time
+		changes = append(changes, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, r.readErr(err)
+	}
+	if first {
+		return nil, errors.New("read source changelog: no snapshot row")
+	}
+	if len(changes) < max {
+		// The window is exhausted: the next one starts where it ends.
+		next = position{prev: next.cur}
+	}
+	r.pos = next
+	return changes, nil
+}
+
+func (r *Reader) readErr(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "42703" || pgErr.Code == "42P01" || pgErr.Code == "42846") {
+		return fmt.Errorf("read changelog %s.%s: a source table changed since sluice described it (%s): restart sluice: %w",
+			r.cfg.Schema, changelogTable, pgErr.Message, err)
+	}
+	return fmt.Errorf("read changelog %s.%s on %s: %w", r.cfg.Schema, changelogTable, r.addr, err)
+}
+
+// change builds one Change from a changelog row.
+func (r *Reader) change(info *tableInfo, id int64, op string, data, key []pgtype.Text, raw pgtype.Text) (sluice.Change, error) {
+	t := info.table
+	c := sluice.Change{Table: t}
+	switch op {
+	case "I":
+		c.Op = sluice.OpInsert
+	case "U":
+		c.Op = sluice.OpUpdate
+	case "D":
+		c.Op = sluice.OpDelete
+	default:
+		return c, fmt.Errorf("changelog row %d of source table %s: unknown op %q", id, t.Name, op)
+	}
+	if c.Op != sluice.OpDelete {
+		if len(data) != len(t.Columns) {
+			return c, fmt.Errorf("changelog row %d of source table %s: no row image", id, t.Name)
+		}
+		c.Row = make(sluice.Row, len(data))
+		for i, v := range data {
+			c.Row[i] = value(v)
+		}
+		if raw.Valid {
+			if err := fixJSON(info, c.Row, raw.String); err != nil {
+				return c, fmt.Errorf("changelog row %d of source table %s: %w", id, t.Name, err)
+			}
+		}
+	}
+	if c.Op != sluice.OpInsert {
+		if len(key) == len(t.Key) {
+			c.Key = make(sluice.Row, len(key))
+			for i, v := range key {
+				c.Key[i] = value(v)
+			}
+		} else if c.Op == sluice.OpUpdate {
+			c.Key = t.KeyOf(c.Row)
+		} else {
+			return c, fmt.Errorf("changelog row %d of source table %s: delete without a key", id, t.Name)
+		}
+		for i, v := range c.Key {
+			if v.Null {
+				return c, fmt.Errorf("changelog row %d of source table %s: key column %s is NULL (was the trigger installed for another primary key? run `sluice source install`)",
+					id, t.Name, t.Columns[t.Key[i]].Name)
+			}
+		}
+	}
+	return c, nil
+}
+
+func value(v pgtype.Text) sluice.Value {
+	if !v.Valid {
+		return sluice.Null
+	}
+	return sluice.Text(v.String)
+}
+
+// fixJSON replaces the text of json columns with their text as stored (see
+// jsonFields). row_to_json writes SQL NULL and a JSON null the same way; a
+// nullable column reads it as SQL NULL, a NOT NULL one as JSON null.
+func fixJSON(info *tableInfo, row sluice.Row, raw string) error {
+	fields, err := jsonFields(raw)
+	if err != nil {
+		return fmt.Errorf("row image: %w", err)
+	}
+	for i, isJSON := range info.json {
+		if !isJSON {
+			continue
+		}
+		col := info.table.Columns[i]
+		text, ok := fields[col.Name]
+		switch {
+		case !ok:
+			row[i] = sluice.Null
+		case text == "null" && col.Nullable:
+			row[i] = sluice.Null
+		default:
+			row[i] = sluice.Text(text)
+		}
+	}
+	return nil
+}
+
+// Ack prunes the changelog rows pos has passed: every row of the windows
+// before pos's and the rows of its window up to its last id. Pruning runs
+// at most every two seconds; a later Ack prunes what an earlier one skipped.
+func (r *Reader) Ack(ctx context.Context, pos sluice.Position) error {
+	p, err := parsePosition(pos)
+	if err != nil {
+		return err
+	}
+	r.ackMu.Lock()
+	defer r.ackMu.Unlock()
+	if time.Since(r.lastPrune) < r.pruneEvery {
+		r.pending = &p
+		return nil
+	}
+	r.pending = nil
+	if r.ackConn == nil {
+		if r.ackConn, err = r.connect(ctx); err != nil {
+			return err
+		}
+	}
+	var cur *string
+	if p.open {
+		s := p.cur.String()
+		cur = &s
+	}
+	tag, err := r.ackConn.Exec(ctx, r.pruneSQL, p.prev.String(), cur, p.last)
+	if err != nil {
+		// The session may be broken; the next Ack reconnects.
+		r.ackConn.Close(context.Background())
+		r.ackConn = nil
+		r.pending = &p
+		return fmt.Errorf("prune changelog %s.%s up to %s: %w", r.cfg.Schema, changelogTable, pos, err)
+	}
+	r.lastPrune = time.Now()
+	r.log.Debug("pruned changelog", "rows", tag.RowsAffected(), "position", pos.String())
+	return nil
+}
+
+// Close ends the reader's sessions.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ackMu.Lock()
+	defer r.ackMu.Unlock()
+	var errs []error
+	ctx := context.Background()
+	if r.conn != nil {
+		errs = append(errs, r.conn.Close(ctx))
+		r.conn = nil
+	}
+	if r.ackConn != nil {
+		errs = append(errs, r.ackConn.Close(ctx))
+		r.ackConn = nil
+	}
+	return errors.Join(errs...)
+}
+
+// PositionAt returns the position from which a reader streams exactly the
+// changes that conn's current snapshot does not see. Call it inside the
+// REPEATABLE READ transaction that copies the source tables, after the
+// capture triggers are installed, and start the reader from it.
+func PositionAt(ctx context.Context, conn *pgx.Conn) (sluice.Position, error) {
+	var s string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&s); err != nil {
+		return sluice.Position{}, fmt.Errorf("read source snapshot: %w", err)
+	}
+	snap, err := parseSnapshot(s)
+	if err != nil {
+		return sluice.Position{}, fmt.Errorf("read source snapshot: %w", err)
+	}
+	return position{prev: snap}.sluice(), nil
+}

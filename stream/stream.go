@@ -1,0 +1,378 @@
+// Package stream runs one replication stream: it moves changes from a
+// source reader through a bounded queue into batches sized by the
+// controller, applies each batch to the target in one transaction, and
+// checkpoints the position only after the target commit returned.
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
+	"github.com/sluice-cdc/sluice/controller"
+	"github.com/sluice-cdc/sluice/source"
+)
+
+// Target is what a stream needs of a target.
+type Target interface {
+	apply.Target
+	// Ping measures one round trip to the target.
+	Ping(ctx context.Context) (time.Duration, error)
+}
+
+// StateStore keeps the stream's checkpoint outside the target.
+type StateStore interface {
+	Commit(cp sluice.Checkpoint) error
+	SetError(stream, msg string) error
+}
+
+// Config configures a Stream.
+type Config struct {
+	ID     string
+	Reader source.Reader
+	Target Target
+	Store  StateStore
+	Batch  *controller.Batch
+	// Start is the checkpoint the reader was opened at; the stream counts
+	// commits and applied changes on from it.
+	Start sluice.Checkpoint
+	// MaxQueueBytes bounds the changes held between reader and applier.
+	MaxQueueBytes int64
+	// ShutdownTimeout is how long a batch in flight when the context ends
+	// may take to commit before it is rolled back.
+	ShutdownTimeout time.Duration
+	// MaxAttempts is how many times in a row a batch may fail with a
+	// retryable error before the stream stops with that error.
+	MaxAttempts int
+	Logger      *slog.Logger
+}
+
+// Stats is a stream's live state.
+type Stats struct {
+	Stream   string
+	Position sluice.Position
+	Seq      uint64
+	Applied  uint64
+	// Rate is the recent apply rate in changes per second.
+	Rate float64
+	// Lag is how far behind the source the target is: the age of the oldest
+	// change read but not yet committed, zero when caught up.
+	Lag        time.Duration
+	BatchSize  int
+	LastBatch  int
+	LastTxTime time.Duration
+	RTT        time.Duration
+	FixedCost  time.Duration
+	PerChange  time.Duration
+	QueueLen   int
+	QueueBytes int64
+	Retries    uint64
+	Kills      uint64
+	CaughtUp   bool
+	LastError  string
+	LastCommit time.Time
+	StartedAt  time.Time
+}
+
+// Stream moves changes from a reader to a target.
+type Stream struct {
+	cfg Config
+	log *slog.Logger
+	q   *queue
+
+	mu    sync.Mutex
+	stats Stats
+	// readerIdle is set when the reader's last read found nothing new.
+	readerIdle bool
+	oldest     time.Time // source time of the oldest change taken but not committed
+	rateWin    []ratePoint
+}
+
+type ratePoint struct {
+	t       time.Time
+	applied uint64
+}
+
+// New returns a stream for cfg.
+func New(cfg Config) *Stream {
+	if cfg.MaxQueueBytes <= 0 {
+		cfg.MaxQueueBytes = 64 << 20
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 10
+	}
+	if cfg.Batch == nil {
+		cfg.Batch = controller.NewBatch(controller.DefaultBatchConfig())
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("stream", cfg.ID)
+	s := &Stream{cfg: cfg, log: log, q: newQueue(cfg.MaxQueueBytes)}
+	s.stats = Stats{
+		Stream:    cfg.ID,
+		Position:  cfg.Start.Position,
+		Seq:       cfg.Start.Seq,
+		Applied:   cfg.Start.Applied,
+		StartedAt: time.Now(),
+		BatchSize: cfg.Batch.Size(),
+	}
+	return s
+}
+
+// Stats returns a snapshot of the stream's live state.
+func (s *Stream) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.QueueLen, st.QueueBytes = s.q.size()
+	st.BatchSize = s.cfg.Batch.Size()
+	st.FixedCost, st.PerChange, _ = s.cfg.Batch.Model()
+	oldest := s.oldest
+	if oldest.IsZero() {
+		oldest = s.q.headTime()
+	}
+	st.CaughtUp = s.readerIdle && st.QueueLen == 0 && oldest.IsZero()
+	if !oldest.IsZero() {
+		st.Lag = time.Since(oldest)
+	}
+	return st
+}
+
+// Run streams until ctx ends (then it finishes or rolls back the batch in
+// flight and returns nil) or a non-retryable error stops it.
+func (s *Stream) Run(ctx context.Context) error {
+	readCtx, stopReader := context.WithCancel(ctx)
+	defer stopReader()
+	readErr := make(chan error, 1)
+	go func() { readErr <- s.read(readCtx) }()
+
+	if rtt, err := s.cfg.Target.Ping(ctx); err == nil {
+		s.setRTT(rtt)
+	}
+	err := s.applyLoop(ctx, readErr)
+	stopReader()
+	if err != nil {
+		s.mu.Lock()
+		s.stats.LastError = err.Error()
+		s.mu.Unlock()
+		if serr := s.cfg.Store.SetError(s.cfg.ID, err.Error()); serr != nil {
+			s.log.Error("record stream error in state file", "err", serr)
+		}
+		return err
+	}
+	return nil
+}
+
+// read moves changes from the reader into the queue.
+func (s *Stream) read(ctx context.Context) error {
+	for {
+		max := s.cfg.Batch.Size()
+		if max < 1000 {
+			max = 1000
+		}
+		cs, err := s.cfg.Reader.Read(ctx, max)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("read source: %w", err)
+		}
+		now := time.Now()
+		for i := range cs {
+			// Sources that do not say when a change was committed get the
+			// time it was read, so lag still counts the time spent queued.
+			if cs[i].Time.IsZero() {
+				cs[i].Time = now
+			}
+		}
+		s.mu.Lock()
+		s.readerIdle = len(cs) == 0
+		s.mu.Unlock()
+		if len(cs) == 0 {
+			continue
+		}
+		if err := s.q.push(ctx, cs); err != nil {
+			return nil
+		}
+	}
+}
+
+const idlePing = 5 * time.Second
+
+func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
+	var pending []sluice.Change // taken from the queue, not yet committed
+	limit := 0                  // when >0, the size a failed batch is retried with
+	attempts := 0
+	lastPing := time.Now()
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		want := s.cfg.Batch.Size()
+		if limit > 0 {
+			want = limit
+		}
+		if len(pending) < want {
+			if len(pending) == 0 {
+				wait := s.q.waitNonEmpty()
+				if wait != nil {
+					select {
+					case <-ctx.Done():
+						return nil
+					case err := <-readErr:
+						if err != nil {
+							return err
+						}
+						readErr = nil
+					case <-wait:
+					case <-time.After(idlePing):
+					}
+				}
+				if wait != nil && time.Since(lastPing) >= idlePing {
+					if rtt, err := s.cfg.Target.Ping(ctx); err == nil {
+						s.setRTT(rtt)
+					}
+					lastPing = time.Now()
+				}
+			}
+			if ch := s.q.waitNonEmpty(); ch == nil {
+				more, err := s.q.take(ctx, want-len(pending))
+				if err != nil {
+					return nil
+				}
+				pending = append(pending, more...)
+				s.mu.Lock()
+				s.oldest = pending[0].Time
+				s.mu.Unlock()
+			}
+		}
+		if len(pending) == 0 {
+			continue
+		}
+		n := min(want, len(pending))
+		err := s.applyBatch(ctx, pending[:n])
+		if err == nil {
+			clear(pending[:n])
+			pending = pending[n:]
+			limit, attempts = 0, 0
+			s.mu.Lock()
+			s.oldest = time.Time{}
+			if len(pending) > 0 {
+				s.oldest = pending[0].Time
+			}
+			s.mu.Unlock()
+			continue
+		}
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return nil
+		}
+		retry, killed := apply.IsRetryable(err)
+		if !retry {
+			return err
+		}
+		attempts++
+		s.mu.Lock()
+		s.stats.Retries++
+		if killed {
+			s.stats.Kills++
+		}
+		s.stats.LastError = err.Error()
+		s.mu.Unlock()
+		if attempts >= s.cfg.MaxAttempts {
+			return fmt.Errorf("stream %s: batch of %d changes failed %d times in a row, last: %w", s.cfg.ID, n, attempts, err)
+		}
+		limit = s.cfg.Batch.Failed(n, s.lastTxTime(), killed)
+		backoff := min(100*time.Millisecond<<min(attempts, 6), 5*time.Second)
+		s.log.Warn("batch rolled back; retrying smaller", "changes", n, "retry_with", limit, "attempt", attempts, "killed", killed, "backoff", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func (s *Stream) lastTxTime() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats.LastTxTime
+}
+
+func (s *Stream) setRTT(d time.Duration) {
+	s.mu.Lock()
+	s.stats.RTT = d
+	s.mu.Unlock()
+}
+
+// applyBatch compacts cs, applies it with the next checkpoint in one target
+// transaction and, once the commit returned, records the checkpoint in the
+// state file and tells the reader.
+func (s *Stream) applyBatch(ctx context.Context, cs []sluice.Change) error {
+	b := apply.Compact(cs)
+	s.mu.Lock()
+	cp := sluice.Checkpoint{
+		Stream:   s.cfg.ID,
+		Seq:      s.stats.Seq + 1,
+		Position: b.Last,
+		Applied:  s.stats.Applied + uint64(len(cs)),
+		Time:     time.Now().UTC(),
+	}
+	s.mu.Unlock()
+
+	// A batch in flight when ctx ends gets ShutdownTimeout to commit: a
+	// clean stop should not waste the work, and the position it commits is
+	// still written atomically with the rows.
+	applyCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(s.cfg.ShutdownTimeout, cancel)
+		context.AfterFunc(applyCtx, func() { t.Stop() })
+	})
+	defer stop()
+
+	start := time.Now()
+	err := s.cfg.Target.Apply(applyCtx, b, cp)
+	d := time.Since(start)
+	s.mu.Lock()
+	s.stats.LastTxTime = d
+	s.stats.LastBatch = len(cs)
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("apply batch of %d changes (%d rows): %w", len(cs), b.Rows, err)
+	}
+	// The target has committed: only now may the state file move.
+	if err := s.cfg.Store.Commit(cp); err != nil {
+		return fmt.Errorf("batch committed on the target but the state file was not updated (the target's own checkpoint row has it): %w", err)
+	}
+	s.cfg.Batch.Observe(len(cs), d)
+	now := time.Now()
+	s.mu.Lock()
+	s.stats.Seq = cp.Seq
+	s.stats.Applied = cp.Applied
+	s.stats.Position = cp.Position
+	s.stats.LastCommit = now
+	s.stats.LastError = ""
+	s.rateWin = append(s.rateWin, ratePoint{now, cp.Applied})
+	for len(s.rateWin) > 2 && now.Sub(s.rateWin[0].t) > 10*time.Second {
+		s.rateWin = s.rateWin[1:]
+	}
+	if first := s.rateWin[0]; len(s.rateWin) > 1 && now.After(first.t) {
+		s.stats.Rate = float64(cp.Applied-first.applied) / now.Sub(first.t).Seconds()
+	}
+	s.mu.Unlock()
+	if err := s.cfg.Reader.Ack(ctx, cp.Position); err != nil && ctx.Err() == nil {
+		s.log.Warn("source did not take the acknowledgement; it will be repeated with the next batch", "position", cp.Position.String(), "err", err)
+	}
+	s.log.Debug("batch committed", "changes", len(cs), "rows", b.Rows, "tx_time", d, "position", cp.Position.String())
+	return nil
+}

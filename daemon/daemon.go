@@ -77,13 +77,13 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 
 	tgt, err := openTarget(ctx, targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, Logger: log})
 	if err != nil {
-		return recordErr(store, o.ID, err)
+		return recordErr(ctx, store, o.ID, err)
 	}
 	defer tgt.Close(context.WithoutCancel(ctx))
 
 	start, err := resumePoint(ctx, log, store, tgt, o.ID)
 	if err != nil {
-		return recordErr(store, o.ID, err)
+		return recordErr(ctx, store, o.ID, err)
 	}
 	rd, err := openSource(ctx, sourceOptions{
 		URL:          o.SourceURL,
@@ -93,11 +93,11 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 		Logger:       log,
 	}, start.Position)
 	if err != nil {
-		return recordErr(store, o.ID, err)
+		return recordErr(ctx, store, o.ID, err)
 	}
 	defer rd.Close()
 	if err := tgt.Preflight(ctx, rd.Tables()); err != nil {
-		return recordErr(store, o.ID, err)
+		return recordErr(ctx, store, o.ID, err)
 	}
 
 	ctrl := controller.NewBatch(controller.BatchConfig{
@@ -146,7 +146,12 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 	return nil
 }
 
-func recordErr(store *checkpoint.Store, stream string, err error) error {
+// recordErr notes a startup error in the state file. A stop requested
+// while starting (SIGINT/SIGTERM) is not an error: nothing was in flight.
+func recordErr(ctx context.Context, store *checkpoint.Store, stream string, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
 	_ = store.SetError(stream, err.Error())
 	return err
 }

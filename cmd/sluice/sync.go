@@ -38,7 +38,7 @@ func syncCommand() *cli.Command {
 					&cli.StringSliceFlag{Name: "tables", Required: true, EnvVars: env("TABLES"), Usage: "tables to replicate, comma-separated, schema.table or table (schema public)"},
 					streamIDFlag(),
 					stateDirFlag(),
-					&cli.IntFlag{Name: "apply-batch-size", EnvVars: env("APPLY_BATCH_SIZE"), Usage: "changes per target transaction: the first size with auto-tuning, the fixed size with --no-auto-tune (default 1000)"},
+					&cli.IntFlag{Name: "apply-batch-size", Value: 1000, EnvVars: env("APPLY_BATCH_SIZE"), Usage: "changes per target transaction: the first size with auto-tuning, the fixed size with --no-auto-tune"},
 					&cli.BoolFlag{Name: "no-auto-tune", EnvVars: env("NO_AUTO_TUNE"), Usage: "pin the batch size to --apply-batch-size; the cost model is still measured and reported"},
 					&cli.StringFlag{Name: "apply-mode", Value: "pipelined", EnvVars: env("APPLY_MODE"), Usage: "pipelined: a batch is one transaction in one round trip; per-row: one statement per round trip, as naive appliers do (for comparison)"},
 					&cli.DurationFlag{Name: "kill-budget", Value: 15 * time.Second, EnvVars: env("KILL_BUDGET"), Usage: "longest a target transaction may be predicted to take; keep it well under the target's transaction kill timeout"},

@@ -200,16 +200,6 @@ func Uninstall(ctx context.Context, conn *pgx.Conn, schema string, tables []slui
 		schema = DefaultSchema
 	}
 	tables = normalize(tables)
-	// Installing takes locks that wait behind every open transaction on the
-	// tables (ALTER TABLE, CREATE TRIGGER) and make every later writer
-	// queue behind them: on a busy source that stalls the application. So
-	// when everything is in place, change nothing; and when something must
-	// change, give up after a few seconds with an error rather than stall.
-	if current, err := installed(ctx, conn, schema, tables); err != nil {
-		return err
-	} else if current {
-		return nil
-	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("uninstall sluice capture from schema %s: %w", schema, err)
@@ -217,6 +207,9 @@ func Uninstall(ctx context.Context, conn *pgx.Conn, schema string, tables []slui
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('sluice pgtrigger install ' || $1))`, schema); err != nil {
 		return fmt.Errorf("uninstall sluice capture from schema %s: lock: %w", schema, err)
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
+		return fmt.Errorf("uninstall sluice capture from schema %s: %w", schema, err)
 	}
 	for _, t := range tables {
 		var exists bool
@@ -228,7 +221,7 @@ func Uninstall(ctx context.Context, conn *pgx.Conn, schema string, tables []slui
 		}
 		q := fmt.Sprintf(`DROP TRIGGER IF EXISTS %s ON %s`, ident(triggerName(schema)), ident(t.Schema, t.Name))
 		if _, err := tx.Exec(ctx, q); err != nil {
-			return fmt.Errorf("drop capture trigger on %s: %w", t, err)
+			return fmt.Errorf("drop capture trigger on %s: %w", t, lockHint(err))
 		}
 	}
 	var fn *uint32

@@ -1,0 +1,214 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
+	"github.com/sluice-cdc/sluice/controller"
+)
+
+var table = &sluice.Table{
+	Name:    sluice.TableName{Schema: "public", Name: "t"},
+	Columns: []sluice.Column{{Name: "id", Type: "bigint"}, {Name: "v", Type: "text"}},
+	Key:     []int{0},
+}
+
+// sliceReader hands out n inserts in chunks, then reports idle.
+type sliceReader struct {
+	mu    sync.Mutex
+	next  int
+	n     int
+	acked sluice.Position
+}
+
+func (r *sliceReader) Tables() []*sluice.Table { return []*sluice.Table{table} }
+
+func (r *sliceReader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next >= r.n {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+		return nil, nil
+	}
+	k := min(max, 37, r.n-r.next)
+	out := make([]sluice.Change, k)
+	for i := range out {
+		id := strconv.Itoa(r.next + i)
+		out[i] = sluice.Change{Table: table, Op: sluice.OpInsert, Row: sluice.Row{sluice.Text(id), sluice.Text("v" + id)},
+			Pos: sluice.Position{Kind: "test", Token: id}}
+	}
+	r.next += k
+	return out, nil
+}
+
+func (r *sliceReader) Ack(_ context.Context, pos sluice.Position) error {
+	r.mu.Lock()
+	r.acked = pos
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *sliceReader) Close() error { return nil }
+
+// rowTarget applies batches to a map; fail decides per attempt whether the
+// batch fails.
+type rowTarget struct {
+	mu      sync.Mutex
+	rows    map[string]string
+	cp      sluice.Checkpoint
+	applies int
+	fail    func(attempt int, b *apply.Batch) error
+}
+
+func (t *rowTarget) Apply(_ context.Context, b *apply.Batch, cp sluice.Checkpoint) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.applies++
+	if t.fail != nil {
+		if err := t.fail(t.applies, b); err != nil {
+			return err
+		}
+	}
+	for _, tb := range b.Tables {
+		for _, k := range tb.Deletes {
+			delete(t.rows, k[0].Text)
+		}
+		for _, r := range tb.Upserts {
+			t.rows[r[0].Text] = r[1].Text
+		}
+	}
+	t.cp = cp
+	return nil
+}
+
+func (t *rowTarget) Ping(context.Context) (time.Duration, error) { return time.Millisecond, nil }
+
+// memStore checks that the state file never moves ahead of the target.
+type memStore struct {
+	mu     sync.Mutex
+	target *rowTarget
+	cp     sluice.Checkpoint
+	err    string
+	bad    error
+}
+
+func (s *memStore) Commit(cp sluice.Checkpoint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.target.mu.Lock()
+	onTarget := s.target.cp
+	s.target.mu.Unlock()
+	if onTarget.Seq < cp.Seq && s.bad == nil {
+		s.bad = fmt.Errorf("state file checkpoint seq %d ahead of the target's %d", cp.Seq, onTarget.Seq)
+	}
+	s.cp = cp
+	return nil
+}
+
+func (s *memStore) SetError(_, msg string) error {
+	s.mu.Lock()
+	s.err = msg
+	s.mu.Unlock()
+	return nil
+}
+
+func run(t *testing.T, n int, fail func(int, *apply.Batch) error, batch int) (*rowTarget, *memStore, *sliceReader, error) {
+	t.Helper()
+	rd := &sliceReader{n: n}
+	tgt := &rowTarget{rows: map[string]string{}, fail: fail}
+	store := &memStore{target: tgt}
+	s := New(Config{
+		ID: "test", Reader: rd, Target: tgt, Store: store,
+		Batch:       controller.NewBatch(controller.BatchConfig{Initial: batch, Budget: time.Second}),
+		MaxAttempts: 6,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	for {
+		select {
+		case err := <-done:
+			return tgt, store, rd, err
+		case <-time.After(5 * time.Millisecond):
+		}
+		if st := s.Stats(); st.Applied == uint64(n) && st.CaughtUp {
+			cancel()
+			return tgt, store, rd, <-done
+		}
+	}
+}
+
+func TestStreamAppliesEverythingOnce(t *testing.T) {
+	const n = 1000
+	tgt, store, rd, err := run(t, n, nil, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tgt.rows) != n {
+		t.Fatalf("target has %d rows, want %d", len(tgt.rows), n)
+	}
+	if store.bad != nil {
+		t.Fatal(store.bad)
+	}
+	if store.cp.Applied != n || store.cp.Position.Token != strconv.Itoa(n-1) || rd.acked != store.cp.Position {
+		t.Fatalf("checkpoint %+v, acked %v", store.cp, rd.acked)
+	}
+}
+
+func TestStreamRetriesKilledBatchesSmaller(t *testing.T) {
+	const n = 500
+	var sizes []int
+	fail := func(attempt int, b *apply.Batch) error {
+		sizes = append(sizes, b.Changes)
+		// The target kills any transaction of more than 50 changes.
+		if b.Changes > 50 {
+			return &apply.RetryableError{Err: errors.New("tx killer rollback"), Killed: true}
+		}
+		return nil
+	}
+	tgt, store, _, err := run(t, n, fail, 400)
+	if err != nil {
+		t.Fatalf("stream failed: %v (batch sizes %v)", err, sizes)
+	}
+	if len(tgt.rows) != n || store.cp.Applied != n || store.bad != nil {
+		t.Fatalf("rows %d, checkpoint %+v, %v", len(tgt.rows), store.cp, store.bad)
+	}
+}
+
+func TestStreamStopsOnPermanentError(t *testing.T) {
+	fail := func(attempt int, b *apply.Batch) error {
+		if attempt == 3 {
+			return errors.New(`apply upsert of 10 rows to public.t: violates check constraint "t_v_check"`)
+		}
+		return nil
+	}
+	_, store, _, err := run(t, 1000, fail, 10)
+	if err == nil || store.err == "" {
+		t.Fatalf("err %v, state file error %q; want the CHECK error in both", err, store.err)
+	}
+	if store.cp.Seq != 2 {
+		t.Fatalf("checkpoint seq %d, want 2: the failed batch must not be checkpointed", store.cp.Seq)
+	}
+}
+
+func TestStreamGivesUpAfterRepeatedKills(t *testing.T) {
+	fail := func(int, *apply.Batch) error {
+		return &apply.RetryableError{Err: errors.New("tx killer rollback"), Killed: true}
+	}
+	_, store, _, err := run(t, 10, fail, 10)
+	if err == nil || store.cp.Seq != 0 {
+		t.Fatalf("err %v, checkpoint %+v; want an error and no checkpoint", err, store.cp)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 const (
@@ -215,7 +216,7 @@ func ReadOnly(dir string) (*Store, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 300 * time.Millisecond})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("%w: state file %s is held by a running sluice", ErrInUse, path)
 		}
 		return nil, fmt.Errorf("open state file %s: %w", path, err)

@@ -447,7 +447,7 @@ func insertOnly(ctx context.Context, conn *pgx.Conn, n int) error {
 // distinct base rows.
 func mixed(ctx context.Context, conn *pgx.Conn, n int) error {
 	nextIns, nextUpd := n+1, 1
-	nextDel := n*3/10 + 100 // past every id the updates can reach
+	nextDel := n*3/10 + 1 // past every id the updates can reach
 	for done := 0; done < n; {
 		chunk := min(100, n-done)
 		ins := chunk / 2

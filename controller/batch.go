@@ -42,6 +42,10 @@ type Batch struct {
 	size  int
 	model costModel
 	step  int
+	// killedAfter is the shortest time after which the target killed a
+	// transaction: the target's real kill timeout is at most that, whatever
+	// the configured budget says.
+	killedAfter time.Duration
 }
 
 // NewBatch returns a controller for cfg, filling zero fields from
@@ -77,8 +81,21 @@ func (b *Batch) Size() int {
 	return b.size
 }
 
-// Budget is the transaction-time budget the controller keeps batches under.
-func (b *Batch) Budget() time.Duration { return b.cfg.Budget }
+// Budget is the transaction-time budget the controller keeps batches
+// under: the configured one, or half the shortest time after which the
+// target has killed a transaction, if that is less.
+func (b *Batch) Budget() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.budget()
+}
+
+func (b *Batch) budget() time.Duration {
+	if b.killedAfter > 0 && b.killedAfter/2 < b.cfg.Budget {
+		return b.killedAfter / 2
+	}
+	return b.cfg.Budget
+}
 
 // Fixed reports whether the size is pinned.
 func (b *Batch) Fixed() bool { return b.cfg.Fixed > 0 }
@@ -103,13 +120,13 @@ func (b *Batch) Observe(n int, d time.Duration) {
 		next = 2 * b.size
 	}
 	if next < b.size/2 {
-		if a, s, ok := b.model.fit(); !ok || a+s*float64(b.size/2) < 0.8*b.cfg.Budget.Seconds() {
+		if a, s, ok := b.model.fit(); !ok || a+s*float64(b.size/2) < 0.8*b.budget().Seconds() {
 			next = b.size / 2
 		}
 	}
 	// A batch smaller than the current size says only that the source had
 	// no more to give; it must not drag the size down.
-	if n < b.size && next < b.size && d < b.cfg.Budget/2 {
+	if n < b.size && next < b.size && d < b.budget()/2 {
 		next = b.size
 	}
 	b.size = clamp(next, b.cfg.Min, b.cfg.Max)
@@ -117,13 +134,16 @@ func (b *Batch) Observe(n int, d time.Duration) {
 
 // Failed records that a batch of n changes failed after d (killed by the
 // target, timed out, connection lost) and returns the size to retry the
-// same changes with. A kill after d tells the model a batch of n costs at
-// least d.
+// same changes with. A kill after d says the target's kill timeout is at
+// most d: from then on batches are sized to finish in half of it, so the
+// controller does not grow back into the killer. (The kill is not a
+// sample of t(n): the batch did not finish, its cost is only known to
+// exceed d.)
 func (b *Batch) Failed(n int, d time.Duration, killed bool) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if killed && n > 0 {
-		b.model.add(float64(n), math.Max(d.Seconds(), b.cfg.Budget.Seconds()))
+	if killed && d > 0 && (b.killedAfter == 0 || d < b.killedAfter) {
+		b.killedAfter = d
 	}
 	retry := n / 2
 	if retry < 1 {
@@ -168,7 +188,7 @@ func (b *Batch) dither(n int) int {
 	}
 	m := int(float64(n) * f)
 	if a, s, ok := b.model.fit(); ok && s > 0 {
-		if capN := int((0.9*b.cfg.Budget.Seconds() - a) / s); m > capN {
+		if capN := int((0.9*b.budget().Seconds() - a) / s); m > capN {
 			m = capN
 		}
 	}
@@ -184,7 +204,7 @@ func (b *Batch) dither(n int) int {
 // inside 80% of the budget.
 func (b *Batch) choose() int {
 	a, s, ok := b.model.fit()
-	budget := 0.8 * b.cfg.Budget.Seconds()
+	budget := 0.8 * b.budget().Seconds()
 	if !ok {
 		// Too little measured to fit: keep doubling while the last batch
 		// used little of the budget.

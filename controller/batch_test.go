@@ -111,3 +111,43 @@ func TestFailedShrinksRetry(t *testing.T) {
 		t.Fatalf("retry of 1 = %d, want 1", r)
 	}
 }
+
+// TestKillsLowerTheBudget replays the field failure: the configured budget
+// is larger than the target's real kill timeout. The first kills must
+// teach the controller the real limit so that it stops growing back into
+// the killer, while still committing batches (no convergence to a stall).
+func TestKillsLowerTheBudget(t *testing.T) {
+	// 96 ms RTT, 2 ms per row on the target, killer at 1 s: ~150 rows fit
+	// in half the kill timeout.
+	l := link{96 * time.Millisecond, 2 * time.Millisecond}
+	const killAfter = time.Second
+	b := NewBatch(BatchConfig{Budget: 5 * time.Second, Initial: 2000})
+	kills, late, committed := 0, 0, 0
+	retry := 0
+	for i := 0; i < 200; i++ {
+		n := b.Size()
+		if retry > 0 {
+			n, retry = retry, 0
+		}
+		if d := l.cost(n); d > killAfter {
+			kills++
+			if i > 20 {
+				late++
+			}
+			retry = b.Failed(n, killAfter, true)
+			continue
+		}
+		b.Observe(n, l.cost(n))
+		committed += n
+	}
+	if late > 0 {
+		t.Fatalf("%d kills after the first 20 batches (%d in all): the controller keeps growing into the killer", late, kills)
+	}
+	if got := b.Budget(); got != killAfter/2 {
+		t.Fatalf("budget = %v, want half the observed kill time %v", got, killAfter/2)
+	}
+	if n := b.Size(); n < 100 {
+		t.Fatalf("size = %d: collapsed far below what fits in the budget (~150)", n)
+	}
+	t.Logf("%d kills, final size %d, %d changes committed", kills, b.Size(), committed)
+}

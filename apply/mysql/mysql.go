@@ -1,0 +1,854 @@
+// Package mysql is the MySQL-family apply target: MySQL 8, MariaDB and
+// Vitess (PlanetScale). Tested against MariaDB 10.11; it uses only SQL that
+// MySQL 8, MariaDB 10.11 and vtgate all accept.
+//
+// # Round trips
+//
+// In the default, pipelined mode a batch is turned into a handful of
+// multi-row statements per table — DELETE … WHERE pk IN (…) for the rows
+// that end absent, INSERT … VALUES (…),(…) ON DUPLICATE KEY UPDATE with the
+// full row image for the rows that end present (grouped by the set of
+// columns present, so that unchanged columns are left alone) — followed by
+// the checkpoint upsert. Where the server accepts multi-statement packets
+// (CLIENT_MULTI_STATEMENTS, detected at Open by trying, or configured),
+// START TRANSACTION, the statements, the checkpoint and COMMIT go as one
+// COM_QUERY: one round trip per batch, whatever its size. Statements are
+// split to stay under max_allowed_packet (read from the server); a batch
+// larger than one packet becomes several packets of the same transaction,
+// never several transactions. Without multi-statements each statement is
+// its own round trip: 3 + the number of statements, independent of the
+// number of rows. REPLACE is never used: it deletes and re-inserts, firing
+// delete triggers and ON DELETE actions of foreign keys.
+//
+// Values are written as SQL literals built here, not as parameters: strings
+// quoted for a session pinned to NO_BACKSLASH_ESCAPES (the only escape is a
+// doubled quote; the mode is checked on every new connection), binary
+// columns (BINARY, VARBINARY, BLOBs, BIT) as hex literals, numbers bare so
+// that comparisons with integer keys are exact.
+//
+// # Session
+//
+// Every connection runs with time_zone '+00:00', sql_mode
+// STRICT_ALL_TABLES,NO_BACKSLASH_ESCAPES,NO_ENGINE_SUBSTITUTION,
+// NO_AUTO_VALUE_ON_ZERO (strict: a value that does not fit is an error, never
+// a truncation; zero dates are accepted as the source had them; an explicit
+// 0 in an AUTO_INCREMENT column stays 0), and utf8mb4.
+//
+// # Foreign keys and triggers on the target
+//
+// Lanes reorder changes across tables (a child row may arrive before its
+// parent, a parent may be deleted before its children), so with foreign key
+// checks on, a batch can fail with a foreign key error that a later batch
+// would have resolved; it is then reported, not retried. Set
+// Config.DisableForeignKeyChecks to run the applier's session with
+// foreign_key_checks = 0: constraints are not checked for sluice's writes
+// (and ON DELETE/ON UPDATE actions do not run), which is right when the
+// source enforces them. Triggers on the target fire for sluice's writes: an
+// upsert fires the INSERT triggers, or on a duplicate key the UPDATE
+// triggers; a delete fires the DELETE triggers. Tables with nullable unique
+// secondary keys may see an extra UPDATE per changed row (see below).
+//
+// # Unique secondary keys
+//
+// INSERT … ON DUPLICATE KEY UPDATE reacts to a duplicate on any unique
+// index, and MySQL checks unique indexes row by row, so two changes of one
+// batch that share a unique value (row A gives email x up, row B takes it;
+// or A and B swap values) would fail or, worse, update the wrong row. A
+// compacted batch no longer holds the old values, so sluice cannot order
+// such rows; instead, for a table with unique secondary indexes whose
+// columns are all nullable, it first sets those columns to NULL in the
+// batch's rows whose unique values change (one multi-row UPDATE in the same
+// transaction and packet; NULLs never collide), then upserts the final
+// images. Every upsert into a table with unique secondary indexes also
+// carries a guard: when an inserted row collides with an existing row on a
+// unique index but not on the primary key, the statement fails (naming the
+// table) instead of updating the other row. A collision on a unique index
+// with a NOT NULL column cannot be released this way: such a batch fails
+// with that error, naming the table, rather than applying a wrong state.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
+)
+
+// Mode chooses how a batch is sent.
+type Mode int
+
+const (
+	// Pipelined sends a batch as coalesced multi-row statements, in one
+	// multi-statement packet when the server allows it.
+	Pipelined Mode = iota
+	// PerRow sends one statement per row operation, each its own round
+	// trip, as naive appliers do. It exists for comparison and for the
+	// static-batch diagnostic.
+	PerRow
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Pipelined:
+		return "pipelined"
+	case PerRow:
+		return "per-row"
+	}
+	return "mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseMode reads "pipelined" or "per-row"; empty (an unset option) means
+// the default, pipelined.
+func ParseMode(s string) (Mode, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "pipelined", "":
+		return Pipelined, nil
+	case "per-row":
+		return PerRow, nil
+	}
+	return 0, fmt.Errorf("apply mode %q: want pipelined or per-row", s)
+}
+
+// Config configures a Target.
+type Config struct {
+	Mode Mode
+	// MultiStatements says whether the server accepts multi-statement
+	// packets; nil detects it at Open by trying.
+	MultiStatements *bool
+	// DisableForeignKeyChecks runs the applier's session with
+	// foreign_key_checks = 0 (see the package doc).
+	DisableForeignKeyChecks bool
+	Logger                  *slog.Logger
+}
+
+// sqlMode is the session's sql_mode.
+const sqlMode = "STRICT_ALL_TABLES,NO_BACKSLASH_ESCAPES,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO"
+
+// Target writes batches to one MySQL-family database over one connection.
+// Its methods may be called from several goroutines; they take turns.
+type Target struct {
+	cfg    Config
+	log    *slog.Logger
+	dcfg   *mysql.Config
+	addr   string // host:port, for messages
+	server string // "MySQL" or "MariaDB", for messages
+	multi  bool
+
+	mu        sync.Mutex
+	db        *sql.DB
+	conn      *sql.Conn // nil after a failure that left it unusable
+	database  string
+	maxPacket int // max_allowed_packet
+	tables    map[sluice.TableName]*tableDesc
+}
+
+var _ apply.Target = (*Target)(nil)
+
+// parseConn reads a mysql:// URL or a go-sql-driver DSN.
+func parseConn(s string) (*mysql.Config, error) {
+	if rest, ok := strings.CutPrefix(s, "mysql://"); ok {
+		u, err := url.Parse("mysql://" + rest)
+		if err != nil {
+			return nil, err
+		}
+		host := u.Host
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		if u.Port() == "" {
+			host = net.JoinHostPort(strings.Trim(host, "[]"), "3306")
+		}
+		dsn := "tcp(" + host + ")/" + url.PathEscape(strings.TrimPrefix(u.Path, "/"))
+		if u.RawQuery != "" {
+			dsn += "?" + u.RawQuery
+		}
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			return nil, err
+		}
+		cfg.DBName = strings.TrimPrefix(u.Path, "/")
+		if u.User != nil {
+			cfg.User = u.User.Username()
+			cfg.Passwd, _ = u.User.Password()
+		}
+		return cfg, nil
+	}
+	return mysql.ParseDSN(s)
+}
+
+// Open connects to the target and makes sure sluice's checkpoint table
+// exists in the target database. dsnOrURL is a mysql://user:pass@host:port/db
+// URL or a go-sql-driver DSN (user:pass@tcp(host:port)/db?params).
+func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Mode != Pipelined && cfg.Mode != PerRow {
+		return nil, fmt.Errorf("open target: unknown apply %v", cfg.Mode)
+	}
+	dc, err := parseConn(dsnOrURL)
+	if err != nil {
+		return nil, fmt.Errorf("target connection string: %w", err)
+	}
+	if dc.DBName == "" {
+		return nil, fmt.Errorf("target connection string names no database: add /dbname (sluice keeps its checkpoint table there)")
+	}
+	dc.InterpolateParams = false // literals are built here
+	dc.ParseTime = true
+	dc.Loc = time.UTC
+	dc.MaxAllowedPacket = 0 // ask the server
+	if dc.Timeout == 0 {
+		dc.Timeout = 10 * time.Second
+	}
+	dc.Collation = "utf8mb4_general_ci"
+	if dc.Params == nil {
+		dc.Params = map[string]string{}
+	}
+	dc.Params["time_zone"] = "'+00:00'"
+	dc.Params["sql_mode"] = "'" + sqlMode + "'"
+	if cfg.DisableForeignKeyChecks {
+		dc.Params["foreign_key_checks"] = "0"
+	}
+	t := &Target{cfg: cfg, log: cfg.Logger, dcfg: dc, addr: dc.Addr, server: "MySQL",
+		tables: map[sluice.TableName]*tableDesc{}}
+	t.multi = cfg.MultiStatements == nil || *cfg.MultiStatements
+	if err := t.openDB(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.MultiStatements == nil {
+		// Detect: a proxy or server that refuses multi-statement packets
+		// answers this with an error.
+		if _, err := t.conn.ExecContext(ctx, "DO 1; DO 2"); err != nil {
+			var me *mysql.MySQLError
+			if !errors.As(err, &me) {
+				t.closeDB()
+				return nil, fmt.Errorf("cannot reach target %s at %s: %w", t.server, t.addr, err)
+			}
+			t.log.Info("target refuses multi-statement packets; one round trip per statement", "err", err)
+			t.closeDB()
+			t.multi = false
+			if err := t.openDB(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if _, err := t.conn.ExecContext(ctx, checkpointDDL); err != nil {
+		t.closeDB()
+		return nil, fmt.Errorf("target %s at %s: create checkpoint table %s.%s: %w (create it as a privileged user or grant CREATE on the database)",
+			t.server, t.addr, t.database, checkpointTable, err)
+	}
+	return t, nil
+}
+
+func (t *Target) openDB(ctx context.Context) error {
+	t.dcfg.MultiStatements = t.multi
+	conn, err := mysql.NewConnector(t.dcfg)
+	if err != nil {
+		return fmt.Errorf("target connection string: %w", err)
+	}
+	t.db = sql.OpenDB(conn)
+	t.db.SetMaxOpenConns(2)
+	t.db.SetMaxIdleConns(1)
+	if err := t.ensureConn(ctx); err != nil {
+		t.closeDB()
+		return err
+	}
+	return nil
+}
+
+func (t *Target) closeDB() {
+	if t.conn != nil {
+		t.conn.Close()
+		t.conn = nil
+	}
+	if t.db != nil {
+		t.db.Close()
+		t.db = nil
+	}
+}
+
+// ensureConn takes a connection when the last one was lost or discarded,
+// checks its session settings and learns the packet limit.
+func (t *Target) ensureConn(ctx context.Context) error {
+	if t.conn != nil {
+		return nil
+	}
+	conn, err := t.db.Conn(ctx)
+	if err != nil {
+		return t.connectError(err)
+	}
+	var mode, version string
+	var maxPacket int
+	err = conn.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.max_allowed_packet, DATABASE(), VERSION()").
+		Scan(&mode, &maxPacket, &t.database, &version)
+	if err != nil {
+		conn.Close()
+		return t.connectError(err)
+	}
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		t.server = "MariaDB"
+	}
+	if !strings.Contains(mode, "NO_BACKSLASH_ESCAPES") || !strings.Contains(mode, "STRICT_ALL_TABLES") {
+		conn.Close()
+		return fmt.Errorf("target %s at %s ignored SET sql_mode (it is %q): sluice needs STRICT_ALL_TABLES and NO_BACKSLASH_ESCAPES in the session; check the proxy in between", t.server, t.addr, mode)
+	}
+	t.conn, t.maxPacket = conn, maxPacket
+	return nil
+}
+
+// connectError turns the failures a user can fix into messages that say how.
+func (t *Target) connectError(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1045: // ER_ACCESS_DENIED_ERROR
+			return fmt.Errorf("target %s at %s: authentication failed for user %q: check the user and password in the connection string: %w",
+				t.server, t.addr, t.dcfg.User, err)
+		case 1044: // ER_DBACCESS_DENIED_ERROR
+			return fmt.Errorf("target %s at %s: user %q may not use database %q: GRANT it the privileges or fix the connection string: %w",
+				t.server, t.addr, t.dcfg.User, t.dcfg.DBName, err)
+		case 1049: // ER_BAD_DB_ERROR
+			return fmt.Errorf("target %s at %s: database %q does not exist: create it or fix the connection string: %w",
+				t.server, t.addr, t.dcfg.DBName, err)
+		}
+		return fmt.Errorf("target %s at %s: %w", t.server, t.addr, err)
+	}
+	return fmt.Errorf("cannot reach target %s at %s: %w", t.server, t.addr, err)
+}
+
+// discard drops the current connection: it is broken, or its state (an
+// open transaction) is unknown.
+func (t *Target) discard() {
+	if t.conn == nil {
+		return
+	}
+	_ = t.conn.Raw(func(any) error { return driver.ErrBadConn })
+	t.conn.Close()
+	t.conn = nil
+}
+
+// reading runs f, which only reads, and when the connection turns out to
+// have died runs it once more on a fresh connection.
+func (t *Target) reading(ctx context.Context, f func() error) error {
+	if err := t.ensureConn(ctx); err != nil {
+		return err
+	}
+	err := f()
+	if err == nil || !connLost(err) || ctx.Err() != nil {
+		return err
+	}
+	t.discard()
+	if cerr := t.ensureConn(ctx); cerr != nil {
+		return fmt.Errorf("%w (reconnect: %v)", err, cerr)
+	}
+	return f()
+}
+
+// Close closes the connection.
+func (t *Target) Close(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.db == nil {
+		return nil
+	}
+	var err error
+	if t.conn != nil {
+		err = t.conn.Close()
+		t.conn = nil
+	}
+	if cerr := t.db.Close(); err == nil {
+		err = cerr
+	}
+	t.db = nil
+	return err
+}
+
+// Ping measures one round trip to the target.
+func (t *Target) Ping(ctx context.Context) (time.Duration, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.ensureConn(ctx); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if err := t.conn.PingContext(ctx); err != nil {
+		t.discard()
+		return 0, fmt.Errorf("ping target %s at %s: %w", t.server, t.addr, err)
+	}
+	return time.Since(start), nil
+}
+
+// ReadCheckpoint returns the checkpoint the target committed last for
+// stream, and false when it has none.
+func (t *Target) ReadCheckpoint(ctx context.Context, stream string) (sluice.Checkpoint, bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var cp sluice.Checkpoint
+	var ok bool
+	err := t.reading(ctx, func() (err error) {
+		cp, ok, err = t.readCheckpoint(ctx, stream)
+		return err
+	})
+	return cp, ok, err
+}
+
+func (t *Target) readCheckpoint(ctx context.Context, stream string) (sluice.Checkpoint, bool, error) {
+	cp := sluice.Checkpoint{Stream: stream}
+	var pos string
+	err := t.conn.QueryRowContext(ctx, buildCheckpointSelect(stream)).Scan(&cp.Seq, &pos, &cp.Applied, &cp.Time)
+	if errors.Is(err, sql.ErrNoRows) {
+		return cp, false, nil
+	}
+	if err != nil {
+		return cp, false, fmt.Errorf("read checkpoint of stream %q from %s.%s: %w", stream, t.database, checkpointTable, err)
+	}
+	p, err := sluice.ParsePosition(pos)
+	if err != nil {
+		return cp, false, fmt.Errorf("read checkpoint of stream %q: %w", stream, err)
+	}
+	cp.Position = p
+	return cp, true, nil
+}
+
+// statement is one statement of a batch and what it does, for errors.
+type statement struct {
+	sql  string
+	what string // e.g. "upsert of 500 rows to db.orders"
+	// guard: an upsert carrying the unique-key guard, whose failure sets a
+	// primary key column to NULL.
+	guard bool
+}
+
+// Apply writes b and cp in one transaction: one round trip with
+// multi-statement packets (more only when the batch exceeds
+// max_allowed_packet), 3 + one per coalesced statement without them, and
+// one per row operation plus three in PerRow mode.
+func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.ensureConn(ctx); err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) || ctx.Err() != nil {
+			return err // refused by the server (authentication, ...): not transient
+		}
+		return &apply.RetryableError{Err: err}
+	}
+	stmts, err := t.plan(ctx, b, t.cfg.Mode == PerRow)
+	if err != nil {
+		if t.conn == nil {
+			return classify(err, true)
+		}
+		return err
+	}
+	if cp.Stream != "" {
+		stmts = append(stmts, statement{sql: buildCheckpointUpsert(cp), what: fmt.Sprintf("checkpoint of stream %q", cp.Stream)})
+	}
+	start := time.Now()
+	if t.multi && t.cfg.Mode == Pipelined {
+		err = t.applyMulti(ctx, stmts)
+	} else {
+		err = t.applyEach(ctx, stmts)
+	}
+	if err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 1054 || me.Number == 1146) {
+			// Unknown column or table: the target changed since it was
+			// checked. Check it again next time so the error names the fix.
+			clear(t.tables)
+		}
+		return t.afterFailure(ctx, err, cp, b)
+	}
+	t.log.Debug("applied batch", "changes", b.Changes, "rows", b.Rows, "statements", len(stmts),
+		"mode", t.cfg.Mode, "multi", t.multi, "took", time.Since(start))
+	return nil
+}
+
+// stepVar is the session variable a multi-statement packet sets before each
+// statement, so that after a failure the index of the failing statement can
+// be read back: the server stops at the first error and the driver reports
+// only that error.
+const stepVar = "@sluice_step"
+
+// applyMulti sends START TRANSACTION, the statements and COMMIT as one
+// COM_QUERY (several when they exceed max_allowed_packet), each statement
+// preceded by SET @sluice_step = i. The driver reads every result of the
+// packet and returns the first error; the server executes nothing after it,
+// so COMMIT never runs after a failure and the transaction is left open, to
+// be rolled back by afterFailure on the same connection.
+func (t *Target) applyMulti(ctx context.Context, stmts []statement) error {
+	limit := t.maxPacket - 64
+	var packets []string
+	var cur strings.Builder
+	add := func(s string) {
+		if cur.Len() > 0 && cur.Len()+len(s)+2 > limit {
+			packets = append(packets, cur.String())
+			cur.Reset()
+		}
+		if cur.Len() > 0 {
+			cur.WriteString(";\n")
+		}
+		cur.WriteString(s)
+	}
+	add("SET " + stepVar + " = 0;\nSTART TRANSACTION")
+	for i, s := range stmts {
+		add("SET " + stepVar + " = " + strconv.Itoa(i+1) + ";\n" + s.sql)
+	}
+	add("SET " + stepVar + " = " + strconv.Itoa(len(stmts)+1) + ";\nCOMMIT")
+	packets = append(packets, cur.String())
+	for _, p := range packets {
+		if _, err := t.conn.ExecContext(ctx, p); err != nil {
+			return &stepError{err: err, stmts: stmts, step: -1}
+		}
+	}
+	return nil
+}
+
+// applyEach runs START TRANSACTION, each statement and COMMIT as separate
+// round trips on the applier's connection.
+func (t *Target) applyEach(ctx context.Context, stmts []statement) error {
+	if _, err := t.conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
+		return &stepError{err: err, stmts: stmts, step: 0}
+	}
+	for i, s := range stmts {
+		if _, err := t.conn.ExecContext(ctx, s.sql); err != nil {
+			return &stepError{err: err, stmts: stmts, step: i + 1}
+		}
+	}
+	if _, err := t.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return &stepError{err: err, stmts: stmts, step: len(stmts) + 1}
+	}
+	return nil
+}
+
+// stepError is a failed statement of a batch; step is 0 for START
+// TRANSACTION, i for stmts[i-1], len(stmts)+1 for COMMIT and -1 while
+// unknown.
+type stepError struct {
+	err   error
+	stmts []statement
+	step  int
+	// candidates names the batch's tables when the step is unknown.
+	candidates string
+}
+
+func (e *stepError) Error() string {
+	switch {
+	case e.step == 0:
+		return "apply: start transaction: " + e.err.Error()
+	case e.step > 0 && e.step <= len(e.stmts):
+		s := e.stmts[e.step-1]
+		var me *mysql.MySQLError
+		if s.guard && errors.As(e.err, &me) && me.Number == 1048 {
+			return "apply " + s.what + ": a row collides on a unique key with a row of the table that this batch does not touch " +
+				"(the target differs from the source, or the changes that free the value are in another batch): " + e.err.Error()
+		}
+		return "apply " + s.what + ": " + e.err.Error()
+	case e.step == len(e.stmts)+1:
+		return "apply: commit: " + e.err.Error()
+	}
+	return "apply batch of " + strconv.Itoa(len(e.stmts)) + " statements" + e.candidates + ": " + e.err.Error()
+}
+
+func (e *stepError) Unwrap() error { return e.err }
+
+// connLost reports whether err means the connection is gone.
+func connLost(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1927, // ER_CONNECTION_KILLED (MariaDB)
+			1053, // ER_SERVER_SHUTDOWN
+			2006, // CR_SERVER_GONE_ERROR
+			2013: // CR_SERVER_LOST
+			return true
+		}
+	}
+	return false
+}
+
+// afterFailure leaves the connection usable (rolled back) or drops it, and
+// decides what a failed Apply means. When the connection broke after the
+// batch was sent, COMMIT may have run; the checkpoint row written in the same
+// transaction tells, so the caller never sees an error for a committed batch.
+func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Checkpoint, b *apply.Batch) error {
+	var se *stepError
+	errors.As(applyErr, &se)
+	lost := connLost(applyErr) || ctx.Err() != nil
+	if !lost {
+		// ROLLBACK on the same connection before it is used again, and ask
+		// which statement of the packet failed.
+		if _, err := t.conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+			lost = true
+		} else if se != nil && se.step < 0 {
+			var step sql.NullInt64
+			if err := t.conn.QueryRowContext(ctx, "SELECT "+stepVar).Scan(&step); err == nil && step.Valid {
+				se.step = int(step.Int64)
+			}
+		}
+	}
+	if se != nil && se.step < 0 {
+		names := make([]string, 0, len(b.Tables))
+		for _, tb := range b.Tables {
+			names = append(names, tb.Table.Name.String())
+		}
+		se.candidates = " to tables " + strings.Join(names, ", ")
+	}
+	if !lost {
+		return classify(applyErr, false)
+	}
+	t.discard()
+	if ctx.Err() != nil {
+		return applyErr
+	}
+	if cp.Stream == "" {
+		return classify(applyErr, true)
+	}
+	if err := t.ensureConn(ctx); err != nil {
+		return classify(fmt.Errorf("%w (commit outcome unknown: reconnect failed: %v)", applyErr, err), true)
+	}
+	got, ok, err := t.readCheckpoint(ctx, cp.Stream)
+	if err != nil {
+		t.discard()
+		return classify(fmt.Errorf("%w (commit outcome unknown: %v)", applyErr, err), true)
+	}
+	if ok && got.Seq == cp.Seq && got.Position == cp.Position {
+		t.log.Warn("connection lost after commit; the batch is committed", "stream", cp.Stream, "seq", cp.Seq, "err", applyErr)
+		return nil
+	}
+	return classify(applyErr, true)
+}
+
+// classify marks the errors after which the batch may be retried as is.
+// Killed is set when the transaction was killed or timed out.
+func classify(err error, lost bool) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1205, // ER_LOCK_WAIT_TIMEOUT
+			1317, // ER_QUERY_INTERRUPTED (KILL QUERY)
+			1927, // ER_CONNECTION_KILLED (MariaDB KILL)
+			3024, // ER_QUERY_TIMEOUT (MySQL max_execution_time)
+			1969: // ER_STATEMENT_TIMEOUT (MariaDB max_statement_time)
+			return &apply.RetryableError{Err: err, Killed: true}
+		case 1213, // ER_LOCK_DEADLOCK
+			1053, 2006, 2013:
+			return &apply.RetryableError{Err: err}
+		}
+		// Vitess's transaction killer: "… tx killer rollback …", and later
+		// statements of the killed transaction "… exceeded timeout: 20s".
+		msg := strings.ToLower(me.Message)
+		if strings.Contains(msg, "tx killer rollback") || strings.Contains(msg, "exceeded timeout") ||
+			strings.Contains(msg, "transaction was killed") {
+			return &apply.RetryableError{Err: err, Killed: true}
+		}
+	}
+	if lost {
+		return &apply.RetryableError{Err: err}
+	}
+	return err
+}
+
+// plan turns a batch into statements: per table, its deletes, then (for a
+// table with nullable unique secondary keys) the release of the unique
+// values that change, then its upserts grouped by the set of columns
+// present.
+func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]statement, error) {
+	limit := t.maxPacket - 256
+	if perRow {
+		limit = 0 // one row per statement
+	}
+	var stmts []statement
+	for _, tb := range b.Tables {
+		d, err := t.describe(ctx, tb.Table)
+		if err != nil {
+			return nil, err
+		}
+		stmts, err = d.appendDeletes(stmts, tb.Deletes, limit)
+		if err != nil {
+			return nil, err
+		}
+		stmts, err = d.appendRelease(stmts, tb.Upserts, limit)
+		if err != nil {
+			return nil, err
+		}
+		stmts, err = d.appendUpserts(stmts, tb.Upserts, limit)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return stmts, nil
+}
+
+// rowsFor names what a statement covers: the key of its one row, or a count.
+func (d *tableDesc) rowsFor(n int, first sluice.Row, isKey bool) string {
+	if n == 1 && first != nil {
+		if !isKey {
+			first = d.src.KeyOf(first)
+		}
+		return d.src.FormatKey(first)
+	}
+	return rowCount(n)
+}
+
+func (d *tableDesc) appendDeletes(stmts []statement, keys []sluice.Row, limit int) ([]statement, error) {
+	if len(keys) == 0 {
+		return stmts, nil
+	}
+	for _, k := range keys {
+		if len(k) != len(d.src.Key) {
+			return nil, fmt.Errorf("apply delete to %s: key has %d values, want %d", d.display, len(k), len(d.src.Key))
+		}
+		for _, v := range k {
+			if v.Null || v.Unchanged {
+				return nil, fmt.Errorf("apply delete to %s: key %s has a NULL or missing value", d.display, d.src.FormatKey(k))
+			}
+		}
+	}
+	sqls, counts, err := buildDeletes(d.ident, d.key, keys, limit)
+	if err != nil {
+		return nil, fmt.Errorf("apply delete to %s: %w", d.display, err)
+	}
+	off := 0
+	for i, s := range sqls {
+		stmts = append(stmts, statement{sql: s, what: "delete of " + d.rowsFor(counts[i], keys[off], true) + " from " + d.display})
+		off += counts[i]
+	}
+	return stmts, nil
+}
+
+// appendRelease adds the statements that set the nullable unique columns of
+// the batch's rows whose unique values change to NULL (see the package doc).
+// A table with a single upsert cannot collide with itself in the batch.
+func (d *tableDesc) appendRelease(stmts []statement, rows []sluice.Row, limit int) ([]statement, error) {
+	if len(d.release) == 0 || len(rows) < 2 {
+		return stmts, nil
+	}
+	cols := make([]sqlColumn, len(d.release))
+	for i, c := range d.release {
+		cols[i] = d.cols[c]
+	}
+	var keys, vals []sluice.Row
+rows:
+	for _, r := range rows {
+		if len(r) != len(d.cols) {
+			return nil, fmt.Errorf("apply upsert to %s: row has %d values, want %d", d.display, len(r), len(d.cols))
+		}
+		v := make(sluice.Row, len(d.release))
+		for i, c := range d.release {
+			if r[c].Unchanged {
+				continue rows // keeps its value: nothing to release
+			}
+			v[i] = r[c]
+		}
+		keys = append(keys, d.src.KeyOf(r))
+		vals = append(vals, v)
+	}
+	if len(keys) == 0 {
+		return stmts, nil
+	}
+	sqls, counts, err := buildRelease(d.ident, d.key, cols, keys, vals, limit)
+	if err != nil {
+		return nil, fmt.Errorf("apply unique-key release to %s: %w", d.display, err)
+	}
+	off := 0
+	for i, s := range sqls {
+		stmts = append(stmts, statement{sql: s,
+			what: "release of the unique values of " + d.rowsFor(counts[i], keys[off], true) + " in " + d.display})
+		off += counts[i]
+	}
+	return stmts, nil
+}
+
+func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, limit int) ([]statement, error) {
+	if len(rows) == 0 {
+		return stmts, nil
+	}
+	// Group rows by the set of columns they carry, in first-seen order, so
+	// that a row with unchanged columns SETs only the ones it has.
+	type group struct {
+		present []int
+		rows    []sluice.Row
+	}
+	var groups []*group
+	byMask := map[string]*group{}
+	mask := make([]byte, len(d.cols))
+	for _, r := range rows {
+		if len(r) != len(d.cols) {
+			return nil, fmt.Errorf("apply upsert to %s: row has %d values, want %d", d.display, len(r), len(d.cols))
+		}
+		for i, v := range r {
+			mask[i] = '1'
+			if v.Unchanged {
+				mask[i] = '0'
+			}
+		}
+		for _, k := range d.src.Key {
+			if r[k].Unchanged || r[k].Null {
+				return nil, fmt.Errorf("apply upsert to %s: primary key column %s is NULL or missing", d.display, d.cols[k].Name)
+			}
+		}
+		g := byMask[string(mask)]
+		if g == nil {
+			g = &group{}
+			for i := range mask {
+				if mask[i] == '1' {
+					g.present = append(g.present, i)
+				}
+			}
+			byMask[string(mask)] = g
+			groups = append(groups, g)
+		}
+		g.rows = append(g.rows, r)
+	}
+	for _, g := range groups {
+		u := &upsertSpec{table: d.ident, guard: len(d.uniques) > 0}
+		pos := make(map[int]int, len(g.present))
+		for i, c := range g.present {
+			u.cols = append(u.cols, d.cols[c])
+			pos[c] = i
+		}
+		for _, k := range d.src.Key {
+			u.key = append(u.key, pos[k])
+		}
+		sqls, counts, err := buildUpserts(u, g.present, g.rows, limit)
+		if err != nil {
+			return nil, fmt.Errorf("apply upsert to %s: %w", d.display, err)
+		}
+		off := 0
+		for i, s := range sqls {
+			stmts = append(stmts, statement{sql: s, guard: u.guard,
+				what: "upsert of " + d.rowsFor(counts[i], g.rows[off], false) + " to " + d.display})
+			off += counts[i]
+		}
+	}
+	return stmts, nil
+}
+
+func rowCount(n int) string {
+	if n == 1 {
+		return "1 row"
+	}
+	return strconv.Itoa(n) + " rows"
+}

@@ -1,0 +1,267 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluice-cdc/sluice"
+)
+
+// targetColumn is one column as information_schema describes it.
+type targetColumn struct {
+	name       string
+	colType    string // COLUMN_TYPE, e.g. int(10) unsigned
+	dataType   string // DATA_TYPE, e.g. int
+	nullable   bool
+	hasDefault bool
+	generated  bool
+}
+
+// uniqueIndex is a unique secondary index of a target table.
+type uniqueIndex struct {
+	name string
+	cols []int // indexes in the source columns; nil when a column is target-only
+	// releasable: every column is nullable on the target, so the rows
+	// giving a value up can hold NULL meanwhile.
+	releasable bool
+}
+
+// tableDesc is a target table checked against one source description.
+type tableDesc struct {
+	src     *sluice.Table
+	display string      // db.table as resolved on the target
+	ident   string      // quoted, qualified name used in SQL
+	cols    []sqlColumn // aligned with src.Columns
+	key     []sqlColumn // aligned with src.Key
+	uniques []uniqueIndex
+	// release holds the source column indexes of every releasable unique
+	// index (deduplicated), the columns set to NULL before upserts.
+	release []int
+}
+
+const columnsSQL = "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE = 'YES', " +
+	"COLUMN_DEFAULT IS NOT NULL OR EXTRA LIKE '%%auto_increment%%', COALESCE(GENERATION_EXPRESSION, '') <> '' " +
+	"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION"
+
+const indexesSQL = "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS " +
+	"WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 ORDER BY INDEX_NAME, SEQ_IN_INDEX"
+
+// Preflight checks, before any data moves, that every table exists on the
+// target with the source's primary key and columns whose types hold the
+// source's values exactly, and loads the tables' unique indexes. It reports
+// every problem it finds, each naming the table or column and the fix.
+func (t *Target) Preflight(ctx context.Context, tables []*sluice.Table) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.ensureConn(ctx); err != nil {
+		return err
+	}
+	var errs []error
+	for _, tbl := range tables {
+		if _, err := t.load(ctx, tbl); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("preflight of target %s at %s, database %s: %w", t.server, t.addr, t.database, errors.Join(errs...))
+	}
+	return nil
+}
+
+// describe returns the checked description of a source table, loading it on
+// first use (or when the source's description changed).
+func (t *Target) describe(ctx context.Context, tbl *sluice.Table) (*tableDesc, error) {
+	if d := t.tables[tbl.Name]; d != nil && d.src == tbl {
+		return d, nil
+	}
+	return t.load(ctx, tbl)
+}
+
+func (t *Target) load(ctx context.Context, tbl *sluice.Table) (*tableDesc, error) {
+	schema := tbl.Name.Schema
+	if schema == "" {
+		schema = t.database
+	}
+	var sb, nb strings.Builder
+	quoteString(&sb, schema)
+	quoteString(&nb, tbl.Name.Name)
+	var tcols []targetColumn
+	indexes := map[string][]string{}
+	var indexOrder []string
+	err := t.reading(ctx, func() error {
+		tcols = tcols[:0]
+		clear(indexes)
+		indexOrder = indexOrder[:0]
+		rows, err := t.conn.QueryContext(ctx, fmt.Sprintf(columnsSQL, sb.String(), nb.String()))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var c targetColumn
+			if err := rows.Scan(&c.name, &c.colType, &c.dataType, &c.nullable, &c.hasDefault, &c.generated); err != nil {
+				rows.Close()
+				return err
+			}
+			tcols = append(tcols, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = t.conn.QueryContext(ctx, fmt.Sprintf(indexesSQL, sb.String(), nb.String()))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var idx, col string
+			if err := rows.Scan(&idx, &col); err != nil {
+				return err
+			}
+			if _, ok := indexes[idx]; !ok {
+				indexOrder = append(indexOrder, idx)
+			}
+			indexes[idx] = append(indexes[idx], col)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read target catalog for table %s: %w", tbl.Name, err)
+	}
+	display := sluice.TableName{Schema: schema, Name: tbl.Name.Name}.String()
+	if len(tcols) == 0 {
+		return nil, fmt.Errorf("target table %s does not exist in database %s: create it with the source's columns", display, schema)
+	}
+	d, err := check(tbl, display, tcols, indexes, indexOrder)
+	if err != nil {
+		return nil, err
+	}
+	d.ident = tableIdent(tbl.Name)
+	t.tables[tbl.Name] = d
+	return d, nil
+}
+
+// kindOf says how values of a target column are written.
+func kindOf(dataType string) valueKind {
+	switch strings.ToLower(dataType) {
+	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "bit":
+		return kindBinary
+	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric", "float", "double":
+		return kindNumber
+	}
+	return kindString
+}
+
+// check compares a source table with the target's columns and unique
+// indexes.
+func check(src *sluice.Table, display string, tcols []targetColumn, indexes map[string][]string, indexOrder []string) (*tableDesc, error) {
+	if len(src.Key) == 0 {
+		return nil, fmt.Errorf("source table %s has no primary key: sluice needs one to apply updates and deletes; add a primary key on the source", src.Name)
+	}
+	var errs []error
+	byName := make(map[string]*targetColumn, len(tcols))
+	for i := range tcols {
+		// MySQL column names are case-insensitive.
+		byName[strings.ToLower(tcols[i].name)] = &tcols[i]
+	}
+	srcKey := src.KeyNames()
+	targetKey := indexes["PRIMARY"]
+	switch {
+	case len(targetKey) == 0:
+		errs = append(errs, fmt.Errorf("target table %s has no primary key: ALTER TABLE %s ADD PRIMARY KEY (%s) as on the source",
+			display, display, strings.Join(srcKey, ", ")))
+	case !sameSet(targetKey, srcKey):
+		errs = append(errs, fmt.Errorf("primary key of %s is (%s) on the target but (%s) on the source: make the target's primary key (%s)",
+			display, strings.Join(targetKey, ", "), strings.Join(srcKey, ", "), strings.Join(srcKey, ", ")))
+	}
+	d := &tableDesc{src: src, display: display, cols: make([]sqlColumn, len(src.Columns))}
+	seen := make(map[string]bool, len(src.Columns))
+	for i, sc := range src.Columns {
+		seen[strings.ToLower(sc.Name)] = true
+		tc := byName[strings.ToLower(sc.Name)]
+		if tc == nil {
+			errs = append(errs, fmt.Errorf("column %s.%s is missing on the target: add it with ALTER TABLE %s ADD COLUMN %s %s",
+				display, sc.Name, display, quoteIdent(sc.Name), sc.Type))
+			continue
+		}
+		d.cols[i] = sqlColumn{Name: sc.Name, Kind: kindOf(tc.dataType)}
+		if tc.generated {
+			errs = append(errs, fmt.Errorf("column %s.%s is a generated column on the target and cannot be written: make it a plain column",
+				display, sc.Name))
+			continue
+		}
+		if ok, why := fits(parseType(sc.Type), parseType(tc.colType)); !ok {
+			errs = append(errs, fitError(display, sc.Name, sc.Type, tc.colType, why))
+		}
+		if sc.Nullable && !tc.nullable {
+			errs = append(errs, fmt.Errorf("column %s.%s is NOT NULL on the target but nullable on the source: NULL values would fail; ALTER TABLE %s MODIFY %s %s NULL",
+				display, sc.Name, display, quoteIdent(sc.Name), tc.colType))
+		}
+	}
+	for _, tc := range tcols {
+		if !seen[strings.ToLower(tc.name)] && !tc.nullable && !tc.hasDefault && !tc.generated {
+			errs = append(errs, fmt.Errorf("column %s.%s exists only on the target and is NOT NULL without a default: inserts would fail; give it a default or make it nullable",
+				display, tc.name))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	d.key = make([]sqlColumn, len(src.Key))
+	for i, k := range src.Key {
+		d.key[i] = d.cols[k]
+	}
+	inRelease := map[int]bool{}
+	for _, name := range indexOrder {
+		if name == "PRIMARY" {
+			continue
+		}
+		u := uniqueIndex{name: name, releasable: true}
+		for _, col := range indexes[name] {
+			ci := -1
+			for i, sc := range src.Columns {
+				if strings.EqualFold(sc.Name, col) {
+					ci = i
+				}
+			}
+			if ci < 0 {
+				u.cols, u.releasable = nil, false
+				break
+			}
+			u.cols = append(u.cols, ci)
+			if tc := byName[strings.ToLower(col)]; tc == nil || !tc.nullable {
+				u.releasable = false
+			}
+		}
+		d.uniques = append(d.uniques, u)
+		if u.releasable {
+			for _, c := range u.cols {
+				if !inRelease[c] {
+					inRelease[c] = true
+					d.release = append(d.release, c)
+				}
+			}
+		}
+	}
+	slices.Sort(d.release)
+	return d, nil
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	for i := range a {
+		a[i] = strings.ToLower(a[i])
+	}
+	for i := range b {
+		b[i] = strings.ToLower(b[i])
+	}
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}

@@ -1,0 +1,446 @@
+package mysql
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sluice-cdc/sluice"
+)
+
+// valueKind says how a column's text values are written as SQL literals.
+type valueKind uint8
+
+const (
+	// kindString values are quoted string literals. The session runs with
+	// NO_BACKSLASH_ESCAPES (checked on every new connection), so the only
+	// character that needs escaping is the quote, which is doubled; every
+	// other byte, NUL and backslash included, stands for itself. utf8mb4 has
+	// no multi-byte character containing the byte 0x27, so a quote can never
+	// hide in a character.
+	kindString valueKind = iota
+	// kindNumber values are written bare when they are a plain decimal or
+	// float literal, so that a comparison with an integer or decimal key
+	// column is exact (MySQL compares a number with a string as doubles,
+	// which confuses integers above 2^53). Anything else is quoted, and the
+	// strict sql_mode rejects it.
+	kindNumber
+	// kindBinary values (BINARY, VARBINARY, BLOB types, BIT) are raw bytes
+	// written as hex literals X'…', which no connection charset touches.
+	kindBinary
+)
+
+// sqlColumn is a target column as the SQL builder needs it.
+type sqlColumn struct {
+	Name string
+	Kind valueKind
+}
+
+// quoteIdent quotes a MySQL identifier with backticks, doubling any
+// backtick inside it. This is independent of ANSI_QUOTES.
+func quoteIdent(name string) string {
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+}
+
+// tableIdent quotes a table name; an empty schema means the connection's
+// database.
+func tableIdent(n sluice.TableName) string {
+	if n.Schema == "" {
+		return quoteIdent(n.Name)
+	}
+	return quoteIdent(n.Schema) + "." + quoteIdent(n.Name)
+}
+
+// quoteString appends s as a string literal valid under NO_BACKSLASH_ESCAPES.
+func quoteString(b *strings.Builder, s string) {
+	b.WriteByte('\'')
+	for {
+		i := strings.IndexByte(s, '\'')
+		if i < 0 {
+			b.WriteString(s)
+			break
+		}
+		b.WriteString(s[:i+1])
+		b.WriteByte('\'')
+		s = s[i+1:]
+	}
+	b.WriteByte('\'')
+}
+
+// hexLiteral appends raw bytes as X'…'.
+func hexLiteral(b *strings.Builder, s string) {
+	b.WriteString("X'")
+	var buf [64]byte
+	for len(s) > 0 {
+		n := min(len(s), len(buf)/2)
+		hex.Encode(buf[:], []byte(s[:n]))
+		b.Write(buf[:2*n])
+		s = s[n:]
+	}
+	b.WriteByte('\'')
+}
+
+// isNumber reports whether s is a plain numeric literal: an optional sign,
+// digits with an optional point, an optional exponent. Such text is safe to
+// write bare.
+func isNumber(s string) bool {
+	i := 0
+	if i < len(s) && (s[i] == '-' || s[i] == '+') {
+		i++
+	}
+	digits := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+		digits++
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			digits++
+		}
+	}
+	if digits == 0 {
+		return false
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '-' || s[i] == '+') {
+			i++
+		}
+		exp := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			exp++
+		}
+		if exp == 0 {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+// writeValue appends v as a literal for a column of kind k. Unchanged values
+// never reach here: rows are grouped by the columns they carry.
+func writeValue(b *strings.Builder, k valueKind, v sluice.Value) {
+	switch {
+	case v.Null:
+		b.WriteString("NULL")
+	case k == kindBinary:
+		hexLiteral(b, v.Text)
+	case k == kindNumber && isNumber(v.Text):
+		b.WriteString(v.Text)
+	default:
+		quoteString(b, v.Text)
+	}
+}
+
+func valueLen(k valueKind, v sluice.Value) int {
+	switch {
+	case v.Null:
+		return 4
+	case k == kindBinary:
+		return 3 + 2*len(v.Text)
+	}
+	return 2 + len(v.Text) + strings.Count(v.Text, "'")
+}
+
+// errRowTooBig is returned when a single row cannot fit a statement under
+// the packet limit.
+var errRowTooBig = errors.New("row larger than max_allowed_packet")
+
+// upsertSpec describes the multi-row INSERT … ON DUPLICATE KEY UPDATE of one
+// table and one set of present columns.
+type upsertSpec struct {
+	table string      // quoted, qualified
+	cols  []sqlColumn // the columns present in every row
+	key   []int       // indexes in cols of the primary key
+	// guard makes the statement fail instead of updating a different row
+	// when an inserted row collides with an existing row on a unique
+	// secondary key but not on the primary key (see the package doc).
+	guard bool
+}
+
+// head returns "INSERT INTO t (cols) VALUES\n".
+func (u *upsertSpec) head() string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO ")
+	b.WriteString(u.table)
+	b.WriteString(" (")
+	for i, c := range u.cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quoteIdent(c.Name))
+	}
+	b.WriteString(") VALUES\n")
+	return b.String()
+}
+
+// tail returns the ON DUPLICATE KEY UPDATE clause. It uses VALUES(col),
+// deprecated since MySQL 8.0.20 but still accepted by every MySQL 8 and 9
+// release, because the replacement row alias (INSERT … AS new … SET c =
+// new.c) is a syntax error on MariaDB (10.11 included) and in Vitess's
+// parser. When MySQL drops VALUES(), this is the one place to change.
+func (u *upsertSpec) tail() string {
+	var b strings.Builder
+	b.WriteString("\nON DUPLICATE KEY UPDATE ")
+	isKey := make([]bool, len(u.cols))
+	for _, k := range u.key {
+		isKey[k] = true
+	}
+	first := true
+	sep := func() {
+		if !first {
+			b.WriteString(", ")
+		}
+		first = false
+	}
+	if u.guard {
+		// pk1 = IF(pk1 <=> VALUES(pk1) AND …, pk1, NULL): a no-op on the row
+		// with the same key, an error (a primary key column cannot be NULL
+		// in strict mode) on a row that only shares a unique value. It comes
+		// first, so that it sees the row's old values.
+		k0 := quoteIdent(u.cols[u.key[0]].Name)
+		sep()
+		b.WriteString(k0)
+		b.WriteString(" = IF(")
+		for i, k := range u.key {
+			if i > 0 {
+				b.WriteString(" AND ")
+			}
+			n := quoteIdent(u.cols[k].Name)
+			b.WriteString(n)
+			b.WriteString(" <=> VALUES(")
+			b.WriteString(n)
+			b.WriteString(")")
+		}
+		b.WriteString(", ")
+		b.WriteString(k0)
+		b.WriteString(", NULL)")
+	}
+	for i, c := range u.cols {
+		if isKey[i] {
+			continue
+		}
+		sep()
+		n := quoteIdent(c.Name)
+		b.WriteString(n)
+		b.WriteString(" = VALUES(")
+		b.WriteString(n)
+		b.WriteString(")")
+	}
+	if first {
+		// Only key columns: the row is right once it exists.
+		n := quoteIdent(u.cols[u.key[0]].Name)
+		b.WriteString(n)
+		b.WriteString(" = ")
+		b.WriteString(n)
+	}
+	return b.String()
+}
+
+// rowValues appends "(v1, v2, …)" for the present columns of r.
+func writeTuple(b *strings.Builder, cols []sqlColumn, present []int, r sluice.Row) {
+	b.WriteByte('(')
+	for i, c := range present {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		writeValue(b, cols[i].Kind, r[c])
+	}
+	b.WriteByte(')')
+}
+
+func tupleLen(cols []sqlColumn, present []int, r sluice.Row) int {
+	n := 2
+	for i, c := range present {
+		n += 2 + valueLen(cols[i].Kind, r[c])
+	}
+	return n
+}
+
+// buildUpserts returns the statements that upsert rows, as few as the limit
+// on a statement's length (in bytes) allows. present holds, per column of
+// u.cols, the index of the value in each row. It returns, per statement,
+// the number of rows it carries.
+func buildUpserts(u *upsertSpec, present []int, rows []sluice.Row, limit int) ([]string, []int, error) {
+	head, tail := u.head(), u.tail()
+	return buildRows(head, ",\n", tail, rows, limit, func(r sluice.Row) int { return tupleLen(u.cols, present, r) },
+		func(b *strings.Builder, r sluice.Row) { writeTuple(b, u.cols, present, r) })
+}
+
+// buildDeletes returns the statements that delete the rows with the given
+// primary keys (aligned with key): DELETE FROM t WHERE k IN (…) for a single
+// column key, WHERE (k1, k2) IN ((…), …) for a composite one.
+func buildDeletes(table string, key []sqlColumn, keys []sluice.Row, limit int) ([]string, []int, error) {
+	var h strings.Builder
+	h.WriteString("DELETE FROM ")
+	h.WriteString(table)
+	h.WriteString("\nWHERE ")
+	if len(key) == 1 {
+		h.WriteString(quoteIdent(key[0].Name))
+	} else {
+		h.WriteByte('(')
+		for i, c := range key {
+			if i > 0 {
+				h.WriteString(", ")
+			}
+			h.WriteString(quoteIdent(c.Name))
+		}
+		h.WriteByte(')')
+	}
+	h.WriteString(" IN (")
+	all := make([]int, len(key))
+	for i := range all {
+		all[i] = i
+	}
+	if len(key) == 1 {
+		return buildRows(h.String(), ", ", ")", keys, limit,
+			func(r sluice.Row) int { return valueLen(key[0].Kind, r[0]) },
+			func(b *strings.Builder, r sluice.Row) { writeValue(b, key[0].Kind, r[0]) })
+	}
+	return buildRows(h.String(), ", ", ")", keys, limit,
+		func(r sluice.Row) int { return tupleLen(key, all, r) },
+		func(b *strings.Builder, r sluice.Row) { writeTuple(b, key, all, r) })
+}
+
+// buildRelease returns the statements that set the columns cols (the
+// columns of the table's nullable unique secondary indexes) to NULL in the
+// rows with the given primary keys whose unique values are about to change,
+// so that no other row of the batch collides with a value they give up.
+// newVals holds each row's final values of cols, aligned with keys. A row
+// whose unique values do not change is not touched (NULL-safe comparison).
+func buildRelease(table string, key []sqlColumn, cols []sqlColumn, keys, newVals []sluice.Row, limit int) ([]string, []int, error) {
+	var h strings.Builder
+	h.WriteString("UPDATE ")
+	h.WriteString(table)
+	h.WriteString(" SET ")
+	for i, c := range cols {
+		if i > 0 {
+			h.WriteString(", ")
+		}
+		h.WriteString(quoteIdent(c.Name))
+		h.WriteString(" = NULL")
+	}
+	h.WriteString("\nWHERE ")
+	// One row per term: (pk = k AND NOT (u1 <=> v1 AND u2 <=> v2)), which
+	// the range optimizer turns into primary-key lookups.
+	rows := make([]sluice.Row, len(keys))
+	for i := range keys {
+		rows[i] = append(append(sluice.Row(nil), keys[i]...), newVals[i]...)
+	}
+	size := func(r sluice.Row) int {
+		n := 16
+		for i, c := range key {
+			n += len(quoteIdent(c.Name)) + 8 + valueLen(c.Kind, r[i])
+		}
+		for i, c := range cols {
+			n += len(quoteIdent(c.Name)) + 10 + valueLen(c.Kind, r[len(key)+i])
+		}
+		return n
+	}
+	write := func(b *strings.Builder, r sluice.Row) {
+		b.WriteByte('(')
+		for i, c := range key {
+			if i > 0 {
+				b.WriteString(" AND ")
+			}
+			b.WriteString(quoteIdent(c.Name))
+			b.WriteString(" = ")
+			writeValue(b, c.Kind, r[i])
+		}
+		b.WriteString(" AND NOT (")
+		for i, c := range cols {
+			if i > 0 {
+				b.WriteString(" AND ")
+			}
+			b.WriteString(quoteIdent(c.Name))
+			b.WriteString(" <=> ")
+			writeValue(b, c.Kind, r[len(key)+i])
+		}
+		b.WriteString("))")
+	}
+	return buildRows(h.String(), "\n OR ", "", rows, limit, size, write)
+}
+
+// buildRows writes rows between head and tail, separated by sep, starting a
+// new statement whenever the next row would take one past limit bytes.
+func buildRows(head, sep, tail string, rows []sluice.Row, limit int,
+	size func(sluice.Row) int, write func(*strings.Builder, sluice.Row)) ([]string, []int, error) {
+	var stmts []string
+	var counts []int
+	fixed := len(head) + len(tail)
+	for i := 0; i < len(rows); {
+		n := fixed
+		j := i
+		for j < len(rows) {
+			s := size(rows[j])
+			if j > i {
+				s += len(sep)
+			}
+			if n+s > limit && j > i {
+				break
+			}
+			n += s
+			j++
+		}
+		if limit > 0 && n > limit {
+			return nil, nil, errRowTooBig
+		}
+		var b strings.Builder
+		b.Grow(n)
+		b.WriteString(head)
+		for k := i; k < j; k++ {
+			if k > i {
+				b.WriteString(sep)
+			}
+			write(&b, rows[k])
+		}
+		b.WriteString(tail)
+		stmts = append(stmts, b.String())
+		counts = append(counts, j-i)
+		i = j
+	}
+	return stmts, counts, nil
+}
+
+// checkpointTable is sluice's table in the target database.
+const checkpointTable = "sluice_checkpoint"
+
+// checkpointDDL creates the checkpoint table.
+const checkpointDDL = "CREATE TABLE IF NOT EXISTS `" + checkpointTable + "` (\n" +
+	"\t`stream` VARCHAR(255) NOT NULL,\n" +
+	"\t`seq` BIGINT UNSIGNED NOT NULL,\n" +
+	"\t`position` TEXT NOT NULL,\n" +
+	"\t`applied` BIGINT UNSIGNED NOT NULL,\n" +
+	"\t`updated_at` DATETIME(6) NOT NULL,\n" +
+	"\tPRIMARY KEY (`stream`)\n" +
+	") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+
+// buildCheckpointUpsert returns the statement recording cp. A zero time
+// records the server's clock.
+func buildCheckpointUpsert(cp sluice.Checkpoint) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO `" + checkpointTable + "` (`stream`, `seq`, `position`, `applied`, `updated_at`)\nVALUES (")
+	quoteString(&b, cp.Stream)
+	fmt.Fprintf(&b, ", %d, ", cp.Seq)
+	quoteString(&b, cp.Position.String())
+	fmt.Fprintf(&b, ", %d, ", cp.Applied)
+	if cp.Time.IsZero() {
+		b.WriteString("UTC_TIMESTAMP(6)")
+	} else {
+		quoteString(&b, cp.Time.UTC().Format("2006-01-02 15:04:05.000000"))
+	}
+	b.WriteString(")\nON DUPLICATE KEY UPDATE `seq` = VALUES(`seq`), `position` = VALUES(`position`), " +
+		"`applied` = VALUES(`applied`), `updated_at` = VALUES(`updated_at`)")
+	return b.String()
+}
+
+func buildCheckpointSelect(stream string) string {
+	var b strings.Builder
+	b.WriteString("SELECT `seq`, `position`, `applied`, `updated_at` FROM `" + checkpointTable + "` WHERE `stream` = ")
+	quoteString(&b, stream)
+	return b.String()
+}

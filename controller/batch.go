@@ -26,6 +26,11 @@ type BatchConfig struct {
 	// Fixed pins the size (--no-auto-tune --apply-batch-size N); the model
 	// is still fitted and reported.
 	Fixed int
+	// RoundTripsPerChange is how many round trips the apply path pays per
+	// change: 0 for pipelined apply (a batch costs about one round trip),
+	// 1 for per-row apply. With the measured RTT it bounds the first
+	// batches, before anything has been fitted.
+	RoundTripsPerChange float64
 }
 
 // DefaultBatchConfig returns the configuration sluice starts from: a 15 s
@@ -42,6 +47,9 @@ type Batch struct {
 	size  int
 	model costModel
 	step  int
+	// rtt is the latest measured round trip to the target. A batch costs at
+	// least one, so the fitted fixed cost is never taken below it.
+	rtt time.Duration
 	// killedAfter is the shortest time after which the target killed a
 	// transaction: the target's real kill timeout is at most that, whatever
 	// the configured budget says.
@@ -79,6 +87,50 @@ func (b *Batch) Size() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.size
+}
+
+// SetRTT records a measured round trip to the target. Before the model is
+// fitted it caps the size so that a batch is predicted (at RoundTripsPerChange
+// round trips per change plus two) to take under half the budget: per-row
+// apply over 96 ms fits ~75 changes in a 15 s budget, not 1,000.
+func (b *Batch) SetRTT(rtt time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.rtt = rtt
+	if b.cfg.Fixed > 0 || rtt <= 0 || b.cfg.RoundTripsPerChange <= 0 {
+		return
+	}
+	if _, _, ok := b.fit(); ok {
+		return
+	}
+	maxN := int((0.5*b.budget().Seconds()/rtt.Seconds() - 2) / b.cfg.RoundTripsPerChange)
+	if b.size > maxN {
+		b.size = clamp(maxN, b.cfg.Min, b.cfg.Max)
+	}
+}
+
+// RTT returns the latest measured round trip.
+func (b *Batch) RTT() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rtt
+}
+
+// fit is the model's fit with the fixed cost held at one round trip at
+// least: a pipelined batch cannot cost less, and on a slow link a fit from
+// noisy small batches would otherwise book the round trip as per-change
+// cost and keep batches too small to amortise it.
+func (b *Batch) fit() (a, s float64, ok bool) {
+	a, s, ok = b.model.fit()
+	if !ok {
+		return a, s, ok
+	}
+	if r := b.rtt.Seconds(); r > 0 && a < r {
+		if s2, ok2 := b.model.slopeGiven(r); ok2 {
+			return r, s2, true
+		}
+	}
+	return a, s, ok
 }
 
 // Budget is the transaction-time budget the controller keeps batches
@@ -120,7 +172,7 @@ func (b *Batch) Observe(n int, d time.Duration) {
 		next = 2 * b.size
 	}
 	if next < b.size/2 {
-		if a, s, ok := b.model.fit(); !ok || a+s*float64(b.size/2) < 0.8*b.budget().Seconds() {
+		if a, s, ok := b.fit(); !ok || a+s*float64(b.size/2) < 0.8*b.budget().Seconds() {
 			next = b.size / 2
 		}
 	}
@@ -160,7 +212,7 @@ func (b *Batch) Failed(n int, d time.Duration, killed bool) int {
 func (b *Batch) Model() (fixed, perChange time.Duration, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	a, s, ok := b.model.fit()
+	a, s, ok := b.fit()
 	return seconds(a), seconds(s), ok
 }
 
@@ -168,7 +220,7 @@ func (b *Batch) Model() (fixed, perChange time.Duration, ok bool) {
 func (b *Batch) Predict(n int) (time.Duration, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	a, s, ok := b.model.fit()
+	a, s, ok := b.fit()
 	return seconds(a + s*float64(n)), ok
 }
 
@@ -187,7 +239,7 @@ func (b *Batch) dither(n int) int {
 		return n
 	}
 	m := int(float64(n) * f)
-	if a, s, ok := b.model.fit(); ok && s > 0 {
+	if a, s, ok := b.fit(); ok && s > 0 {
 		if capN := int((0.9*b.budget().Seconds() - a) / s); m > capN {
 			m = capN
 		}
@@ -203,7 +255,7 @@ func (b *Batch) dither(n int) int {
 // gains under 5% throughput), capped so that the predicted time stays
 // inside 80% of the budget.
 func (b *Batch) choose() int {
-	a, s, ok := b.model.fit()
+	a, s, ok := b.fit()
 	budget := 0.8 * b.budget().Seconds()
 	if !ok {
 		// Too little measured to fit: keep doubling while the last batch
@@ -298,6 +350,20 @@ func (m *costModel) fit() (a, s float64, ok bool) {
 		s = snt / snn
 	}
 	return a, s, true
+}
+
+// slopeGiven fits s in t = a + s·n with a held fixed.
+func (m *costModel) slopeGiven(a float64) (float64, bool) {
+	k := min(m.samples, modelWindow)
+	var num, den float64
+	for _, p := range m.ring[:k] {
+		num += p.n * (p.t - a)
+		den += p.n * p.n
+	}
+	if den <= 0 {
+		return 0, false
+	}
+	return max(num/den, 0), true
 }
 
 func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }

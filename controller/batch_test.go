@@ -151,3 +151,35 @@ func TestKillsLowerTheBudget(t *testing.T) {
 	}
 	t.Logf("%d kills, final size %d, %d changes committed", kills, b.Size(), committed)
 }
+
+func TestSetRTTCapsFirstPerRowBatch(t *testing.T) {
+	b := NewBatch(BatchConfig{Budget: 15 * time.Second, Initial: 1000, RoundTripsPerChange: 1})
+	b.SetRTT(96 * time.Millisecond)
+	// 0.5 × 15 s / 96 ms − 2 ≈ 76 changes.
+	if n := b.Size(); n < 60 || n > 80 {
+		t.Fatalf("first per-row batch at 96 ms = %d changes, want ~76 (inside half the budget)", n)
+	}
+	p := NewBatch(BatchConfig{Budget: 15 * time.Second, Initial: 1000})
+	p.SetRTT(96 * time.Millisecond)
+	if p.Size() != 1000 {
+		t.Fatalf("pipelined first batch = %d, want the configured 1000", p.Size())
+	}
+}
+
+// TestRTTFloorsFixedCost: noisy samples that book the round trip as
+// per-change cost would keep batches small; the measured RTT corrects it.
+func TestRTTFloorsFixedCost(t *testing.T) {
+	b := NewBatch(BatchConfig{Budget: 15 * time.Second, Initial: 1000})
+	b.SetRTT(96 * time.Millisecond)
+	// Samples that fit a = 20 ms, s = 34 µs (what a CPU-starved box gave).
+	for _, n := range []int{1000, 2000, 4000, 8000, 6400, 10000} {
+		b.model.add(float64(n), 0.020+34e-6*float64(n))
+	}
+	a, s, ok := b.Model()
+	if !ok || a < 96*time.Millisecond {
+		t.Fatalf("fixed cost %v (ok %v), want at least the 96 ms RTT", a, ok)
+	}
+	if s >= 34*time.Microsecond {
+		t.Fatalf("per-change cost %v did not shed the round trip it had absorbed", s)
+	}
+}

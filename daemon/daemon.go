@@ -100,10 +100,15 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 		return recordErr(ctx, store, o.ID, err)
 	}
 
+	var rtPerChange float64
+	if o.ApplyMode == "per-row" {
+		rtPerChange = 1
+	}
 	ctrl := controller.NewBatch(controller.BatchConfig{
-		Budget:  o.KillBudget,
-		Initial: o.BatchSize,
-		Fixed:   fixed,
+		Budget:              o.KillBudget,
+		Initial:             o.BatchSize,
+		Fixed:               fixed,
+		RoundTripsPerChange: rtPerChange,
 	})
 	st := stream.New(stream.Config{
 		ID:              o.ID,

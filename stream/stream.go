@@ -312,6 +312,7 @@ func (s *Stream) setRTT(d time.Duration) {
 	s.mu.Lock()
 	s.stats.RTT = d
 	s.mu.Unlock()
+	s.cfg.Batch.SetRTT(d)
 }
 
 // applyBatch compacts cs, applies it with the next checkpoint in one target

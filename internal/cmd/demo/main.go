@@ -91,7 +91,7 @@ func main() {
 
 func say(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 
-func run(ctx context.Context, cfg config) error {
+func run(ctx context.Context, cfg config) (err error) {
 	bin, err := filepath.Abs(cfg.sluice)
 	if err != nil {
 		return fmt.Errorf("-sluice: %w", err)
@@ -103,7 +103,14 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("temp dir: %w", err)
 	}
-	defer os.RemoveAll(work)
+	defer func() {
+		// sluice's logs outlive a failure (not an interrupt) to be read.
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "demo: sluice's logs are kept in %s\n", work)
+			return
+		}
+		os.RemoveAll(work)
+	}()
 
 	say("starting throwaway PostgreSQL source…")
 	src, err := dbtest.StartPostgres(ctx)

@@ -192,3 +192,40 @@ func sameSet(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// ColumnTypes returns the target table's columns and their types as
+// format_type prints them, or nil when the table does not exist. It lets a
+// cross-engine type map decide how source values are written.
+func (t *Target) ColumnTypes(ctx context.Context, name sluice.TableName) (map[string]string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.ensureConn(ctx); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	err := t.reading(ctx, func() error {
+		clear(out)
+		rows, err := t.conn.Query(ctx, catalogSQL, tableIdent(name))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c targetColumn
+			var schema, relname string
+			if err := rows.Scan(&schema, &relname, &c.name, &c.fullType, &c.cast.TypeSchema, &c.cast.TypeName,
+				&c.notNull, &c.hasDefault, &c.generated, &c.pkPos); err != nil {
+				return err
+			}
+			out[c.name] = c.fullType
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read target catalog for table %s: %w", name, err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}

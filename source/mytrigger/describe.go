@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +49,10 @@ const (
 	// capYear: CAST AS CHAR gives "0000" for the year 0, the text protocol
 	// "0": the reader prints the number.
 	capYear
+	// capZerofill: integers with ZEROFILL, which CAST pads and the text
+	// protocol does not (the client is expected to pad): the reader prints
+	// the number.
+	capZerofill
 )
 
 // captureFor decides the capture of a column from information_schema's
@@ -74,6 +77,10 @@ func captureFor(dataType, columnType string) capture {
 		return capTimestamp
 	case "year":
 		return capYear
+	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":
+		if strings.Contains(strings.ToLower(columnType), "zerofill") {
+			return capZerofill
+		}
 	}
 	return capText
 }
@@ -90,7 +97,8 @@ func (c capture) expr(alias, col string) string {
 	case capFloat:
 		return "CAST(" + ref + " AS DOUBLE)"
 	case capTimestamp:
-		return "CAST(UNIX_TIMESTAMP(" + ref + ") AS CHAR)"
+		// UNIX_TIMESTAMP gives NULL for the zero timestamp.
+		return "COALESCE(CAST(UNIX_TIMESTAMP(" + ref + ") AS CHAR), IF(CAST(" + ref + " AS CHAR) LIKE '0000-00-00%', '0', NULL))"
 	}
 	return "CAST(" + ref + " AS CHAR)"
 }
@@ -127,6 +135,12 @@ func (c capture) decode(v any, scale int) (sluice.Value, error) {
 		t, err := formatTimestamp(s, scale)
 		if err != nil {
 			return sluice.Value{}, err
+		}
+		return sluice.Text(t), nil
+	case capZerofill:
+		t := strings.TrimLeft(s, "0")
+		if t == "" {
+			t = "0"
 		}
 		return sluice.Text(t), nil
 	case capYear:
@@ -261,5 +275,3 @@ func lookupTable(ctx context.Context, q queryer, name sluice.TableName) (*tableI
 	}
 	return info, nil
 }
-
-var _ = math.MaxInt

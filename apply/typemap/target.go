@@ -1,0 +1,161 @@
+package typemap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
+)
+
+// Inner is the target a Target writes through.
+type Inner interface {
+	Preflight(ctx context.Context, tables []*sluice.Table) error
+	Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint) error
+	ReadCheckpoint(ctx context.Context, stream string) (sluice.Checkpoint, bool, error)
+	Ping(ctx context.Context) (time.Duration, error)
+	Close(ctx context.Context) error
+	// ColumnTypes returns the target table's column types as the target
+	// spells them, or nil when the table does not exist.
+	ColumnTypes(ctx context.Context, name sluice.TableName) (map[string]string, error)
+}
+
+// Target writes a source of one engine to a target of another: it checks
+// every column pair before data moves and converts each value's text form
+// on the way.
+type Target struct {
+	Inner
+	from, to Engine
+
+	mu     sync.Mutex
+	tables map[*sluice.Table]*tableMap
+}
+
+type tableMap struct {
+	out   *sluice.Table // the source table with the target's column types
+	convs []Conv        // per column; nil entries keep the text
+}
+
+// Wrap returns a Target that writes values read from a from-engine source
+// to inner, a to-engine target.
+func Wrap(inner Inner, from, to Engine) *Target {
+	return &Target{Inner: inner, from: from, to: to, tables: map[*sluice.Table]*tableMap{}}
+}
+
+// Preflight maps every column of every table, refusing (all at once) the
+// pairs whose values the target cannot hold exactly, then runs the inner
+// target's own checks on the mapped tables.
+func (t *Target) Preflight(ctx context.Context, tables []*sluice.Table) error {
+	var errs []error
+	mapped := make([]*sluice.Table, 0, len(tables))
+	for _, tbl := range tables {
+		m, err := t.mapTable(ctx, tbl)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		mapped = append(mapped, m.out)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s source to %s target: %w", t.from, t.to, errors.Join(errs...))
+	}
+	return t.Inner.Preflight(ctx, mapped)
+}
+
+func (t *Target) mapTable(ctx context.Context, tbl *sluice.Table) (*tableMap, error) {
+	t.mu.Lock()
+	m := t.tables[tbl]
+	t.mu.Unlock()
+	if m != nil {
+		return m, nil
+	}
+	types, err := t.Inner.ColumnTypes(ctx, tbl.Name)
+	if err != nil {
+		return nil, err
+	}
+	out := &sluice.Table{Name: tbl.Name, Key: tbl.Key, Columns: make([]sluice.Column, len(tbl.Columns))}
+	m = &tableMap{out: out, convs: make([]Conv, len(tbl.Columns))}
+	var errs []error
+	for i, c := range tbl.Columns {
+		out.Columns[i] = c
+		dst, ok := types[c.Name]
+		if !ok {
+			continue // the inner target reports a missing table or column
+		}
+		conv, err := Column(t.from, t.to, c.Type, dst)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("column %s.%s (%s on the %s source, %s on the %s target): %w", tbl.Name, c.Name, c.Type, t.from, dst, t.to, err))
+			continue
+		}
+		out.Columns[i].Type = dst
+		m.convs[i] = conv
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	t.mu.Lock()
+	t.tables[tbl] = m
+	t.mu.Unlock()
+	return m, nil
+}
+
+// Apply converts the batch's values and applies it through the inner
+// target. A value the target cannot hold fails the batch with an error
+// naming the table, column and row key; nothing of the batch is applied.
+func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint) error {
+	out := &apply.Batch{Changes: b.Changes, Rows: b.Rows, Last: b.Last, Tables: make([]*apply.TableBatch, len(b.Tables))}
+	for i, tb := range b.Tables {
+		m, err := t.mapTable(ctx, tb.Table)
+		if err != nil {
+			return err
+		}
+		ob := &apply.TableBatch{Table: m.out, Deletes: make([]sluice.Row, len(tb.Deletes)), Upserts: make([]sluice.Row, len(tb.Upserts))}
+		for j, k := range tb.Deletes {
+			conv := make([]Conv, len(k))
+			for x, c := range tb.Table.Key {
+				conv[x] = m.convs[c]
+			}
+			if ob.Deletes[j], err = convertRow(k, conv, tb.Table, k, tb.Table.KeyNames()); err != nil {
+				return err
+			}
+		}
+		names := make([]string, len(tb.Table.Columns))
+		for x, c := range tb.Table.Columns {
+			names[x] = c.Name
+		}
+		for j, r := range tb.Upserts {
+			if ob.Upserts[j], err = convertRow(r, m.convs, tb.Table, tb.Table.KeyOf(r), names); err != nil {
+				return err
+			}
+		}
+		out.Tables[i] = ob
+	}
+	return t.Inner.Apply(ctx, out, cp)
+}
+
+func convertRow(r sluice.Row, convs []Conv, tbl *sluice.Table, key sluice.Row, names []string) (sluice.Row, error) {
+	var out sluice.Row
+	for i, v := range r {
+		if i >= len(convs) || convs[i] == nil || v.Null || v.Unchanged {
+			continue
+		}
+		nv, err := convs[i](v.Text)
+		if err != nil {
+			return nil, fmt.Errorf("table %s, column %s, row %s: %w; the value cannot be written to the target exactly, so the stream stops here (fix the value on the source, or change the target column)",
+				tbl.Name, names[i], tbl.FormatKey(key), err)
+		}
+		if nv != v.Text {
+			if out == nil {
+				out = append(sluice.Row(nil), r...)
+			}
+			out[i].Text = nv
+		}
+	}
+	if out == nil {
+		return r, nil
+	}
+	return out, nil
+}

@@ -1,0 +1,212 @@
+// Package typemap carries values between engines: it decides, for a source
+// column of one engine and a target column of another, whether every value
+// the source can hold is represented exactly on the target, and how its
+// text form changes on the way (PostgreSQL's 't' is MySQL's 1, bytea's
+// '\x00ff' is a BLOB's raw bytes, a MySQL TIMESTAMP is a timestamptz in UTC).
+// Pairs that could lose or alter values are refused before any data moves,
+// naming the column and the reason; single values that a type pair cannot
+// carry (a zero date, 'infinity', NaN, a NUL byte in text) are refused when
+// they arrive, naming the row's key.
+package typemap
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Engine names a database engine family.
+type Engine string
+
+const (
+	Postgres Engine = "postgres"
+	MySQL    Engine = "mysql"
+)
+
+// colType is a column type reduced to what the mapping needs.
+type colType struct {
+	base     string // canonical lower-case name
+	mods     []int  // (n) or (p,s); nil when absent
+	unsigned bool
+	array    bool
+	labels   []string // enum/set labels
+}
+
+func (t colType) mod(i, def int) int {
+	if i < len(t.mods) {
+		return t.mods[i]
+	}
+	return def
+}
+
+// parse reads a type as the engine spells it: PostgreSQL's format_type
+// ("character varying(40)", "timestamp(3) with time zone", "integer[]"),
+// MySQL's COLUMN_TYPE ("int(10) unsigned", "enum('a','b')", "datetime(6)").
+func parse(e Engine, s string) colType {
+	s = strings.ToLower(strings.TrimSpace(s))
+	var t colType
+	if strings.HasSuffix(s, "[]") {
+		t.array = true
+		s = strings.TrimSuffix(s, "[]")
+	}
+	for _, suf := range []string{" unsigned", " zerofill"} {
+		if strings.Contains(s, suf) {
+			t.unsigned = t.unsigned || suf == " unsigned"
+			s = strings.ReplaceAll(s, suf, "")
+		}
+	}
+	name := s
+	if open := strings.IndexByte(s, '('); open >= 0 {
+		end := strings.LastIndexByte(s, ')')
+		if end > open {
+			inner := s[open+1 : end]
+			name = strings.TrimSpace(s[:open]) + s[end+1:]
+			if strings.HasPrefix(strings.TrimSpace(s[:open]), "enum") || strings.HasPrefix(strings.TrimSpace(s[:open]), "set") {
+				t.labels = splitLabels(inner)
+			} else {
+				for _, m := range strings.Split(inner, ",") {
+					if n, err := strconv.Atoi(strings.TrimSpace(m)); err == nil {
+						t.mods = append(t.mods, n)
+					}
+				}
+			}
+		}
+	}
+	name = strings.Join(strings.Fields(name), " ")
+	if e == Postgres {
+		t.base = pgCanonical(name)
+	} else {
+		t.base = name
+		if name == "bool" || name == "boolean" {
+			t.base, t.mods = "tinyint", []int{1}
+		}
+		if name == "integer" {
+			t.base = "int"
+		}
+		if name == "dec" || name == "numeric" || name == "fixed" {
+			t.base = "decimal"
+		}
+		if name == "real" {
+			t.base = "double"
+		}
+	}
+	return t
+}
+
+func splitLabels(s string) []string {
+	var out []string
+	var cur strings.Builder
+	in := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\'' && in && i+1 < len(s) && s[i+1] == '\'':
+			cur.WriteByte('\'')
+			i++
+		case c == '\'':
+			if in {
+				out = append(out, cur.String())
+				cur.Reset()
+			}
+			in = !in
+		case in:
+			cur.WriteByte(c)
+		}
+	}
+	return out
+}
+
+func pgCanonical(s string) string {
+	switch s {
+	case "int2", "smallint":
+		return "smallint"
+	case "int4", "int", "integer":
+		return "integer"
+	case "int8", "bigint":
+		return "bigint"
+	case "float4", "real":
+		return "real"
+	case "float8", "double precision":
+		return "double precision"
+	case "numeric", "decimal":
+		return "numeric"
+	case "bool", "boolean":
+		return "boolean"
+	case "varchar", "character varying":
+		return "varchar"
+	case "bpchar", "char", "character":
+		return "char"
+	case "timestamp", "timestamp without time zone":
+		return "timestamp"
+	case "timestamptz", "timestamp with time zone":
+		return "timestamptz"
+	case "time", "time without time zone":
+		return "time"
+	case "timetz", "time with time zone":
+		return "timetz"
+	case "bit varying", "varbit":
+		return "varbit"
+	}
+	return s
+}
+
+// Integer ranges, as (bits, unsigned).
+func myIntBits(base string) int {
+	switch base {
+	case "tinyint":
+		return 8
+	case "smallint":
+		return 16
+	case "mediumint":
+		return 24
+	case "int":
+		return 32
+	case "bigint":
+		return 64
+	}
+	return 0
+}
+
+func pgIntBits(base string) int {
+	switch base {
+	case "smallint":
+		return 16
+	case "integer":
+		return 32
+	case "bigint":
+		return 64
+	}
+	return 0
+}
+
+// myTextBytes is the byte capacity of MySQL's text and blob types.
+func myTextBytes(base string) int64 {
+	switch base {
+	case "tinytext", "tinyblob":
+		return 255
+	case "text", "blob":
+		return 65535
+	case "mediumtext", "mediumblob":
+		return 16 << 20
+	case "longtext", "longblob", "json":
+		return 4 << 30
+	}
+	return 0
+}
+
+func isMyText(base string) bool {
+	return base == "tinytext" || base == "text" || base == "mediumtext" || base == "longtext"
+}
+
+func isMyBlob(base string) bool {
+	return base == "tinyblob" || base == "blob" || base == "mediumblob" || base == "longblob"
+}
+
+// refusal is why a column pair is refused.
+type refusal struct{ why, fix string }
+
+func (r *refusal) Error() string { return r.why + ": " + r.fix }
+
+func refuse(why, fix string, args ...any) *refusal {
+	return &refusal{why: fmt.Sprintf(why, args...), fix: fix}
+}

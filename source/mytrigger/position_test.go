@@ -1,0 +1,76 @@
+package mytrigger
+
+import (
+	"testing"
+
+	"github.com/sluice-cdc/sluice"
+)
+
+func TestPositionRoundTrip(t *testing.T) {
+	for _, p := range []position{startPosition, {last: 42}, {last: 1<<64 - 1}} {
+		back, err := sluice.ParsePosition(p.sluice().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := parsePosition(back)
+		if err != nil || got != p {
+			t.Fatalf("parsePosition(%v) = %+v, %v; want %+v", back, got, err, p)
+		}
+	}
+	if got, err := parsePosition(sluice.Position{}); err != nil || got != startPosition {
+		t.Fatalf("parsePosition(zero) = %+v, %v", got, err)
+	}
+	for _, bad := range []sluice.Position{
+		{Kind: "pgtrigger", Token: "1:1://0"}, {Kind: Kind, Token: "-1"}, {Kind: Kind, Token: "x"},
+		{Kind: Kind, Token: ""}, {Kind: Kind, Token: "007"}, {Kind: Kind, Token: "1/2"},
+	} {
+		if p, err := parsePosition(bad); err == nil {
+			t.Errorf("parsePosition(%v) = %+v, want error", bad, p)
+		}
+	}
+}
+
+func TestTriggerName(t *testing.T) {
+	if got := triggerName("orders", events[0]); got != "sluice_orders_ai" {
+		t.Fatalf("triggerName = %s", got)
+	}
+	long := "a_very_long_table_name_that_goes_on_and_on_and_on_and_on_until_64"
+	a, b := triggerName(long, events[1]), triggerName(long+"x", events[1])
+	if len(a) > 64 || len(b) > 64 || a == b {
+		t.Fatalf("long names %q, %q: want distinct and at most 64 bytes", a, b)
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for _, tt := range []struct {
+		in    string
+		scale int
+		want  string
+	}{
+		{"0", 0, "0000-00-00 00:00:00"}, {"0.000", 3, "0000-00-00 00:00:00.000"},
+		{"1", 0, "1970-01-01 00:00:01"}, {"2147483647.99", 2, "2038-01-19 03:14:07.99"},
+	} {
+		if got, err := formatTimestamp(tt.in, tt.scale); err != nil || got != tt.want {
+			t.Errorf("formatTimestamp(%q, %d) = %q, %v; want %q", tt.in, tt.scale, got, err, tt.want)
+		}
+	}
+	for f, want := range map[float64]string{1234567: "1.234567e+06", 0.1: "0.1", 1e15: "1e+15", 1e-5: "1e-05", 123456.7: "123456.7"} {
+		if got := formatFloat(f, false); got != want {
+			t.Errorf("formatFloat(%v) = %q, want %q", f, got, want)
+		}
+	}
+}
+
+func TestParseDSN(t *testing.T) {
+	c, err := ParseDSN("mysql://u:p%40ss:w@db.example:3307/app?timeout=5s")
+	if err != nil || c.User != "u" || c.Passwd != "p@ss:w" || c.Addr != "db.example:3307" || c.DBName != "app" || c.Net != "tcp" {
+		t.Fatalf("ParseDSN(url) = %+v, %v", c, err)
+	}
+	c, err = ParseDSN("u:p@tcp(h:3306)/app")
+	if err != nil || c.User != "u" || c.Addr != "h:3306" || c.DBName != "app" {
+		t.Fatalf("ParseDSN(dsn) = %+v, %v", c, err)
+	}
+	if c, err = ParseDSN("mysql://u@h/app"); err != nil || c.Addr != "h:3306" {
+		t.Fatalf("default port: %+v, %v", c, err)
+	}
+}

@@ -1,0 +1,722 @@
+// Package mytrigger reads row changes from MySQL and MariaDB through
+// triggers and a changelog table, for sources where reading the binary log
+// (REPLICATION SLAVE/CLIENT) is not allowed or the binary log is off.
+//
+// Install creates sluice_changelog in the connection's database and three
+// AFTER triggers per table (sluice_<table>_ai, _au, _ad). MySQL has no
+// generic row-to-JSON, so each trigger body lists the table's columns: it
+// appends JSON_OBJECT of every column of the new row (insert, update) and of
+// the old primary key (update, delete). How each column is captured is
+// chosen per type so that the reader reproduces exactly the text the
+// server's text protocol sends for it (see capture). Because the body names
+// the columns, a trigger goes stale when columns change: Open compares each
+// trigger with the one it would create now and refuses a stale one (or
+// recreates it when Config.Install is set). Dropping or renaming a captured
+// column makes the trigger fail the application's writes until `sluice
+// source install` has been run: change schemas as "ALTER, then install" in
+// quick succession, or uninstall first.
+//
+// # Reading order: the fence
+//
+// The changelog id is an AUTO_INCREMENT. InnoDB hands out auto-increment
+// values in increasing order over time (in every innodb_autoinc_lock_mode),
+// but a transaction's rows become visible when it commits, so id 10 can
+// appear after id 11. Reading "id > last" would skip 10. The reader
+// therefore never moves past an id that may still appear:
+//
+//  1. It reads rows with id > last in id order (a plain autocommit SELECT,
+//     i.e. a fresh read view) and returns them while they are contiguous
+//     (id = last+1), or the missing ids before them are known to be empty
+//     (id-1 <= safe).
+//  2. At the first gap g (a row with a higher id is visible) it records the
+//     highest visible id H and the set S of InnoDB transactions running now
+//     (information_schema.innodb_trx), then waits. A gap is either a row of
+//     a transaction still running, a rolled-back row, or an id InnoDB
+//     skipped.
+//  3. Once no transaction of S is running, safe = H: every id <= H that
+//     will ever commit is visible to any read started from now on. Reading
+//     goes on at step 1.
+//
+// Why 3 holds: an id g <= H was allocated before H (ids grow with time),
+// and H's transaction committed before the read of step 2 saw it, so the
+// transaction T that took g started before that read. S is taken after the
+// read, so T is in S unless it had already ended. Either way T has ended
+// when S is empty; a read that starts after that sees g if T committed it,
+// and g will never appear if T rolled back (or the id was never used). So
+// no id is ever skipped, and the wait for a gap is bounded by the
+// transactions that were running when the gap was seen (later
+// transactions do not extend it).
+//
+// innodb_trx is a cache the server refreshes at most every 0.1 s, so a list
+// could predate the read. To prove a list is fresh, the reader takes it
+// inside a transaction of its own started (START TRANSACTION WITH
+// CONSISTENT SNAPSHOT) after the read, and uses the list only if that
+// transaction is in it; otherwise it asks again. Transactions that wrote
+// nothing (trx_id 0 in MariaDB) are left out: the one that took g had
+// written g. Reading innodb_trx needs the PROCESS privilege.
+//
+// Per-row order follows: two transactions modifying the same row are
+// serialised by the row lock, so the second one's changelog row, written
+// after the first one committed, has the higher id, and is returned after
+// the first one's, which step 1 never passes. Changes of one transaction
+// keep their statement order. Changes of different rows may come in id
+// order rather than commit order, which the applier does not need.
+//
+// A position is the last id passed. A reader started without one reads the
+// whole changelog: the target must hold the source rows as of the install.
+// Ack prunes the rows at or below the acknowledged position.
+//
+// Limits: TRUNCATE and schema changes are not captured (restart sluice
+// after one so it describes the tables again); one reader per changelog
+// (Ack prunes every row the position has passed, whatever its table; rows
+// of tables the reader does not stream are skipped); a row image longer
+// than max_allowed_packet makes JSON_OBJECT return NULL and the reader
+// fail on that row; the changelog's auto-increment counter must survive
+// restarts (MySQL 8.0+, MariaDB 10.2.4+), else a pruned-empty changelog
+// would reuse ids; tested on MariaDB 10.11 only.
+package mytrigger
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/source"
+)
+
+// Config configures a Reader.
+type Config struct {
+	// Tables to stream; an empty Schema means the connection's database.
+	Tables []sluice.TableName
+	// PollInterval is how long Read waits for changes before it returns an
+	// empty slice. Default 200ms.
+	PollInterval time.Duration
+	// Install makes Open install whatever changelog or trigger is missing
+	// or stale; without it Open fails and says how to install them.
+	Install bool
+	Logger  *slog.Logger
+}
+
+const (
+	defaultPollInterval = 200 * time.Millisecond
+	// pollEvery is how often Read looks for new changes while it waits.
+	pollEvery = 50 * time.Millisecond
+	// defaultPruneEvery rate-limits changelog pruning.
+	defaultPruneEvery = 2 * time.Second
+	// pruneChunk bounds the rows one prune statement deletes, so that it
+	// never holds many locks or a long transaction.
+	pruneChunk = 10000
+)
+
+// Reader streams changes from the changelog. Read and Ack may be called
+// from different goroutines.
+type Reader struct {
+	cfg    Config
+	log    *slog.Logger
+	db     *sql.DB
+	addr   string
+	user   string
+	logDB  string
+	tables []*sluice.Table
+	infos  map[string]*tableInfo // by changelog tbl value
+	query  string
+
+	mu    sync.Mutex // serialises Read and guards the fields below
+	pos   position
+	fence fence
+	nonce uint64
+
+	ackMu      sync.Mutex // guards the fields below
+	lastPrune  time.Time
+	pending    *position
+	pruneEvery time.Duration
+}
+
+// fence is the reader's knowledge about gaps in the changelog ids above
+// pos.last, see the package documentation.
+type fence struct {
+	// safe: every id <= safe that will ever commit is visible to reads.
+	safe uint64
+	// waiting: a gap was seen; once every transaction in trx has ended,
+	// safe becomes horizon.
+	waiting bool
+	horizon uint64
+	trx     []trxKey
+}
+
+// trxKey identifies a running transaction across innodb_trx lists.
+type trxKey struct {
+	id      uint64
+	thread  uint64
+	started string
+}
+
+var _ source.Reader = (*Reader)(nil)
+
+// ParseDSN reads a mysql://user:pass@host:port/db?param=value URL (also
+// mariadb://) or a go-sql-driver/mysql DSN (user:pass@tcp(host:port)/db).
+func ParseDSN(dsnOrURL string) (*mysql.Config, error) {
+	if i := strings.Index(dsnOrURL, "://"); i > 0 && !strings.Contains(dsnOrURL[:i], "@") {
+		u, err := url.Parse(dsnOrURL)
+		if err != nil {
+			return nil, fmt.Errorf("parse MySQL URL: %w", redactURLError(err))
+		}
+		if u.Scheme != "mysql" && u.Scheme != "mariadb" {
+			return nil, fmt.Errorf("MySQL URL scheme %q: want mysql://user:password@host:port/database", u.Scheme)
+		}
+		host := u.Host
+		if host == "" {
+			host = "127.0.0.1:3306"
+		} else if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), "3306")
+		}
+		cfg, err := mysql.ParseDSN("tcp(" + host + ")/" + strings.TrimPrefix(u.Path, "/") + "?" + u.RawQuery)
+		if err != nil {
+			return nil, fmt.Errorf("parse MySQL URL parameters: %w", err)
+		}
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+		return cfg, nil
+	}
+	cfg, err := mysql.ParseDSN(dsnOrURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse MySQL DSN: %w", err)
+	}
+	return cfg, nil
+}
+
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// Open connects to the source, checks every table and its capture triggers
+// (installing what is missing or stale when cfg.Install is set) and returns
+// a Reader that resumes after from, or reads the whole changelog when from
+// is zero. dsnOrURL is a mysql:// URL or a go-sql-driver DSN; its database
+// holds the changelog.
+func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position) (*Reader, error) {
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = defaultPollInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(cfg.Tables) == 0 {
+		return nil, errors.New("mytrigger source: no tables configured")
+	}
+	pos, err := parsePosition(from)
+	if err != nil {
+		return nil, err
+	}
+	mc, err := ParseDSN(dsnOrURL)
+	if err != nil {
+		return nil, err
+	}
+	if mc.DBName == "" {
+		return nil, errors.New("mytrigger source: the connection string names no database: name the database that holds sluice_changelog, e.g. mysql://user:pass@host:3306/app")
+	}
+	// The reader scans text; the session's time_zone is pinned so that
+	// anything rendered by the server is UTC.
+	mc.ParseTime = false
+	if mc.Params == nil {
+		mc.Params = map[string]string{}
+	}
+	mc.Params["time_zone"] = "'+00:00'"
+	if mc.Timeout == 0 {
+		mc.Timeout = 10 * time.Second
+	}
+	connector, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, fmt.Errorf("mytrigger source: %w", err)
+	}
+	r := &Reader{
+		cfg:        cfg,
+		log:        cfg.Logger.With("source", Kind, "database", mc.DBName),
+		db:         sql.OpenDB(connector),
+		addr:       mc.Addr,
+		user:       mc.User,
+		logDB:      mc.DBName,
+		pos:        pos,
+		pruneEvery: defaultPruneEvery,
+		infos:      map[string]*tableInfo{},
+	}
+	r.db.SetMaxOpenConns(4)
+	r.db.SetMaxIdleConns(2)
+	cfg.Tables = normalize(cfg.Tables, mc.DBName)
+	r.cfg.Tables = cfg.Tables
+	for i, t := range cfg.Tables {
+		if slices.Contains(cfg.Tables[:i], t) {
+			r.db.Close()
+			return nil, fmt.Errorf("mytrigger source: table %s is listed twice", t)
+		}
+	}
+	if err := r.ping(ctx); err != nil {
+		r.db.Close()
+		return nil, err
+	}
+	if err := r.check(ctx); err != nil {
+		r.db.Close()
+		return nil, err
+	}
+	r.query = fmt.Sprintf(`SELECT id, tbl, op, k, d, CAST(UNIX_TIMESTAMP(at) AS CHAR) FROM %s WHERE id > ? ORDER BY id LIMIT ?`,
+		ident(r.logDB, ChangelogTable))
+	r.log.Info("mytrigger reader open", "tables", len(r.tables), "from", r.pos.sluice().String())
+	return r, nil
+}
+
+// ping connects and turns the usual failures into messages that name the
+// server and the fix.
+func (r *Reader) ping(ctx context.Context) error {
+	err := r.db.PingContext(ctx)
+	if err == nil {
+		return nil
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1045:
+			return fmt.Errorf("MySQL source %s: access denied for user %s: check the user and password in the connection string: %w", r.addr, r.user, err)
+		case 1044:
+			return fmt.Errorf("MySQL source %s: user %s may not use database %s: grant it access or use another user: %w", r.addr, r.user, r.logDB, err)
+		case 1049:
+			return fmt.Errorf("MySQL source %s has no database %s: fix the database name in the connection string: %w", r.addr, r.logDB, err)
+		}
+		return fmt.Errorf("connect to MySQL source %s: %w", r.addr, err)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("connect to MySQL source %s: %w", r.addr, err)
+	}
+	return fmt.Errorf("cannot reach MySQL source at %s: check the host and port and that the server is running: %w", r.addr, err)
+}
+
+// check describes the tables and makes sure the changelog and every
+// capture trigger exist and are current, installing them if allowed. It
+// also checks that the fence can read innodb_trx.
+func (r *Reader) check(ctx context.Context) error {
+	if r.cfg.Install {
+		if err := Install(ctx, r.db, r.cfg.Tables); err != nil {
+			return err
+		}
+	}
+	fix := "run `sluice source install` (or start with install enabled) to create sluice's changelog and triggers in database " + r.logDB
+	var n int
+	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
+		r.logDB, ChangelogTable).Scan(&n); err != nil {
+		return fmt.Errorf("look up changelog %s.%s: %w", r.logDB, ChangelogTable, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("changelog %s.%s is missing: %s", r.logDB, ChangelogTable, fix)
+	}
+	for _, t := range r.cfg.Tables {
+		info, err := lookupTable(ctx, r.db, t)
+		if err != nil {
+			return err
+		}
+		have, err := lookupTriggers(ctx, r.db, t)
+		if err != nil {
+			return err
+		}
+		for _, e := range events {
+			tr, ok := have[e.suffix]
+			if !ok {
+				return fmt.Errorf("source table %s has no capture trigger %s (AFTER %s): %s", t, triggerName(t.Name, e), e.name, fix)
+			}
+			if current(tr, ok, r.logDB, info, e) {
+				if !tr.body.Valid {
+					r.log.Warn("cannot check that a capture trigger is current: the user lacks the TRIGGER privilege", "table", t.String(), "trigger", triggerName(t.Name, e))
+				}
+				continue
+			}
+			var cols []string
+			if e.op == "D" {
+				cols = info.keyNames()
+			} else {
+				for _, c := range info.table.Columns {
+					cols = append(cols, c.Name)
+				}
+			}
+			return fmt.Errorf("capture trigger %s on source table %s is stale: it captures (%s) but the table has (%s) (or their types or the primary key changed): %s",
+				triggerName(t.Name, e), t, strings.Join(capturedColumns(tr.body.String), ", "), strings.Join(cols, ", "), fix)
+		}
+		r.infos[logName(t)] = info
+		r.tables = append(r.tables, info.table)
+	}
+	if _, err := r.running(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Tables describes the streamed tables.
+func (r *Reader) Tables() []*sluice.Table { return r.tables }
+
+// Read returns up to max changes in order. It waits up to the poll interval
+// for changes and returns an empty slice when none came.
+func (r *Reader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
+	if max <= 0 {
+		return nil, fmt.Errorf("mytrigger source: Read max %d: want a positive number", max)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.db == nil {
+		return nil, errors.New("mytrigger source: reader is closed")
+	}
+	deadline := time.Now().Add(r.cfg.PollInterval)
+	tick := min(pollEvery, r.cfg.PollInterval)
+	for {
+		changes, again, err := r.page(ctx, max)
+		if err != nil || len(changes) > 0 {
+			return changes, err
+		}
+		if again {
+			continue
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return nil, nil
+		}
+		t := time.NewTimer(min(tick, wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+type logRow struct {
+	id      uint64
+	tbl, op string
+	k, d    sql.NullString
+	at      sql.NullString
+}
+
+// page reads the changelog after the position and returns the changes up
+// to the first gap that may still fill. again reports that reading at
+// once may give more (a full page of skipped rows, or a gap just found
+// empty).
+func (r *Reader) page(ctx context.Context, max int) (changes []sluice.Change, again bool, err error) {
+	rows, err := r.db.QueryContext(ctx, r.query, r.pos.last, max)
+	if err != nil {
+		return nil, false, r.readErr(err)
+	}
+	var page []logRow
+	for rows.Next() {
+		var lr logRow
+		if err := rows.Scan(&lr.id, &lr.tbl, &lr.op, &lr.k, &lr.d, &lr.at); err != nil {
+			rows.Close()
+			return nil, false, r.readErr(err)
+		}
+		page = append(page, lr)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, false, r.readErr(err)
+	}
+	next := r.pos
+	gap := false
+	for _, lr := range page {
+		if lr.id != next.last+1 && lr.id-1 > r.fence.safe {
+			gap = true
+			break
+		}
+		next.last = lr.id
+		info, ok := r.infos[lr.tbl]
+		if !ok {
+			continue // a table this reader does not stream
+		}
+		c, err := r.change(info, lr)
+		if err != nil {
+			return nil, false, err
+		}
+		c.Pos = next.sluice()
+		changes = append(changes, c)
+	}
+	r.pos = next
+	if !gap {
+		return changes, len(page) == max && len(changes) == 0, nil
+	}
+	// A gap: start waiting for the transactions running now, or see
+	// whether those of the current wait have ended.
+	running, err := r.running(ctx)
+	if err != nil {
+		return changes, false, err
+	}
+	f := &r.fence
+	if !f.waiting {
+		f.waiting = true
+		f.horizon = page[len(page)-1].id
+		f.trx = running
+		r.log.Debug("changelog gap: waiting for running transactions", "after", r.pos.last, "horizon", f.horizon, "transactions", len(running))
+	} else {
+		f.trx = slices.DeleteFunc(f.trx, func(k trxKey) bool { return !slices.Contains(running, k) })
+	}
+	if len(f.trx) == 0 {
+		f.waiting = false
+		if f.horizon > f.safe {
+			f.safe = f.horizon
+		}
+		return changes, true, nil
+	}
+	return changes, false, nil
+}
+
+// running lists the InnoDB transactions running now, other than the
+// reader's own, from a list proven fresh (see the package documentation).
+func (r *Reader) running(ctx context.Context) ([]trxKey, error) {
+	conn, err := r.db.Conn(ctx)
+	if err != nil {
+		return nil, r.readErr(err)
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.nonce++
+		list, fresh, err := trxList(ctx, conn, r.nonce)
+		if err != nil {
+			var me *mysql.MySQLError
+			if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1044 || me.Number == 1142) {
+				return nil, fmt.Errorf("MySQL source %s: user %s cannot read information_schema.innodb_trx, which the changelog reader needs to wait for open transactions: GRANT PROCESS ON *.* TO the user: %w", r.addr, r.user, err)
+			}
+			return nil, fmt.Errorf("list running transactions on %s: %w", r.addr, err)
+		}
+		if fresh {
+			return list, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("list running transactions on %s: information_schema.innodb_trx stayed stale for 10 s (it refreshes only when nobody has read it for 0.1 s: is something polling it continuously?)", r.addr)
+		}
+		// The server refreshes the cache only when it has not been read
+		// for 0.1 s, and our own read just counted.
+		t := time.NewTimer(trxCacheIdle)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// trxCacheIdle is a little more than the 0.1 s for which InnoDB serves
+// information_schema.innodb_trx from its cache after any read of it.
+const trxCacheIdle = 120 * time.Millisecond
+
+// trxList reads innodb_trx inside a transaction of its own, and reports
+// whether the list is fresh: it shows that transaction running this very
+// statement (trx_query holds the statement's nonce), so the server filled
+// the cache after the statement began, after every earlier changelog read.
+func trxList(ctx context.Context, conn *sql.Conn, nonce uint64) (list []trxKey, fresh bool, err error) {
+	if _, err := conn.ExecContext(ctx, `START TRANSACTION WITH CONSISTENT SNAPSHOT`); err != nil {
+		return nil, false, err
+	}
+	defer conn.ExecContext(context.Background(), `COMMIT`) //nolint:errcheck
+	mark := fmt.Sprintf("sluice fence %d.%d", time.Now().UnixNano(), nonce)
+	rows, err := conn.QueryContext(ctx, `SELECT /* `+mark+` */ trx_id, COALESCE(trx_mysql_thread_id, 0),
+		CAST(trx_started AS CHAR), COALESCE(trx_query, ''), CONNECTION_ID() FROM information_schema.innodb_trx`)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k trxKey
+		var idText, query string
+		var self uint64
+		if err := rows.Scan(&idText, &k.thread, &k.started, &query, &self); err != nil {
+			return nil, false, err
+		}
+		if k.thread == self {
+			fresh = fresh || strings.Contains(query, mark)
+			continue
+		}
+		// MySQL lists read-only transactions under large made-up ids,
+		// MariaDB under 0; the transaction that took a missing id has
+		// written, so it has a real id either way.
+		if k.id, err = strconv.ParseUint(idText, 10, 64); err != nil || k.id == 0 {
+			continue
+		}
+		list = append(list, k)
+	}
+	return list, fresh, rows.Err()
+}
+
+func (r *Reader) readErr(err error) error {
+	return fmt.Errorf("read changelog %s.%s on %s: %w", r.logDB, ChangelogTable, r.addr, err)
+}
+
+// change builds one Change from a changelog row.
+func (r *Reader) change(info *tableInfo, lr logRow) (sluice.Change, error) {
+	t := info.table
+	c := sluice.Change{Table: t}
+	switch lr.op {
+	case "I":
+		c.Op = sluice.OpInsert
+	case "U":
+		c.Op = sluice.OpUpdate
+	case "D":
+		c.Op = sluice.OpDelete
+	default:
+		return c, fmt.Errorf("changelog row %d of source table %s: unknown op %q", lr.id, t.Name, lr.op)
+	}
+	all := make([]int, len(t.Columns))
+	for i := range all {
+		all[i] = i
+	}
+	var err error
+	if c.Op != sluice.OpDelete {
+		if !lr.d.Valid {
+			return c, fmt.Errorf("changelog row %d of source table %s: no row image (larger than max_allowed_packet when captured?)", lr.id, t.Name)
+		}
+		if c.Row, err = decodeImage(info, lr.d.String, all); err != nil {
+			return c, fmt.Errorf("changelog row %d of source table %s: row image: %w", lr.id, t.Name, err)
+		}
+	}
+	if c.Op != sluice.OpInsert {
+		if !lr.k.Valid {
+			return c, fmt.Errorf("changelog row %d of source table %s: no key", lr.id, t.Name)
+		}
+		if c.Key, err = decodeImage(info, lr.k.String, t.Key); err != nil {
+			return c, fmt.Errorf("changelog row %d of source table %s: key: %w", lr.id, t.Name, err)
+		}
+		for i, v := range c.Key {
+			if v.Null {
+				return c, fmt.Errorf("changelog row %d of source table %s: key column %s is NULL (was the trigger installed for another primary key? run `sluice source install`)",
+					lr.id, t.Name, t.Columns[t.Key[i]].Name)
+			}
+		}
+	}
+	if lr.at.Valid {
+		if at, err := formatTimestamp(lr.at.String, 6); err == nil {
+			if tm, err := time.Parse(time.DateTime+".000000", at); err == nil {
+				c.Time = tm
+			}
+		}
+	}
+	return c, nil
+}
+
+// decodeImage reads a JSON_OBJECT image of the columns cols.
+func decodeImage(info *tableInfo, s string, cols []int) (sluice.Row, error) {
+	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	row := make(sluice.Row, len(cols))
+	for j, i := range cols {
+		col := info.table.Columns[i]
+		v, ok := m[col.Name]
+		if !ok {
+			return nil, fmt.Errorf("column %s not captured: the trigger is stale, run `sluice source install` and restart", col.Name)
+		}
+		val, err := info.captures[i].decode(v, info.scales[i])
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", col.Name, err)
+		}
+		row[j] = val
+	}
+	return row, nil
+}
+
+// Ack prunes the changelog rows at or below pos. Pruning runs at most
+// every two seconds; a later Ack prunes what an earlier one skipped.
+func (r *Reader) Ack(ctx context.Context, pos sluice.Position) error {
+	p, err := parsePosition(pos)
+	if err != nil {
+		return err
+	}
+	r.ackMu.Lock()
+	defer r.ackMu.Unlock()
+	if r.db == nil {
+		return errors.New("mytrigger source: reader is closed")
+	}
+	if time.Since(r.lastPrune) < r.pruneEvery {
+		r.pending = &p
+		return nil
+	}
+	r.pending = nil
+	// READ COMMITTED: a range delete in REPEATABLE READ would also lock the
+	// gap above the last row and block the triggers' inserts.
+	total := int64(0)
+	for {
+		n, err := r.pruneChunk(ctx, p.last)
+		total += n
+		if err != nil {
+			r.pending = &p
+			return fmt.Errorf("prune changelog %s.%s up to %s: %w", r.logDB, ChangelogTable, pos, err)
+		}
+		if n < pruneChunk {
+			break
+		}
+	}
+	r.lastPrune = time.Now()
+	r.log.Debug("pruned changelog", "rows", total, "position", pos.String())
+	return nil
+}
+
+// pruneChunk deletes up to pruneChunk rows at or below last. It deletes
+// by listed ids: a range delete would scan, and wait for, the first row
+// above last, which may belong to a transaction still running.
+func (r *Reader) pruneChunk(ctx context.Context, last uint64) (int64, error) {
+	log := ident(r.logDB, ChangelogTable)
+	rows, err := r.db.QueryContext(ctx, fmt.Sprintf(`SELECT id FROM %s WHERE id <= ? ORDER BY id LIMIT %d`, log, pruneChunk), last)
+	if err != nil {
+		return 0, err
+	}
+	var ids []string
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids = append(ids, strconv.FormatUint(id, 10))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	tx, err := r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback() //nolint:errcheck
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE id IN (%s)`, log, strings.Join(ids, ","))); err != nil {
+		return 0, err
+	}
+	return int64(len(ids)), tx.Commit()
+}
+
+// Close ends the reader's sessions.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ackMu.Lock()
+	defer r.ackMu.Unlock()
+	if r.db == nil {
+		return nil
+	}
+	err := r.db.Close()
+	r.db = nil
+	return err
+}

@@ -27,6 +27,12 @@ type StreamOptions struct {
 	StateDir  string
 	// ApplyMode is "pipelined" (default) or "per-row".
 	ApplyMode string
+	// MultiStatements is "auto" (default), "on" or "off": whether a MySQL
+	// target gets each batch as one multi-statement packet.
+	MultiStatements string
+	// DisableFKChecks runs a MySQL target's applier session with
+	// foreign_key_checks = 0.
+	DisableFKChecks bool
 	// BatchSize is the first batch size, or the fixed one with NoAutoTune.
 	BatchSize  int
 	NoAutoTune bool
@@ -75,7 +81,12 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 	}
 	defer store.Close()
 
-	tgt, err := openTarget(ctx, targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, Logger: log})
+	srcEngine, err := EngineOf(o.SourceURL)
+	if err != nil {
+		return recordErr(ctx, store, o.ID, fmt.Errorf("--source: %w", err))
+	}
+	tgt, err := openTarget(ctx, targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,
+		MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, Logger: log})
 	if err != nil {
 		return recordErr(ctx, store, o.ID, err)
 	}

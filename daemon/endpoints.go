@@ -10,7 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sluice-cdc/sluice"
+	mysqltarget "github.com/sluice-cdc/sluice/apply/mysql"
 	"github.com/sluice-cdc/sluice/apply/postgres"
+	"github.com/sluice-cdc/sluice/apply/typemap"
+	"github.com/sluice-cdc/sluice/source/mytrigger"
 	"github.com/sluice-cdc/sluice/source/pgtrigger"
 	"github.com/sluice-cdc/sluice/stream"
 )
@@ -20,22 +23,41 @@ type Engine string
 
 const (
 	EnginePostgres Engine = "postgres"
+	EngineMySQL    Engine = "mysql"
 )
 
+// EngineOf tells the engine from a connection string: a postgres:// or
+// postgresql:// URL, a mysql:// (or mariadb://) URL, or a go-sql-driver DSN
+// such as user:pass@tcp(host:3306)/db.
 func EngineOf(rawURL string) (Engine, error) {
 	scheme, _, ok := strings.Cut(rawURL, "://")
-	if !ok {
-		return "", fmt.Errorf("connection %q: want a URL such as postgres://user@host:5432/db", MaskURL(rawURL))
+	if !ok || strings.Contains(scheme, "@") {
+		if strings.Contains(rawURL, "@tcp(") || strings.Contains(rawURL, "@unix(") || strings.HasPrefix(rawURL, "tcp(") {
+			return EngineMySQL, nil
+		}
+		return "", fmt.Errorf("connection %q: want a URL such as postgres://user@host:5432/db or mysql://user@host:3306/db, or a MySQL DSN user:pass@tcp(host:3306)/db", MaskURL(rawURL))
 	}
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
 		return EnginePostgres, nil
+	case "mysql", "mariadb":
+		return EngineMySQL, nil
 	}
-	return "", fmt.Errorf("connection %s: unsupported scheme %q (supported: postgres://)", MaskURL(rawURL), scheme)
+	return "", fmt.Errorf("connection %s: unsupported scheme %q (supported: postgres://, mysql://)", MaskURL(rawURL), scheme)
 }
 
-// maskURL hides the password of a connection URL for logs and errors.
+// MaskURL hides the password of a connection URL or MySQL DSN for logs and
+// errors.
 func MaskURL(raw string) string {
+	if !strings.Contains(raw, "://") {
+		// user:pass@tcp(host)/db
+		if at := strings.Index(raw, "@"); at > 0 {
+			if colon := strings.Index(raw[:at], ":"); colon >= 0 {
+				return raw[:colon+1] + "xxxxx" + raw[at:]
+			}
+		}
+		return raw
+	}
 	u, err := url.Parse(raw)
 	if err != nil || u.User == nil {
 		return raw
@@ -57,9 +79,6 @@ func ParseTables(list []string) ([]sluice.TableName, error) {
 			if err != nil {
 				return nil, fmt.Errorf("--tables: %w", err)
 			}
-			if t.Schema == "" {
-				t.Schema = "public"
-			}
 			out = append(out, t)
 		}
 	}
@@ -70,7 +89,10 @@ func ParseTables(list []string) ([]sluice.TableName, error) {
 }
 
 type sourceOptions struct {
-	URL          string
+	URL string
+	// Mode is "trigger" (default) — the log-based modes come with their
+	// readers.
+	Mode         string
 	Tables       []sluice.TableName
 	PollInterval time.Duration
 	Install      bool
@@ -89,25 +111,46 @@ func openSource(ctx context.Context, o sourceOptions, from sluice.Position) (rea
 	if err != nil {
 		return nil, fmt.Errorf("--source: %w", err)
 	}
+	kind := map[Engine]string{EnginePostgres: pgtrigger.Kind, EngineMySQL: mytrigger.Kind}[eng]
+	if !from.IsZero() && from.Kind != kind {
+		return nil, fmt.Errorf("stream checkpoint was written by a %q reader but the source is now read by %q; use a new --stream-id, or the source mode the stream was started with", from.Kind, kind)
+	}
 	switch eng {
 	case EnginePostgres:
-		if !from.IsZero() && from.Kind != "pgtrigger" {
-			return nil, fmt.Errorf("the checkpoint was written by a %q reader but the source is read with triggers; use a new --stream-id or the matching source mode", from.Kind)
-		}
 		return pgtrigger.Open(ctx, o.URL, pgtrigger.Config{
 			Tables:       o.Tables,
 			PollInterval: o.PollInterval,
 			Install:      o.Install,
 			Logger:       o.Logger,
 		}, from)
+	case EngineMySQL:
+		return mytrigger.Open(ctx, o.URL, mytrigger.Config{
+			Tables:       o.Tables,
+			PollInterval: o.PollInterval,
+			Install:      o.Install,
+			Logger:       o.Logger,
+		}, from)
 	}
-	return nil, fmt.Errorf("--source: %s sources are not supported yet", eng)
+	return nil, fmt.Errorf("--source: %s sources are not supported", eng)
 }
 
 type targetOptions struct {
-	URL    string
-	Mode   string
-	Logger *slog.Logger
+	URL  string
+	Mode string
+	// SourceEngine is the source's engine: a target of another engine is
+	// wrapped in the cross-engine type map.
+	SourceEngine Engine
+	// MultiStatements is "auto", "on" or "off" (MySQL targets).
+	MultiStatements string
+	// DisableFKChecks runs a MySQL target session with foreign_key_checks=0.
+	DisableFKChecks bool
+	Logger          *slog.Logger
+}
+
+// crossTarget is a target the cross-engine type map can wrap.
+type crossTarget interface {
+	target
+	ColumnTypes(ctx context.Context, name sluice.TableName) (map[string]string, error)
 }
 
 type target interface {
@@ -122,15 +165,44 @@ func openTarget(ctx context.Context, o targetOptions) (target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--target: %w", err)
 	}
+	var tgt crossTarget
 	switch eng {
 	case EnginePostgres:
 		mode, err := postgres.ParseMode(o.Mode)
 		if err != nil {
 			return nil, fmt.Errorf("--apply-mode: %w", err)
 		}
-		return postgres.Open(ctx, o.URL, postgres.Config{Mode: mode, Logger: o.Logger})
+		t, err := postgres.Open(ctx, o.URL, postgres.Config{Mode: mode, Logger: o.Logger})
+		if err != nil {
+			return nil, err
+		}
+		tgt = t
+	case EngineMySQL:
+		mode, err := mysqltarget.ParseMode(o.Mode)
+		if err != nil {
+			return nil, fmt.Errorf("--apply-mode: %w", err)
+		}
+		cfg := mysqltarget.Config{Mode: mode, DisableForeignKeyChecks: o.DisableFKChecks, Logger: o.Logger}
+		switch o.MultiStatements {
+		case "", "auto":
+		case "on", "off":
+			on := o.MultiStatements == "on"
+			cfg.MultiStatements = &on
+		default:
+			return nil, fmt.Errorf("--multi-statements %q: want auto, on or off", o.MultiStatements)
+		}
+		t, err := mysqltarget.Open(ctx, o.URL, cfg)
+		if err != nil {
+			return nil, err
+		}
+		tgt = t
+	default:
+		return nil, fmt.Errorf("--target: %s targets are not supported", eng)
 	}
-	return nil, fmt.Errorf("--target: %s targets are not supported yet", eng)
+	if o.SourceEngine != "" && (o.SourceEngine != eng || eng == EngineMySQL) {
+		return typemap.Wrap(tgt, typemap.Engine(o.SourceEngine), typemap.Engine(eng)), nil
+	}
+	return tgt, nil
 }
 
 // connectPostgres opens a plain connection for administrative commands.

@@ -147,10 +147,16 @@ type Target struct {
 	addr   string // host:port, for messages
 	server string // "MySQL" or "MariaDB", for messages
 	multi  bool
+	// implicitTx: without multi-statements, the pipelined mode runs the
+	// session with autocommit = 0, so that a batch's first statement opens
+	// its transaction and START TRANSACTION costs no round trip. Reads end
+	// their implicit transaction with ROLLBACK.
+	implicitTx bool
 
 	mu        sync.Mutex
 	db        *sql.DB
 	conn      *sql.Conn // nil after a failure that left it unusable
+	connID    int64     // CONNECTION_ID() of conn
 	database  string
 	maxPacket int // max_allowed_packet
 	tables    map[sluice.TableName]*tableDesc
@@ -256,6 +262,12 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 
 func (t *Target) openDB(ctx context.Context) error {
 	t.dcfg.MultiStatements = t.multi
+	t.implicitTx = !t.multi && t.cfg.Mode == Pipelined
+	if t.implicitTx {
+		t.dcfg.Params["autocommit"] = "0"
+	} else {
+		delete(t.dcfg.Params, "autocommit")
+	}
 	conn, err := mysql.NewConnector(t.dcfg)
 	if err != nil {
 		return fmt.Errorf("target connection string: %w", err)
@@ -293,8 +305,8 @@ func (t *Target) ensureConn(ctx context.Context) error {
 	}
 	var mode, version string
 	var maxPacket int
-	err = conn.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.max_allowed_packet, DATABASE(), VERSION()").
-		Scan(&mode, &maxPacket, &t.database, &version)
+	err = conn.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.max_allowed_packet, DATABASE(), VERSION(), CONNECTION_ID()").
+		Scan(&mode, &maxPacket, &t.database, &version, &t.connID)
 	if err != nil {
 		conn.Close()
 		return t.connectError(err)
@@ -347,7 +359,7 @@ func (t *Target) reading(ctx context.Context, f func() error) error {
 	if err := t.ensureConn(ctx); err != nil {
 		return err
 	}
-	err := f()
+	err := t.read(ctx, f)
 	if err == nil || !connLost(err) || ctx.Err() != nil {
 		return err
 	}
@@ -355,7 +367,18 @@ func (t *Target) reading(ctx context.Context, f func() error) error {
 	if cerr := t.ensureConn(ctx); cerr != nil {
 		return fmt.Errorf("%w (reconnect: %v)", err, cerr)
 	}
-	return f()
+	return t.read(ctx, f)
+}
+
+// read runs f and, with implicit transactions, ends the one it opened.
+func (t *Target) read(ctx context.Context, f func() error) error {
+	err := f()
+	if t.implicitTx && t.conn != nil {
+		if _, rerr := t.conn.ExecContext(ctx, "ROLLBACK"); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
 }
 
 // Close closes the connection.
@@ -520,8 +543,10 @@ func (t *Target) applyMulti(ctx context.Context, stmts []statement) error {
 // applyEach runs START TRANSACTION, each statement and COMMIT as separate
 // round trips on the applier's connection.
 func (t *Target) applyEach(ctx context.Context, stmts []statement) error {
-	if _, err := t.conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
-		return &stepError{err: err, stmts: stmts, step: 0}
+	if !t.implicitTx {
+		if _, err := t.conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
+			return &stepError{err: err, stmts: stmts, step: 0}
+		}
 	}
 	for i, s := range stmts {
 		if _, err := t.conn.ExecContext(ctx, s.sql); err != nil {
@@ -618,26 +643,67 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 	if !lost {
 		return classify(applyErr, false)
 	}
+	oldID := t.connID
 	t.discard()
 	if ctx.Err() != nil {
 		return applyErr
 	}
-	if cp.Stream == "" {
-		return classify(applyErr, true)
+	if errors.Is(applyErr, driver.ErrBadConn) {
+		// The driver found the connection dead before writing anything.
+		return &apply.RetryableError{Err: applyErr}
 	}
 	if err := t.ensureConn(ctx); err != nil {
 		return classify(fmt.Errorf("%w (commit outcome unknown: reconnect failed: %v)", applyErr, err), true)
 	}
-	got, ok, err := t.readCheckpoint(ctx, cp.Stream)
-	if err != nil {
-		t.discard()
-		return classify(fmt.Errorf("%w (commit outcome unknown: %v)", applyErr, err), true)
+	killed := t.wasKilled(ctx, oldID)
+	if cp.Stream != "" {
+		got, ok, err := t.readCheckpoint(ctx, cp.Stream)
+		if t.implicitTx {
+			t.conn.ExecContext(ctx, "ROLLBACK")
+		}
+		if err != nil {
+			t.discard()
+			return &apply.RetryableError{Err: fmt.Errorf("%w (commit outcome unknown: %v)", applyErr, err), Killed: killed}
+		}
+		if ok && got.Seq == cp.Seq && got.Position == cp.Position {
+			t.log.Warn("connection lost after commit; the batch is committed", "stream", cp.Stream, "seq", cp.Seq, "err", applyErr)
+			return nil
+		}
 	}
-	if ok && got.Seq == cp.Seq && got.Position == cp.Position {
-		t.log.Warn("connection lost after commit; the batch is committed", "stream", cp.Stream, "seq", cp.Seq, "err", applyErr)
-		return nil
+	if re, ok := classify(applyErr, true).(*apply.RetryableError); ok {
+		re.Killed = re.Killed || killed
+		return re
 	}
-	return classify(applyErr, true)
+	return &apply.RetryableError{Err: applyErr, Killed: killed}
+}
+
+// wasKilled tells, after the connection with id old was lost in the middle
+// of a batch, whether the server killed it (KILL, a transaction killer): a
+// killed session is gone or shows as Killed while it rolls back, whereas
+// after a network failure the server's session is still busy with the
+// batch, waiting on a lock or for the client. Such an orphan is killed here,
+// so that it releases its locks at once.
+func (t *Target) wasKilled(ctx context.Context, old int64) bool {
+	if old == 0 {
+		return false
+	}
+	var command string
+	err := t.conn.QueryRowContext(ctx, "SELECT COMMAND FROM information_schema.PROCESSLIST WHERE ID = "+strconv.FormatInt(old, 10)).Scan(&command)
+	if t.implicitTx {
+		t.conn.ExecContext(ctx, "ROLLBACK")
+	}
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return true
+	case err != nil:
+		return false
+	case strings.EqualFold(command, "Killed"):
+		return true
+	}
+	if _, err := t.conn.ExecContext(ctx, "KILL "+strconv.FormatInt(old, 10)); err != nil {
+		t.log.Debug("kill orphaned session", "id", old, "err", err)
+	}
+	return false
 }
 
 // classify marks the errors after which the batch may be retried as is.

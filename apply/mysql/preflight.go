@@ -151,6 +151,10 @@ func kindOf(dataType string) valueKind {
 		return kindBinary
 	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric", "float", "double":
 		return kindNumber
+	case "year":
+		// The text form of the zero year is "0": as a string it would read
+		// as 2000, as a number it is 0000.
+		return kindNumber
 	}
 	return kindString
 }
@@ -264,4 +268,46 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// ColumnTypes returns the target table's columns and their COLUMN_TYPE
+// (e.g. "int(10) unsigned"), or nil when the table does not exist. It lets a
+// cross-engine type map decide how source values are written.
+func (t *Target) ColumnTypes(ctx context.Context, name sluice.TableName) (map[string]string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.ensureConn(ctx); err != nil {
+		return nil, err
+	}
+	schema := name.Schema
+	if schema == "" {
+		schema = t.database
+	}
+	var sb, nb strings.Builder
+	quoteString(&sb, schema)
+	quoteString(&nb, name.Name)
+	out := map[string]string{}
+	err := t.reading(ctx, func() error {
+		clear(out)
+		rows, err := t.conn.QueryContext(ctx, fmt.Sprintf(columnsSQL, sb.String(), nb.String()))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c targetColumn
+			if err := rows.Scan(&c.name, &c.colType, &c.dataType, &c.nullable, &c.hasDefault, &c.generated); err != nil {
+				return err
+			}
+			out[c.name] = c.colType
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read target catalog for table %s: %w", name, err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }

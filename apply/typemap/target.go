@@ -29,6 +29,12 @@ type Inner interface {
 type Target struct {
 	Inner
 	from, to Engine
+	// keepSchema keeps the source's schema in target table names. A MySQL
+	// target's tables live in the database its connection names, and a
+	// PostgreSQL target fed from MySQL (whose "schema" is the source
+	// database) uses its search_path, so only PostgreSQL to PostgreSQL keeps
+	// it.
+	keepSchema bool
 
 	mu     sync.Mutex
 	tables map[*sluice.Table]*tableMap
@@ -40,9 +46,11 @@ type tableMap struct {
 }
 
 // Wrap returns a Target that writes values read from a from-engine source
-// to inner, a to-engine target.
+// to inner, a to-engine target. from may equal to: then values pass as they
+// are and only table names are mapped.
 func Wrap(inner Inner, from, to Engine) *Target {
-	return &Target{Inner: inner, from: from, to: to, tables: map[*sluice.Table]*tableMap{}}
+	return &Target{Inner: inner, from: from, to: to, keepSchema: from == Postgres && to == Postgres,
+		tables: map[*sluice.Table]*tableMap{}}
 }
 
 // Preflight maps every column of every table, refusing (all at once) the
@@ -72,18 +80,22 @@ func (t *Target) mapTable(ctx context.Context, tbl *sluice.Table) (*tableMap, er
 	if m != nil {
 		return m, nil
 	}
-	types, err := t.Inner.ColumnTypes(ctx, tbl.Name)
+	name := tbl.Name
+	if !t.keepSchema {
+		name.Schema = ""
+	}
+	types, err := t.Inner.ColumnTypes(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	out := &sluice.Table{Name: tbl.Name, Key: tbl.Key, Columns: make([]sluice.Column, len(tbl.Columns))}
+	out := &sluice.Table{Name: name, Key: tbl.Key, Columns: make([]sluice.Column, len(tbl.Columns))}
 	m = &tableMap{out: out, convs: make([]Conv, len(tbl.Columns))}
 	var errs []error
 	for i, c := range tbl.Columns {
 		out.Columns[i] = c
 		dst, ok := types[c.Name]
-		if !ok {
-			continue // the inner target reports a missing table or column
+		if !ok || t.from == t.to {
+			continue // the inner target checks missing columns and same-engine types
 		}
 		conv, err := Column(t.from, t.to, c.Type, dst)
 		if err != nil {

@@ -1,0 +1,8 @@
+CREATE TABLE IF NOT EXISTS `sluice_checkpoint` (
+	`stream` VARCHAR(255) NOT NULL,
+	`seq` BIGINT UNSIGNED NOT NULL,
+	`position` TEXT NOT NULL,
+	`applied` BIGINT UNSIGNED NOT NULL,
+	`updated_at` DATETIME(6) NOT NULL,
+	PRIMARY KEY (`stream`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin

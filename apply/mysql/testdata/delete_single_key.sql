@@ -1,0 +1,2 @@
+DELETE FROM `shop`.`orders`
+WHERE `id` IN (1, 2)

@@ -313,3 +313,21 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 }
+
+// waitStarted waits until the stream passed its checks and is running.
+func (r *running) waitStarted(t *testing.T, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for r.current.Load() == nil {
+		select {
+		case err := <-r.done:
+			r.done <- err
+			t.Fatalf("stream stopped while starting: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stream did not start within %v", within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -137,6 +137,10 @@ func (m *MariaDB) start(ctx context.Context, passwordSet bool) error {
 		"--innodb-log-file-size=48M",
 		"--max-connections=300",
 		"--skip-name-resolve",
+		// utf8mb4 as production servers use; the compiled-in default is
+		// latin1, which cannot hold most of the text the tests write.
+		"--character-set-server=utf8mb4",
+		"--collation-server=utf8mb4_unicode_ci",
 	)
 	if err != nil {
 		return err

@@ -1,0 +1,555 @@
+package integration
+
+import (
+	"context"
+	"crypto/md5"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/internal/dbtest"
+	"github.com/sluice-cdc/sluice/internal/wanproxy"
+)
+
+// An endpoint is one side of a cross-engine test: a database on the
+// harness's PostgreSQL or MariaDB.
+type endpoint struct {
+	engine daemon.Engine
+	pg     *pgxpool.Pool
+	my     *sql.DB
+	url    string // for sluice, direct
+	addr   string // server address, for the proxy
+}
+
+func newEndpoint(t *testing.T, engine daemon.Engine) *endpoint {
+	t.Helper()
+	e := &endpoint{engine: engine}
+	switch engine {
+	case daemon.EnginePostgres:
+		pg := dbtest.PG(t)
+		db := dbtest.PGDatabase(t)
+		e.url, e.addr = pg.URL(db), pg.Addr()
+		e.pg = pool(t, e.url)
+	case daemon.EngineMySQL:
+		m := dbtest.Maria(t)
+		db := dbtest.MariaDatabase(t)
+		e.url, e.addr = m.URL(db), m.Addr()
+		cfg, err := mysql.ParseDSN(m.DSN(db))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// TIMESTAMP values are written and read in UTC, as sluice does.
+		cfg.Params = map[string]string{"time_zone": "'+00:00'"}
+		connector, err := mysql.NewConnector(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.my = sql.OpenDB(connector)
+		t.Cleanup(func() { e.my.Close() })
+	}
+	return e
+}
+
+// viaProxy returns the endpoint's URL through a WAN proxy.
+func (e *endpoint) viaProxy(t *testing.T, oneWay time.Duration) (string, *wanproxy.Proxy) {
+	t.Helper()
+	proxy, err := wanproxy.Start(e.addr, oneWay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	u, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = proxy.Addr()
+	return u.String(), proxy
+}
+
+func (e *endpoint) exec(ctx context.Context, q string, args ...any) error {
+	if e.pg != nil {
+		_, err := e.pg.Exec(ctx, q, args...)
+		return err
+	}
+	_, err := e.my.ExecContext(ctx, q, args...)
+	return err
+}
+
+// ph is the engine's placeholder for parameter i (1-based) of a type.
+func (e *endpoint) ph(i int, pgType string) string {
+	if e.pg != nil {
+		return fmt.Sprintf("$%d::text::%s", i, pgType)
+	}
+	return "?"
+}
+
+// xcol is a column of the cross-engine schema: its type on each engine,
+// how values compare, and a generator of source values.
+type xcol struct {
+	name   string
+	pgType string
+	myType string
+	kind   string // how to normalise for comparison
+	gen    func(r *rand.Rand) any
+}
+
+func strp(r *rand.Rand, vals ...string) any {
+	if r.IntN(7) == 0 {
+		return nil
+	}
+	return vals[r.IntN(len(vals))]
+}
+
+var xcols = []xcol{
+	{"qty", "integer", "int", "text", func(r *rand.Rand) any { return strp(r, strconv.Itoa(r.IntN(1e6)-5e5)) }},
+	{"big", "bigint", "bigint", "text", func(r *rand.Rand) any { return strp(r, strconv.FormatInt(r.Int64()-1<<62, 10)) }},
+	{"price", "numeric(12,2)", "decimal(12,2)", "text", func(r *rand.Rand) any {
+		return strp(r, fmt.Sprintf("%d.%02d", r.IntN(1e9)-5e8, r.IntN(100)))
+	}},
+	{"ratio", "double precision", "double", "f64", func(r *rand.Rand) any {
+		return strp(r, "0.1", "-1e-300", "123456.789", strconv.FormatFloat(r.NormFloat64(), 'g', -1, 64))
+	}},
+	{"small_f", "real", "float", "f32", func(r *rand.Rand) any { return strp(r, "1.5", "-2.25", "1024", "0.125") }},
+	{"name", "varchar(64)", "varchar(64)", "text", func(r *rand.Rand) any {
+		return strp(r, "plain", "quote ' and backslash \\ and \"dq\"", "ünïcödé ✓ 中文", "", fmt.Sprintf("n%d", r.IntN(1e6)))
+	}},
+	{"code", "char(6)", "char(6)", "char", func(r *rand.Rand) any { return strp(r, "ab", "abcdef", "x") }},
+	{"active", "boolean", "tinyint(1)", "bool", func(r *rand.Rand) any { return strp(r, "true", "false") }},
+	{"payload", "bytea", "longblob", "bytes", func(r *rand.Rand) any {
+		if r.IntN(7) == 0 {
+			return nil
+		}
+		b := make([]byte, r.IntN(40))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		return hex.EncodeToString(b)
+	}},
+	{"born", "date", "date", "text", func(r *rand.Rand) any { return strp(r, "2024-02-29", "1999-12-31", "1970-01-01") }},
+	{"seen", "timestamp(6) without time zone", "datetime(6)", "ts", func(r *rand.Rand) any {
+		return strp(r, "2024-01-02 03:04:05.123456", "1999-12-31 23:59:59", "2000-01-01 00:00:00.5")
+	}},
+	{"stamped", "timestamp(6) with time zone", "timestamp(6)", "ts", func(r *rand.Rand) any {
+		return strp(r, "2024-06-30 23:59:59.999999", "2001-09-09 01:46:40", "2020-02-02 02:02:02.02")
+	}},
+	{"at_time", "time(6) without time zone", "time(6)", "ts", func(r *rand.Rand) any {
+		return strp(r, "23:59:59.999999", "00:00:00", "12:34:56.5")
+	}},
+	{"doc", "jsonb", "json", "json", func(r *rand.Rand) any {
+		return strp(r, `{"b": 1, "a": [1, 2.5, "x"]}`, `[]`, `"str"`, `{"nested": {"k": "v"}}`)
+	}},
+	{"uid", "uuid", "char(36)", "lower", func(r *rand.Rand) any {
+		if r.IntN(7) == 0 {
+			return nil
+		}
+		return fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", r.Uint32(), r.IntN(1<<16), r.IntN(1<<12), r.IntN(1<<12), r.Int64N(1<<48))
+	}},
+}
+
+// bytesArg turns the hex generator's value into each engine's argument.
+func (e *endpoint) arg(c xcol, v any) any {
+	if v == nil {
+		return nil
+	}
+	s := v.(string)
+	switch {
+	case c.kind == "bytes" && e.pg != nil:
+		return `\x` + s
+	case c.kind == "bytes":
+		b, _ := hex.DecodeString(s)
+		return b
+	case c.kind == "bool" && e.my != nil:
+		if s == "true" {
+			return 1
+		}
+		return 0
+	}
+	return s
+}
+
+func (e *endpoint) createSchema(ctx context.Context) error {
+	var cols []string
+	for _, c := range xcols {
+		typ := c.myType
+		if e.pg != nil {
+			typ = c.pgType
+		}
+		cols = append(cols, c.name+" "+typ)
+	}
+	stmts := []string{
+		fmt.Sprintf("CREATE TABLE items (id bigint PRIMARY KEY, %s)", strings.Join(cols, ", ")),
+		"CREATE TABLE order_lines (order_id integer NOT NULL, line_no smallint NOT NULL, sku varchar(32) NOT NULL, qty integer, PRIMARY KEY (order_id, line_no))",
+	}
+	for _, s := range stmts {
+		if err := e.exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// xworkload writes random transactions to the cross-engine schema.
+func (e *endpoint) xworkload(ctx context.Context, r *rand.Rand, workers, txs int, pause time.Duration) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		seed := r.Uint64()
+		wg.Add(1)
+		go func(worker int) {
+			defer wg.Done()
+			wr := rand.New(rand.NewPCG(seed, uint64(worker)))
+			for n := 0; n < txs; n++ {
+				err := e.xtx(ctx, wr, worker)
+				for try := 0; err != nil && isDeadlock(err) && try < 10; try++ {
+					err = e.xtx(ctx, wr, worker) // what an application does
+				}
+				if err != nil {
+					errs <- fmt.Errorf("worker %d tx %d: %w", worker, n, err)
+					return
+				}
+				time.Sleep(pause) // shapes the workload; not a wait for replication
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func (e *endpoint) xtx(ctx context.Context, r *rand.Rand, worker int) error {
+	var stmts []struct {
+		q    string
+		args []any
+	}
+	add := func(q string, args ...any) {
+		stmts = append(stmts, struct {
+			q    string
+			args []any
+		}{q, args})
+	}
+	for i := 0; i < 5; i++ {
+		id := int64(r.IntN(60))*8 + int64(worker)
+		switch r.IntN(8) {
+		case 0, 1, 2:
+			names := []string{"id"}
+			phs := []string{e.ph(1, "bigint")}
+			args := []any{strconv.FormatInt(id, 10)}
+			sets := []string{}
+			for j, c := range xcols {
+				names = append(names, c.name)
+				phs = append(phs, e.ph(j+2, c.pgType))
+				args = append(args, e.arg(c, c.gen(r)))
+				if e.pg != nil {
+					sets = append(sets, c.name+" = EXCLUDED."+c.name)
+				} else {
+					sets = append(sets, c.name+" = VALUES("+c.name+")")
+				}
+			}
+			if e.pg != nil {
+				for j := range args {
+					if j > 0 && xcols[j-1].kind == "bytes" && args[j] != nil {
+						// bytea takes its hex text form through the text cast.
+						phs[j] = fmt.Sprintf("$%d::text::bytea", j+1)
+					}
+				}
+				add(fmt.Sprintf("INSERT INTO items (%s) VALUES (%s) ON CONFLICT (id) DO UPDATE SET %s",
+					strings.Join(names, ", "), strings.Join(phs, ", "), strings.Join(sets, ", ")), args...)
+			} else {
+				add(fmt.Sprintf("INSERT INTO items (%s) VALUES (%s) ON DUPLICATE KEY UPDATE %s",
+					strings.Join(names, ", "), strings.Join(phs, ", "), strings.Join(sets, ", ")), args...)
+			}
+		case 3:
+			c := xcols[r.IntN(len(xcols))]
+			add(fmt.Sprintf("UPDATE items SET %s = %s WHERE id = %s", c.name, e.ph(1, c.pgType), e.ph(2, "bigint")),
+				e.arg(c, c.gen(r)), strconv.FormatInt(id, 10))
+		case 4:
+			// A primary-key change, staying in the worker's partition.
+			if e.pg != nil {
+				add(fmt.Sprintf("UPDATE items SET id = id + 800 WHERE id = %d AND NOT EXISTS (SELECT 1 FROM items WHERE id = %d)", id, id+800))
+			} else {
+				add(fmt.Sprintf("UPDATE IGNORE items SET id = id + 800 WHERE id = %d", id))
+			}
+		case 5:
+			add(fmt.Sprintf("DELETE FROM items WHERE id IN (%d, %d)", id, id+800))
+		case 6:
+			if e.pg != nil {
+				add(fmt.Sprintf("INSERT INTO order_lines VALUES (%d, %d, 'sku-%d', %d) ON CONFLICT (order_id, line_no) DO UPDATE SET qty = order_lines.qty + 1",
+					id, r.IntN(4), r.IntN(99), r.IntN(50)))
+			} else {
+				add(fmt.Sprintf("INSERT INTO order_lines VALUES (%d, %d, 'sku-%d', %d) ON DUPLICATE KEY UPDATE qty = qty + 1",
+					id, r.IntN(4), r.IntN(99), r.IntN(50)))
+			}
+		case 7:
+			add(fmt.Sprintf("DELETE FROM order_lines WHERE order_id = %d AND line_no = %d", id, r.IntN(4)))
+		}
+	}
+	if e.pg != nil {
+		tx, err := e.pg.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		for _, s := range stmts {
+			if _, err := tx.Exec(ctx, s.q, s.args...); err != nil {
+				return fmt.Errorf("%s: %w", s.q, err)
+			}
+		}
+		return tx.Commit(ctx)
+	}
+	tx, err := e.my.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx, s.q, s.args...); err != nil {
+			return fmt.Errorf("%s: %w", s.q, err)
+		}
+	}
+	return tx.Commit()
+}
+
+var xtables = map[string][]string{
+	"items": append([]string{"id"}, func() []string {
+		var n []string
+		for _, c := range xcols {
+			n = append(n, c.name)
+		}
+		return n
+	}()...),
+	"order_lines": {"order_id", "line_no", "sku", "qty"},
+}
+
+// xkeys orders rows; qualified so that PostgreSQL does not sort by the
+// text output columns of the same names.
+var xkeys = map[string]string{"items": "items.id", "order_lines": "order_lines.order_id, order_lines.line_no"}
+
+// xsum is a table's checksum over values normalised so that the same
+// value compares equal on both engines (t and 1, '\x00ff' and raw bytes,
+// a timestamp with and without +00, jsonb's and JSON's spacing).
+func (e *endpoint) xsum(ctx context.Context, table string) (int, string, error) {
+	n, sum, _, err := e.xrows(ctx, table)
+	return n, sum, err
+}
+
+// xrows returns a table's row count, checksum and normalised rows.
+func (e *endpoint) xrows(ctx context.Context, table string) (int, string, []string, error) {
+	cols := xtables[table]
+	var lines []string
+	q := fmt.Sprintf("SELECT %s FROM %s ORDER BY %s", strings.Join(cols, ", "), table, xkeys[table])
+	kinds := map[string]string{}
+	for _, c := range xcols {
+		kinds[c.name] = c.kind
+	}
+	h := md5.New()
+	n := 0
+	emit := func(vals []*string) {
+		n++
+		var line strings.Builder
+		for i, v := range vals {
+			if v == nil {
+				line.WriteString("NULL|")
+				h.Write([]byte("\x00N\x00"))
+				continue
+			}
+			nv := normalise(kinds[cols[i]], *v)
+			fmt.Fprintf(&line, "%q|", nv)
+			fmt.Fprintf(h, "%s\x00", nv)
+		}
+		lines = append(lines, line.String())
+		h.Write([]byte{'\n'})
+	}
+	if e.pg != nil {
+		sel := make([]string, len(cols))
+		for i, c := range cols {
+			sel[i] = c + "::text"
+		}
+		rows, err := e.pg.Query(ctx, fmt.Sprintf("SELECT %s FROM %s ORDER BY %s", strings.Join(sel, ", "), table, xkeys[table]))
+		if err != nil {
+			return 0, "", nil, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			vals := make([]*string, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				return 0, "", nil, err
+			}
+			emit(vals)
+		}
+		return n, hex.EncodeToString(h.Sum(nil)), lines, rows.Err()
+	}
+	rows, err := e.my.QueryContext(ctx, q)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		raw := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range raw {
+			ptrs[i] = &raw[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return 0, "", nil, err
+		}
+		vals := make([]*string, len(cols))
+		for i, b := range raw {
+			if b != nil {
+				s := string(b)
+				if kinds[cols[i]] == "bytes" {
+					s = `\x` + hex.EncodeToString(b)
+				}
+				vals[i] = &s
+			}
+		}
+		emit(vals)
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), lines, rows.Err()
+}
+
+func normalise(kind, v string) string {
+	switch kind {
+	case "bool":
+		switch v {
+		case "t", "true", "1":
+			return "1"
+		}
+		return "0"
+	case "char":
+		return strings.TrimRight(v, " ")
+	case "ts":
+		v = strings.TrimSuffix(v, "+00")
+		if dot := strings.IndexByte(v, '.'); dot >= 0 {
+			v = strings.TrimRight(strings.TrimRight(v, "0"), ".")
+		}
+		return v
+	case "json":
+		var x any
+		if json.Unmarshal([]byte(v), &x) == nil {
+			b, _ := json.Marshal(x)
+			return string(b)
+		}
+	case "f32":
+		if f, err := strconv.ParseFloat(v, 32); err == nil {
+			return strconv.FormatFloat(f, 'g', -1, 32)
+		}
+	case "f64":
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return strconv.FormatFloat(f, 'g', -1, 64)
+		}
+	case "lower":
+		return strings.ToLower(v)
+	}
+	return v
+}
+
+func waitXConverged(t *testing.T, src, dst *endpoint, within time.Duration, run *running) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(within)
+	for {
+		var diff []string
+		for table := range xtables {
+			an, as, err := src.xsum(ctx, table)
+			if err != nil {
+				t.Fatalf("checksum source %s: %v", table, err)
+			}
+			bn, bs, err := dst.xsum(ctx, table)
+			if err != nil {
+				t.Fatalf("checksum target %s: %v", table, err)
+			}
+			if an != bn || as != bs {
+				diff = append(diff, fmt.Sprintf("%s: source %d rows %s, target %d rows %s", table, an, as, bn, bs))
+			}
+		}
+		if len(diff) == 0 {
+			return
+		}
+		if run != nil {
+			select {
+			case err := <-run.done:
+				run.done <- err
+				t.Fatalf("stream stopped before the target converged: %v", err)
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			for table := range xtables {
+				_, _, a, _ := src.xrows(ctx, table)
+				_, _, b, _ := dst.xrows(ctx, table)
+				for i := 0; i < len(a) && i < len(b); i++ {
+					if a[i] != b[i] {
+						t.Logf("%s first differing row:\n source %s\n target %s", table, a[i], b[i])
+						break
+					}
+				}
+			}
+			t.Fatalf("target did not converge within %v: %s", within, strings.Join(diff, "; "))
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval
+	}
+}
+
+// TestCrossEngineOverWAN runs the three MySQL-family acceptance pairs end
+// to end over a 96 ms link: concurrent inserts, updates (including primary
+// key changes) and deletes, a composite key, every mapped type and NULLs.
+func TestCrossEngineOverWAN(t *testing.T) {
+	pairs := []struct{ from, to daemon.Engine }{
+		{daemon.EngineMySQL, daemon.EngineMySQL},
+		{daemon.EngineMySQL, daemon.EnginePostgres},
+		{daemon.EnginePostgres, daemon.EngineMySQL},
+	}
+	for _, pr := range pairs {
+		t.Run(string(pr.from)+"_to_"+string(pr.to), func(t *testing.T) {
+			ctx := context.Background()
+			src, dst := newEndpoint(t, pr.from), newEndpoint(t, pr.to)
+			if err := src.createSchema(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := dst.createSchema(ctx); err != nil {
+				t.Fatal(err)
+			}
+			dstURL, _ := dst.viaProxy(t, 48*time.Millisecond)
+			r := rng(t)
+			o := daemon.StreamOptions{
+				ID:           "x",
+				SourceURL:    src.url,
+				TargetURL:    dstURL,
+				Tables:       tableNames(t, []string{"items", "order_lines"}),
+				StateDir:     t.TempDir(),
+				PollInterval: 50 * time.Millisecond,
+				KillBudget:   5 * time.Second,
+			}
+			run := startStream(t, o)
+			// Wait for capture to be installed before writing.
+			run.waitStarted(t, 60*time.Second)
+			if err := src.xworkload(ctx, r, 4, 40, 20*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			waitXConverged(t, src, dst, 90*time.Second, run)
+			if err := run.stop(t); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func isDeadlock(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Deadlock found") || strings.Contains(s, "40P01") || strings.Contains(s, "Lock wait timeout")
+}

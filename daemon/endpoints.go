@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/sluice-cdc/sluice"
 	mysqltarget "github.com/sluice-cdc/sluice/apply/mysql"
@@ -216,4 +218,51 @@ func ConnectPostgres(ctx context.Context, rawURL string) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("connect to PostgreSQL at %s:%d: %w", cfg.Host, cfg.Port, err)
 	}
 	return conn, nil
+}
+
+// InstallCapture installs trigger capture for tables on a source, as
+// `sluice source install` does.
+func InstallCapture(ctx context.Context, sourceURL string, tables []sluice.TableName) error {
+	return captureAdmin(ctx, sourceURL, tables, true)
+}
+
+// UninstallCapture removes trigger capture from tables on a source, as
+// `sluice source uninstall` does.
+func UninstallCapture(ctx context.Context, sourceURL string, tables []sluice.TableName) error {
+	return captureAdmin(ctx, sourceURL, tables, false)
+}
+
+func captureAdmin(ctx context.Context, sourceURL string, tables []sluice.TableName, install bool) error {
+	eng, err := EngineOf(sourceURL)
+	if err != nil {
+		return fmt.Errorf("--source: %w", err)
+	}
+	switch eng {
+	case EnginePostgres:
+		conn, err := ConnectPostgres(ctx, sourceURL)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		if install {
+			return pgtrigger.Install(ctx, conn, pgtrigger.DefaultSchema, tables)
+		}
+		return pgtrigger.Uninstall(ctx, conn, pgtrigger.DefaultSchema, tables)
+	case EngineMySQL:
+		cfg, err := mytrigger.ParseDSN(sourceURL)
+		if err != nil {
+			return err
+		}
+		connector, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return fmt.Errorf("--source: %w", err)
+		}
+		db := sql.OpenDB(connector)
+		defer db.Close()
+		if install {
+			return mytrigger.Install(ctx, db, tables)
+		}
+		return mytrigger.Uninstall(ctx, db, tables)
+	}
+	return fmt.Errorf("--source: %s sources are not supported", eng)
 }

@@ -1,14 +1,9 @@
 package main
 
 import (
-	"database/sql"
 	"fmt"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/sluice-cdc/sluice/daemon"
-	"github.com/sluice-cdc/sluice/source/mytrigger"
-	"github.com/sluice-cdc/sluice/source/pgtrigger"
 	"github.com/urfave/cli/v2"
 )
 
@@ -47,49 +42,15 @@ func sourceAdmin(c *cli.Context, install bool) error {
 		return err
 	}
 	u := c.String("source")
-	eng, err := daemon.EngineOf(u)
-	if err != nil {
-		return fmt.Errorf("--source: %w", err)
-	}
-	verb, prep := "installed capture triggers on", "of"
+	verb := "installed capture triggers on"
+	err = daemon.InstallCapture(c.Context, u, tables)
 	if !install {
-		verb, prep = "removed capture triggers from", "of"
+		verb = "removed capture triggers from"
+		err = daemon.UninstallCapture(c.Context, u, tables)
 	}
-	switch eng {
-	case daemon.EnginePostgres:
-		conn, err := daemon.ConnectPostgres(c.Context, u)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(c.Context)
-		if install {
-			err = pgtrigger.Install(c.Context, conn, pgtrigger.DefaultSchema, tables)
-		} else {
-			err = pgtrigger.Uninstall(c.Context, conn, pgtrigger.DefaultSchema, tables)
-		}
-		if err != nil {
-			return err
-		}
-	case daemon.EngineMySQL:
-		cfg, err := mytrigger.ParseDSN(u)
-		if err != nil {
-			return err
-		}
-		connector, err := mysql.NewConnector(cfg)
-		if err != nil {
-			return fmt.Errorf("--source: %w", err)
-		}
-		db := sql.OpenDB(connector)
-		defer db.Close()
-		if install {
-			err = mytrigger.Install(c.Context, db, tables)
-		} else {
-			err = mytrigger.Uninstall(c.Context, db, tables)
-		}
-		if err != nil {
-			return err
-		}
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(c.App.Writer, "%s %d table(s) %s %s\n", verb, len(tables), prep, daemon.MaskURL(u))
+	fmt.Fprintf(c.App.Writer, "%s %d table(s) of %s\n", verb, len(tables), daemon.MaskURL(u))
 	return nil
 }

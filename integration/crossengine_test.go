@@ -489,6 +489,53 @@ func waitXConverged(t *testing.T, src, dst *endpoint, within time.Duration, run 
 			}
 		}
 		if time.Now().After(deadline) {
+			if src.my != nil {
+				rows, err := src.my.QueryContext(ctx, "SELECT id, tbl, op FROM sluice_changelog ORDER BY id DESC LIMIT 8")
+				if err == nil {
+					for rows.Next() {
+						var id, tbl, op string
+						rows.Scan(&id, &tbl, &op)
+						t.Logf("changelog %s %s %s", id, tbl, op)
+					}
+					rows.Close()
+				}
+				rows, err = src.my.QueryContext(ctx, "SELECT trx_id, trx_state, trx_started, trx_mysql_thread_id, COALESCE(trx_query,'') FROM information_schema.innodb_trx")
+				if err == nil {
+					for rows.Next() {
+						var a, b, c, d, e string
+						rows.Scan(&a, &b, &c, &d, &e)
+						t.Logf("innodb_trx %s %s %s %s %s", a, b, c, d, e)
+					}
+					rows.Close()
+				}
+			}
+			{
+				_, _, a, _ := src.xrows(ctx, "items")
+				_, _, b, _ := dst.xrows(ctx, "items")
+				ids := map[string]bool{}
+				for _, l := range b {
+					ids[strings.SplitN(l, "|", 2)[0]] = true
+				}
+				for _, l := range a {
+					id := strings.SplitN(l, "|", 2)[0]
+					if !ids[id] {
+						t.Logf("missing on target: %s", l)
+						if src.my != nil {
+							rows, err := src.my.QueryContext(ctx, "SELECT id, op, COALESCE(k,''), LEFT(COALESCE(d,''), 60) FROM sluice_changelog WHERE JSON_VALUE(k, '$.id') = ? OR JSON_VALUE(d, '$.id') = ? ORDER BY id", strings.Trim(id, `"`), strings.Trim(id, `"`))
+							if err == nil {
+								for rows.Next() {
+									var a, b, c, d string
+									rows.Scan(&a, &b, &c, &d)
+									t.Logf("  changelog %s %s key=%s data=%s", a, b, c, d)
+								}
+								rows.Close()
+							} else {
+								t.Logf("changelog query: %v", err)
+							}
+						}
+					}
+				}
+			}
 			for table := range xtables {
 				_, _, a, _ := src.xrows(ctx, table)
 				_, _, b, _ := dst.xrows(ctx, table)

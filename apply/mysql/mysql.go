@@ -133,6 +133,9 @@ type Config struct {
 	// foreign_key_checks = 0 (see the package doc).
 	DisableForeignKeyChecks bool
 	Logger                  *slog.Logger
+	// Dial, when set, opens the target's network connections instead of
+	// the driver's dialer (e.g. to count round trips).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // sqlMode is the session's sql_mode.
@@ -221,6 +224,9 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 		dc.Timeout = 10 * time.Second
 	}
 	dc.Collation = "utf8mb4_general_ci"
+	if cfg.Dial != nil {
+		dc.DialFunc = cfg.Dial
+	}
 	if dc.Params == nil {
 		dc.Params = map[string]string{}
 	}

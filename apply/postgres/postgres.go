@@ -65,6 +65,9 @@ type Config struct {
 	// table. Default "sluice".
 	Schema string
 	Logger *slog.Logger
+	// Dial, when set, opens the target's network connections instead of
+	// the default dialer (e.g. to count round trips).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Target writes batches to one PostgreSQL database over one connection. Its
@@ -118,6 +121,9 @@ func Open(ctx context.Context, connString string, cfg Config) (*Target, error) {
 	pc.DefaultQueryExecMode = pgx.QueryExecModeExec
 	pc.StatementCacheCapacity = 0
 	pc.DescriptionCacheCapacity = 0
+	if cfg.Dial != nil {
+		pc.DialFunc = cfg.Dial
+	}
 	// Session settings travel in the startup packet (no round trip) so that
 	// nothing depends on the server's defaults. TimeZone: the source sends
 	// timestamptz text with an explicit offset, which is exact in any zone,

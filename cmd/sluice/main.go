@@ -32,6 +32,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			syncCommand(),
 			sourceCommand(),
+			diagnoseCommand(),
 			{
 				Name:  "version",
 				Usage: "print sluice's version",

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
@@ -102,8 +103,33 @@ func triggerBody(logDB string, info *tableInfo, e event) string {
 	case "I":
 		return fmt.Sprintf("INSERT INTO %s (tbl, op, d) VALUES (%s, 'I', %s)", log, name, jsonImage(info, "NEW", all))
 	case "U":
-		return fmt.Sprintf("INSERT INTO %s (tbl, op, k, d) VALUES (%s, 'U', %s, %s)", log, name,
-			jsonImage(info, "OLD", info.table.Key), jsonImage(info, "NEW", all))
+		// MariaDB fires AFTER UPDATE triggers for rows that UPDATE IGNORE
+		// left alone on a duplicate key (checked on 10.11), which would
+		// capture a change that never happened. So the trigger captures an
+		// update only if the row now holds the new image and, when the key
+		// changed, no row holds the old key any more. It costs one or two
+		// primary-key lookups per updated row.
+		// Values are compared with "a = b OR both NULL", not "<=>": MariaDB
+		// 10.11 finds a TIMESTAMP(6) column <=> NEW of the same value false
+		// inside a trigger, while = is true.
+		tbl := ident(info.table.Name.Schema, info.table.Name.Name)
+		eq := func(a, b string) string { return fmt.Sprintf("(%s = %s OR (%s IS NULL AND %s IS NULL))", a, b, a, b) }
+		var same, newKey, oldKey, keyKept []string
+		for i, c := range info.table.Columns {
+			q := quoteIdent(c.Name)
+			same = append(same, eq("sluice_cur."+q, "NEW."+q))
+			if slices.Contains(info.table.Key, i) {
+				newKey = append(newKey, fmt.Sprintf("sluice_cur.%s = NEW.%s", q, q))
+				oldKey = append(oldKey, fmt.Sprintf("sluice_old.%s = OLD.%s", q, q))
+				keyKept = append(keyKept, eq("OLD."+q, "NEW."+q))
+			}
+		}
+		return fmt.Sprintf("INSERT INTO %s (tbl, op, k, d) SELECT %s, 'U', %s, %s FROM DUAL "+
+			"WHERE EXISTS (SELECT 1 FROM %s AS sluice_cur WHERE %s AND %s) "+
+			"AND ((%s) OR NOT EXISTS (SELECT 1 FROM %s AS sluice_old WHERE %s))",
+			log, name, jsonImage(info, "OLD", info.table.Key), jsonImage(info, "NEW", all),
+			tbl, strings.Join(newKey, " AND "), strings.Join(same, " AND "),
+			strings.Join(keyKept, " AND "), tbl, strings.Join(oldKey, " AND "))
 	}
 	return fmt.Sprintf("INSERT INTO %s (tbl, op, k) VALUES (%s, 'D', %s)", log, name, jsonImage(info, "OLD", info.table.Key))
 }

@@ -1,10 +1,11 @@
-// Command demo shows sluice's main job on a fresh machine (`make demo`): it
-// starts a throwaway PostgreSQL source and target, puts a 96 ms WAN link in
-// front of the target, installs capture with `sluice source install`, runs
-// a concurrent workload, streams it with the real `sluice sync start`
-// until the target's checksums equal the source's, and then applies the
-// same kind of backlog per row and pipelined over the same link to show
-// the difference. Everything it starts is removed on exit, also on Ctrl-C.
+// Command demo shows sluice's main job on a fresh machine (`make demo`):
+// for PostgreSQL → PostgreSQL and then MariaDB → MariaDB it starts a
+// throwaway source and target, puts a 96 ms WAN link in front of the
+// target, installs capture with `sluice source install`, runs a concurrent
+// workload, streams it with the real `sluice sync start` until the
+// target's checksums equal the source's, and then applies the same kind of
+// backlog per row and pipelined over the same link to show the difference.
+// Everything it starts is removed on exit, also on Ctrl-C.
 package main
 
 import (
@@ -20,13 +21,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/internal/wanproxy"
@@ -34,46 +34,27 @@ import (
 
 const oneWay = 48 * time.Millisecond
 
-var schema = []string{
-	`CREATE TABLE accounts (
-		id bigint PRIMARY KEY,
-		owner text NOT NULL,
-		balance numeric(14,2) NOT NULL,
-		updated_at timestamptz NOT NULL)`,
-	`CREATE TABLE order_lines (
-		order_id integer NOT NULL,
-		line_no smallint NOT NULL,
-		sku varchar(32) NOT NULL,
-		qty integer,
-		price numeric(10,2),
-		PRIMARY KEY (order_id, line_no))`,
-	`CREATE TABLE events (
-		id bigint PRIMARY KEY,
-		kind text NOT NULL,
-		payload jsonb,
-		tags text[],
-		ref uuid,
-		ok boolean,
-		happened timestamptz NOT NULL)`,
-}
-
-var tables = []string{"public.accounts", "public.order_lines", "public.events"}
-
 type config struct {
-	sluice         string
-	workers        int
-	txPerWorker    int
-	perRowChanges  int
-	pipelineChange int
+	sluice                string
+	engines               string
+	workers               int
+	txPerWorker           int
+	perRowChanges         int
+	pipelinedChanges      int
+	mariaPerRowChanges    int
+	mariaPipelinedChanges int
 }
 
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.sluice, "sluice", "bin/sluice", "path of the sluice binary (make demo builds it)")
+	flag.StringVar(&cfg.engines, "engines", "postgres,mariadb", "which same-engine pairs to run, in order: postgres, mariadb")
 	flag.IntVar(&cfg.workers, "workers", 8, "concurrent source sessions in the workload")
 	flag.IntVar(&cfg.txPerWorker, "tx", 50, "transactions per workload session (~8 changes each)")
-	flag.IntVar(&cfg.perRowChanges, "per-row-changes", 300, "backlog for the per-row run (~10 changes/s at 96 ms)")
-	flag.IntVar(&cfg.pipelineChange, "pipelined-changes", 50000, "backlog for the pipelined run")
+	flag.IntVar(&cfg.perRowChanges, "per-row-changes", 300, "PostgreSQL: backlog for the per-row run (~10 changes/s at 96 ms)")
+	flag.IntVar(&cfg.pipelinedChanges, "pipelined-changes", 50000, "PostgreSQL: backlog for the pipelined run")
+	flag.IntVar(&cfg.mariaPerRowChanges, "mariadb-per-row-changes", 200, "MariaDB: backlog for the per-row run (~10 changes/s at 96 ms)")
+	flag.IntVar(&cfg.mariaPipelinedChanges, "mariadb-pipelined-changes", 20000, "MariaDB: backlog for the pipelined run")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -91,6 +72,93 @@ func main() {
 
 func say(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 
+// server is a throwaway database server of the dbtest harness.
+type server interface {
+	Addr() string
+	URL(db string) string
+	CreateDatabase(ctx context.Context, name string) error
+	Stop() error
+}
+
+// conn is one session on a server, in the time zone the checksums need.
+type conn interface {
+	exec(ctx context.Context, sql string, args ...any) (int64, error)
+	// inTx runs fn in a transaction and commits it, or rolls it back when
+	// fn fails.
+	inTx(ctx context.Context, fn func(exec execFunc) error) error
+	checksum(ctx context.Context, table string) (dbtest.TableSum, error)
+	close()
+}
+
+// execFunc runs a statement in a transaction and returns the rows affected.
+type execFunc func(sql string, args ...any) (int64, error)
+
+// commitOrRollback ends a transaction whose statements returned err.
+func commitOrRollback(err error, commit func() error, rollback func()) error {
+	if err != nil {
+		rollback()
+		return err
+	}
+	if err := commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// starter makes a dbtest Start function an engine's start.
+func starter[S server](start func(context.Context) (S, error)) func(context.Context) (server, error) {
+	return func(ctx context.Context) (server, error) {
+		s, err := start(ctx)
+		if err != nil {
+			return nil, err // not a non-nil server holding a nil pointer
+		}
+		return s, nil
+	}
+}
+
+// engine is what the demo needs to know of one database engine: its
+// servers and sessions, the demo schema and workload in its dialect.
+type engine struct {
+	name      string // as narrated: "PostgreSQL", "MariaDB"
+	start     func(context.Context) (server, error)
+	connect   func(ctx context.Context, url string) (conn, error)
+	schema    []string
+	tables    []string // as --tables names them
+	about     string   // what the tables exercise
+	retryable func(error) bool
+	workload  workloadSQL
+	items     backlogSQL
+
+	perRowChanges, pipelinedChanges int
+}
+
+// workloadSQL are the workload's statements in the engine's dialect.
+type workloadSQL struct {
+	insertAccount string // id, owner, balance
+	insertLines   string // order id: inserts lines 1 and 2
+	insertEvent   string // eventArgs
+	eventArgs     func(r *rand.Rand, id int64, w, t int) []any
+	bumpBalance   string // id
+	bumpLine      string // order id
+	moveAccount   string // new id, old id
+	deleteAccount string // id
+}
+
+var eventKinds = []string{"login", "purchase", "refund", "signup"}
+
+func eventPayload(w, t int) string {
+	return fmt.Sprintf(`{"session": %d, "tx": %d, "note": "héllo"}`, w, t)
+}
+
+// backlogSQL builds the comparison's items table and its changes.
+type backlogSQL struct {
+	table       string // as --tables names it
+	ddl         string
+	insertRange func(lo, hi, gen int) string
+	update      string // Sprintf with lo, hi
+	delete      string // Sprintf with lo, hi
+}
+
 func run(ctx context.Context, cfg config) (err error) {
 	bin, err := filepath.Abs(cfg.sluice)
 	if err != nil {
@@ -98,6 +166,17 @@ func run(ctx context.Context, cfg config) (err error) {
 	}
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("-sluice %s: %w (run `make build` first)", cfg.sluice, err)
+	}
+	var engines []*engine
+	for _, name := range strings.Split(cfg.engines, ",") {
+		switch strings.TrimSpace(name) {
+		case "postgres", "postgresql":
+			engines = append(engines, postgresEngine(cfg))
+		case "mariadb", "mysql":
+			engines = append(engines, mariadbEngine(cfg))
+		default:
+			return fmt.Errorf("-engines: unknown engine %q (want postgres, mariadb)", name)
+		}
 	}
 	work, err := os.MkdirTemp("", "sluice-demo-")
 	if err != nil {
@@ -111,15 +190,37 @@ func run(ctx context.Context, cfg config) (err error) {
 		}
 		os.RemoveAll(work)
 	}()
+	var pairs []string
+	for i, e := range engines {
+		if i > 0 {
+			fmt.Println()
+		}
+		say("%s → %s", e.name, e.name)
+		dir := filepath.Join(work, strings.ToLower(e.name))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return err
+		}
+		if err := runEngine(ctx, cfg, bin, dir, e); err != nil {
+			return fmt.Errorf("%s → %s: %w", e.name, e.name, err)
+		}
+		pairs = append(pairs, e.name+" → "+e.name)
+	}
+	fmt.Println()
+	say("done: %s caught up over the %v link with matching checksums", strings.Join(pairs, " and "), 2*oneWay)
+	return nil
+}
 
-	say("starting throwaway PostgreSQL source…")
-	src, err := dbtest.StartPostgres(ctx)
+// runEngine runs the demo on a throwaway source and target of engine e and
+// stops them before it returns.
+func runEngine(ctx context.Context, cfg config, bin, work string, e *engine) error {
+	say("starting throwaway %s source…", e.name)
+	src, err := e.start(ctx)
 	if err != nil {
 		return fmt.Errorf("start source: %w", err)
 	}
 	defer src.Stop()
-	say("starting throwaway PostgreSQL target…")
-	dst, err := dbtest.StartPostgres(ctx)
+	say("starting throwaway %s target…", e.name)
+	dst, err := e.start(ctx)
 	if err != nil {
 		return fmt.Errorf("start target: %w", err)
 	}
@@ -132,16 +233,18 @@ func run(ctx context.Context, cfg config) (err error) {
 	say("source %s, target %s, WAN link to the target at %s (%v each way = %v RTT)",
 		src.Addr(), dst.Addr(), proxy.Addr(), oneWay, 2*oneWay)
 
-	d := &demo{bin: bin, work: work, src: src, dst: dst, proxy: proxy}
-	if err := d.mainRun(ctx, cfg); err != nil {
+	d := &demo{cfg: cfg, bin: bin, work: work, eng: e, src: src, dst: dst, proxy: proxy}
+	if err := d.mainRun(ctx); err != nil {
 		return err
 	}
-	return d.compare(ctx, cfg)
+	return d.compare(ctx)
 }
 
 type demo struct {
+	cfg       config
 	bin, work string
-	src, dst  *dbtest.Postgres
+	eng       *engine
+	src, dst  server
 	proxy     *wanproxy.Proxy
 }
 
@@ -162,35 +265,46 @@ func (d *demo) urls(ctx context.Context, db string) (srcURL, viaProxy, dstURL st
 	return d.src.URL(db), u.String(), d.dst.URL(db), nil
 }
 
-func (d *demo) mainRun(ctx context.Context, cfg config) error {
+// install runs `sluice source install` and returns its output.
+func (d *demo) install(ctx context.Context, srcURL string, tables []string) (string, error) {
+	out, err := exec.CommandContext(ctx, d.bin, "source", "install", "--source", srcURL, "--tables", strings.Join(tables, ",")).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("sluice source install: %w\n%s", err, out)
+	}
+	return string(out), nil
+}
+
+func (d *demo) mainRun(ctx context.Context) error {
+	e, cfg := d.eng, d.cfg
 	srcURL, proxyURL, dstURL, err := d.urls(ctx, "shop")
 	if err != nil {
 		return err
 	}
-	say("creating tables %s on both (order_lines has a composite key; events has jsonb, text[], uuid, boolean)", strings.Join(tables, ", "))
+	tables := strings.Join(e.tables, ",")
+	say("creating tables %s on both (%s)", strings.Join(e.tables, ", "), e.about)
 	for _, u := range []string{srcURL, dstURL} {
-		if err := execAll(ctx, u, schema...); err != nil {
+		if err := execAll(ctx, e, u, e.schema...); err != nil {
 			return err
 		}
 	}
-	say("installing capture on the source: sluice source install --source %s --tables %s", mask(srcURL), strings.Join(tables, ","))
-	out, err := exec.CommandContext(ctx, d.bin, "source", "install", "--source", srcURL, "--tables", strings.Join(tables, ",")).CombinedOutput()
+	say("installing capture on the source: sluice source install --source %s --tables %s", mask(srcURL), tables)
+	out, err := d.install(ctx, srcURL, e.tables)
 	if err != nil {
-		return fmt.Errorf("sluice source install: %w\n%s", err, out)
+		return err
 	}
-	fmt.Print(indent(string(out)))
+	fmt.Print(indent(out))
 
 	stateDir := filepath.Join(d.work, "state")
 	logPath := filepath.Join(d.work, "sluice.log")
 	say("running a workload on the source: %d concurrent sessions × %d transactions of inserts, updates and deletes", cfg.workers, cfg.txPerWorker)
 	wl := make(chan workloadResult, 1)
-	go func() { wl <- workload(ctx, srcURL, cfg.workers, cfg.txPerWorker) }()
+	go func() { wl <- workload(ctx, e, srcURL, cfg.workers, cfg.txPerWorker) }()
 
 	say("starting sluice while the workload runs: sluice sync start --source %s --target %s --tables %s --state-dir %s",
-		mask(srcURL), mask(proxyURL), strings.Join(tables, ","), stateDir)
+		mask(srcURL), mask(proxyURL), tables, stateDir)
 	say("sluice's log: %s", logPath)
 	p, err := startSluice(d.bin, logPath, "sync", "start", "--source", srcURL, "--target", proxyURL,
-		"--tables", strings.Join(tables, ","), "--state-dir", stateDir, "--log-format", "text")
+		"--tables", tables, "--state-dir", stateDir, "--log-format", "text")
 	if err != nil {
 		return err
 	}
@@ -200,11 +314,15 @@ func (d *demo) mainRun(ctx context.Context, cfg config) error {
 	if r.err != nil {
 		return fmt.Errorf("workload: %w", r.err)
 	}
-	say("workload done: %d changes in %d transactions in %.1f s", r.changes, r.txs, r.elapsed.Seconds())
+	retried := ""
+	if r.retries > 0 {
+		retried = fmt.Sprintf(" (%d retried after a deadlock, as applications do)", r.retries)
+	}
+	say("workload done: %d changes in %d transactions in %.1f s%s", r.changes, r.txs, r.elapsed.Seconds(), retried)
 
 	say("waiting for the target to catch up (comparing per-table checksums: row count + md5 over rows in primary-key order)…")
 	start := time.Now()
-	sums, ok, err := waitConverged(ctx, srcURL, dstURL, 2*time.Minute, p)
+	sums, ok, err := waitConverged(ctx, e, srcURL, dstURL, 2*time.Minute, p)
 	if err != nil {
 		return err
 	}
@@ -216,11 +334,11 @@ func (d *demo) mainRun(ctx context.Context, cfg config) error {
 
 	time.Sleep(1100 * time.Millisecond) // let the status file show the final batch
 	say("sluice sync status --state-dir %s", stateDir)
-	out, err = exec.CommandContext(ctx, d.bin, "sync", "status", "--state-dir", stateDir).CombinedOutput()
+	out2, err := exec.CommandContext(ctx, d.bin, "sync", "status", "--state-dir", stateDir).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("sluice sync status: %w\n%s", err, out)
+		return fmt.Errorf("sluice sync status: %w\n%s", err, out2)
 	}
-	fmt.Print(indent(string(out)))
+	fmt.Print(indent(string(out2)))
 
 	say("stopping sluice with SIGTERM…")
 	code, err := p.stop(30 * time.Second)
@@ -237,8 +355,9 @@ func (d *demo) mainRun(ctx context.Context, cfg config) error {
 // compare applies the same kind of backlog per row and pipelined over the
 // same 96 ms link, each to fresh tables with a fresh stream, and prints the
 // rates.
-func (d *demo) compare(ctx context.Context, cfg config) error {
-	say("per-row vs pipelined on the same %v link: a backlog of inserts, updates and deletes, applied by a fresh stream to fresh tables", 2*oneWay)
+func (d *demo) compare(ctx context.Context) error {
+	e := d.eng
+	say("per-row vs pipelined to the %s target on the same %v link: a backlog of inserts, updates and deletes, applied by a fresh stream to fresh tables", e.name, 2*oneWay)
 	type row struct {
 		mode    string
 		changes int
@@ -250,20 +369,20 @@ func (d *demo) compare(ctx context.Context, cfg config) error {
 	for _, m := range []struct {
 		mode    string
 		changes int
-	}{{"per-row", cfg.perRowChanges}, {"pipelined", cfg.pipelineChange}} {
+	}{{"per-row", e.perRowChanges}, {"pipelined", e.pipelinedChanges}} {
 		db := "cmp_" + strings.ReplaceAll(m.mode, "-", "_")
 		srcURL, proxyURL, dstURL, err := d.urls(ctx, db)
 		if err != nil {
 			return err
 		}
-		if err := backlog(ctx, d.bin, srcURL, dstURL, m.changes); err != nil {
+		if err := d.backlog(ctx, srcURL, dstURL, m.changes); err != nil {
 			return fmt.Errorf("%s backlog: %w", m.mode, err)
 		}
 		stateDir := filepath.Join(d.work, "state-"+m.mode)
 		logPath := filepath.Join(d.work, "sluice-"+m.mode+".log")
 		say("%s: %d changes waiting in the source changelog; sluice sync start --apply-mode %s --stream-id %s (log: %s)", m.mode, m.changes, m.mode, m.mode, logPath)
 		p, err := startSluice(d.bin, logPath, "sync", "start", "--source", srcURL, "--target", proxyURL,
-			"--tables", "public.items", "--state-dir", stateDir, "--stream-id", m.mode, "--apply-mode", m.mode,
+			"--tables", e.items.table, "--state-dir", stateDir, "--stream-id", m.mode, "--apply-mode", m.mode,
 			"--log-format", "json", "--poll-interval", "50ms")
 		if err != nil {
 			return err
@@ -281,7 +400,7 @@ func (d *demo) compare(ctx context.Context, cfg config) error {
 		if code, err := p.stop(30 * time.Second); err != nil || code != 0 {
 			return fmt.Errorf("%s: sluice exited %d (%v) after SIGTERM, want 0 (log: %s)", m.mode, code, err, logPath)
 		}
-		sums, ok, err := compareSums(ctx, srcURL, dstURL, []string{"public.items"})
+		sums, ok, err := compareSums(ctx, e, srcURL, dstURL, []string{e.items.table})
 		if err != nil {
 			return err
 		}
@@ -296,13 +415,13 @@ func (d *demo) compare(ctx context.Context, cfg config) error {
 	}
 	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "apply mode\tRTT\tchanges\tseconds\tchanges/s\tfinal batch\t\n")
+	fmt.Fprintf(tw, "target\tapply mode\tRTT\tchanges\tseconds\tchanges/s\tfinal batch\t\n")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%v\t%d\t%.1f\t%.0f\t%d\t\n", r.mode, 2*oneWay, r.changes, r.secs, r.rate, r.batch)
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%.1f\t%.0f\t%d\t\n", e.name, r.mode, 2*oneWay, r.changes, r.secs, r.rate, r.batch)
 	}
 	tw.Flush()
 	if len(rows) == 2 && rows[0].rate > 0 {
-		fmt.Printf("\npipelined is %.0f× per-row on the same %v link\n", rows[1].rate/rows[0].rate, 2*oneWay)
+		fmt.Printf("\npipelined is %.0f× per-row on the same %v link to %s\n", rows[1].rate/rows[0].rate, 2*oneWay, e.name)
 	}
 	return nil
 }
@@ -369,34 +488,45 @@ func streamingSince(logPath string) (time.Time, error) {
 // backlog creates the items table on both sides with identical base rows,
 // installs capture on the source and writes n changes (50% inserts, 30%
 // updates, 20% deletes, in transactions of 100) that wait in the changelog.
-func backlog(ctx context.Context, bin, srcURL, dstURL string, n int) error {
-	ddl := `CREATE TABLE items (id bigint PRIMARY KEY, qty integer NOT NULL, label text NOT NULL,
-		price numeric(12,2), at timestamptz NOT NULL)`
+func (d *demo) backlog(ctx context.Context, srcURL, dstURL string, n int) error {
+	e, b := d.eng, d.eng.items
 	for _, u := range []string{srcURL, dstURL} {
-		if err := execAll(ctx, u, ddl, insertRange(1, n, 0)); err != nil {
+		if err := execAll(ctx, e, u, b.ddl, b.insertRange(1, n, 0)); err != nil {
 			return err
 		}
 	}
-	out, err := exec.CommandContext(ctx, bin, "source", "install", "--source", srcURL, "--tables", "public.items").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("sluice source install: %w\n%s", err, out)
+	if _, err := d.install(ctx, srcURL, []string{b.table}); err != nil {
+		return err
 	}
-	conn, err := connect(ctx, srcURL)
+	c, err := e.connect(ctx, srcURL)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer c.close()
 	nextIns, nextUpd, nextDel := n+1, 1, n*3/10+1
 	for done := 0; done < n; {
 		chunk := min(100, n-done)
 		ins, upd := chunk/2, chunk*3/10
 		del := chunk - ins - upd
-		stmts := []string{
-			insertRange(nextIns, nextIns+ins-1, 1),
-			fmt.Sprintf(`UPDATE items SET qty = qty + 1, label = label || '+', at = at + interval '1 hour' WHERE id BETWEEN %d AND %d`, nextUpd, nextUpd+upd-1),
-			fmt.Sprintf(`DELETE FROM items WHERE id BETWEEN %d AND %d`, nextDel, nextDel+del-1),
+		var stmts []string
+		if ins > 0 {
+			stmts = append(stmts, b.insertRange(nextIns, nextIns+ins-1, 1))
 		}
-		if _, err := conn.Exec(ctx, "BEGIN;"+strings.Join(stmts, ";")+";COMMIT"); err != nil {
+		if upd > 0 {
+			stmts = append(stmts, fmt.Sprintf(b.update, nextUpd, nextUpd+upd-1))
+		}
+		if del > 0 {
+			stmts = append(stmts, fmt.Sprintf(b.delete, nextDel, nextDel+del-1))
+		}
+		err := c.inTx(ctx, func(exec execFunc) error {
+			for _, s := range stmts {
+				if _, err := exec(s); err != nil {
+					return fmt.Errorf("%s: %w", firstLine(s), err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			return fmt.Errorf("write backlog: %w", err)
 		}
 		nextIns, nextUpd, nextDel, done = nextIns+ins, nextUpd+upd, nextDel+del, done+chunk
@@ -404,23 +534,16 @@ func backlog(ctx context.Context, bin, srcURL, dstURL string, n int) error {
 	return nil
 }
 
-func insertRange(lo, hi, gen int) string {
-	return fmt.Sprintf(`INSERT INTO items (id, qty, label, price, at)
-SELECT g, (g * 7 + %[3]d) %% 1000, 'item-' || g || '-' || %[3]d, ((g %% 10000) * 1.25)::numeric(12,2),
-	timestamptz '2024-01-01 00:00:00+00' + g * interval '1 second'
-FROM generate_series(%[1]d, %[2]d) g`, lo, hi, gen)
-}
-
 type workloadResult struct {
-	changes, txs int
-	elapsed      time.Duration
-	err          error
+	changes, txs, retries int
+	elapsed               time.Duration
+	err                   error
 }
 
 // workload runs concurrent sessions of short transactions: each inserts
 // accounts, order lines and events, updates and deletes some of what it
 // wrote earlier, and changes a primary key now and then.
-func workload(ctx context.Context, srcURL string, workers, txs int) workloadResult {
+func workload(ctx context.Context, e *engine, srcURL string, workers, txs int) workloadResult {
 	start := time.Now()
 	var (
 		mu  sync.Mutex
@@ -431,10 +554,11 @@ func workload(ctx context.Context, srcURL string, workers, txs int) workloadResu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			changes, err := session(ctx, srcURL, w, txs)
+			changes, retries, err := session(ctx, e, srcURL, w, txs)
 			mu.Lock()
 			defer mu.Unlock()
 			res.changes += changes
+			res.retries += retries
 			res.txs += txs
 			if err != nil && res.err == nil {
 				res.err = err
@@ -446,79 +570,85 @@ func workload(ctx context.Context, srcURL string, workers, txs int) workloadResu
 	return res
 }
 
-func session(ctx context.Context, srcURL string, w, txs int) (int, error) {
-	conn, err := connect(ctx, srcURL)
+// session runs one workload session. A transaction that fails with a
+// deadlock is retried, as applications do.
+func session(ctx context.Context, e *engine, srcURL string, w, txs int) (changes, retries int, err error) {
+	c, err := e.connect(ctx, srcURL)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer c.close()
 	r := rand.New(rand.NewPCG(uint64(w), 42))
 	base := int64(w+1) * 100_000_000
 	var live []int64 // account ids this session has inserted and not deleted
-	changes := 0
-	kinds := []string{"login", "purchase", "refund", "signup"}
 	for t := range txs {
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			return changes, fmt.Errorf("session %d: %w", w, err)
-		}
-		execTx := func(sql string, args ...any) error {
-			tag, err := tx.Exec(ctx, sql, args...)
-			if err != nil {
-				return fmt.Errorf("session %d: %s: %w", w, firstLine(sql), err)
+		for try := 1; ; try++ {
+			n, next, err := sessionTx(ctx, c, e.workload, r, w, t, base, live)
+			if err == nil {
+				changes, live = changes+n, next
+				break
 			}
-			changes += int(tag.RowsAffected())
-			return nil
-		}
-		err = func() error {
-			for range 3 {
-				id := base + int64(len(live)) + int64(t)*100
-				if err := execTx(`INSERT INTO accounts VALUES ($1, $2, $3, now()) ON CONFLICT DO NOTHING`, id, fmt.Sprintf("owner-%d", id), r.IntN(1_000_000)/100); err != nil {
-					return err
-				}
-				live = append(live, id)
+			if try == 10 || !e.retryable(err) || ctx.Err() != nil {
+				return changes, retries, fmt.Errorf("session %d: %w", w, err)
 			}
-			order := int32(w*100_000 + t)
-			if err := execTx(`INSERT INTO order_lines SELECT $1, n, 'SKU-' || n, n * 2, n * 9.99 FROM generate_series(1, 2) n`, order); err != nil {
-				return err
-			}
-			if err := execTx(`INSERT INTO events VALUES ($1, $2, $3, $4, gen_random_uuid(), $5, now())`,
-				base+int64(t), kinds[r.IntN(len(kinds))], fmt.Sprintf(`{"session": %d, "tx": %d, "note": "héllo"}`, w, t),
-				[]string{"a", fmt.Sprint(t)}, r.IntN(2) == 0); err != nil {
-				return err
-			}
-			if len(live) > 4 {
-				i := r.IntN(len(live))
-				if err := execTx(`UPDATE accounts SET balance = balance + 1.25, updated_at = now() WHERE id = $1`, live[i]); err != nil {
-					return err
-				}
-				if err := execTx(`UPDATE order_lines SET qty = qty + 1 WHERE order_id = $1 AND line_no = 1`, order); err != nil {
-					return err
-				}
-				if t%5 == 0 { // a primary-key update
-					newID := live[i] + 500_000
-					if err := execTx(`UPDATE accounts SET id = $2 WHERE id = $1`, live[i], newID); err != nil {
-						return err
-					}
-					live[i] = newID
-				}
-				j := r.IntN(len(live))
-				if err := execTx(`DELETE FROM accounts WHERE id = $1`, live[j]); err != nil {
-					return err
-				}
-				live = append(live[:j], live[j+1:]...)
-			}
-			return nil
-		}()
-		if err != nil {
-			tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the statement's error is the one to report
-			return changes, err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return changes, fmt.Errorf("session %d: commit: %w", w, err)
+			retries++
 		}
 	}
-	return changes, nil
+	return changes, retries, nil
+}
+
+// sessionTx runs a session's transaction t and returns the changes it made
+// and the live account ids after it commits.
+func sessionTx(ctx context.Context, c conn, q workloadSQL, r *rand.Rand, w, t int, base int64, live []int64) (int, []int64, error) {
+	live = slices.Clone(live)
+	changes := 0
+	err := c.inTx(ctx, func(exec execFunc) error {
+		run := func(sql string, args ...any) error {
+			n, err := exec(sql, args...)
+			if err != nil {
+				return fmt.Errorf("%s: %w", firstLine(sql), err)
+			}
+			changes += int(n)
+			return nil
+		}
+		for range 3 {
+			id := base + int64(len(live)) + int64(t)*100
+			if err := run(q.insertAccount, id, fmt.Sprintf("owner-%d", id), r.IntN(1_000_000)/100); err != nil {
+				return err
+			}
+			live = append(live, id)
+		}
+		order := int32(w*100_000 + t)
+		if err := run(q.insertLines, order); err != nil {
+			return err
+		}
+		if err := run(q.insertEvent, q.eventArgs(r, base+int64(t), w, t)...); err != nil {
+			return err
+		}
+		if len(live) > 4 {
+			i := r.IntN(len(live))
+			if err := run(q.bumpBalance, live[i]); err != nil {
+				return err
+			}
+			if err := run(q.bumpLine, order); err != nil {
+				return err
+			}
+			if t%5 == 0 { // a primary-key update
+				newID := live[i] + 500_000
+				if err := run(q.moveAccount, newID, live[i]); err != nil {
+					return err
+				}
+				live[i] = newID
+			}
+			j := r.IntN(len(live))
+			if err := run(q.deleteAccount, live[j]); err != nil {
+				return err
+			}
+			live = append(live[:j], live[j+1:]...)
+		}
+		return nil
+	})
+	return changes, live, err
 }
 
 type tableSums struct {
@@ -526,16 +656,16 @@ type tableSums struct {
 	src, dst dbtest.TableSum
 }
 
-func compareSums(ctx context.Context, srcURL, dstURL string, list []string) ([]tableSums, bool, error) {
+func compareSums(ctx context.Context, e *engine, srcURL, dstURL string, list []string) ([]tableSums, bool, error) {
 	var out []tableSums
 	ok := true
 	for _, t := range list {
 		s := tableSums{table: t}
 		var err error
-		if s.src, err = checksumAt(ctx, srcURL, t); err != nil {
+		if s.src, err = checksumAt(ctx, e, srcURL, t); err != nil {
 			return nil, false, fmt.Errorf("source: %w", err)
 		}
-		if s.dst, err = checksumAt(ctx, dstURL, t); err != nil {
+		if s.dst, err = checksumAt(ctx, e, dstURL, t); err != nil {
 			return nil, false, fmt.Errorf("target: %w", err)
 		}
 		ok = ok && s.src == s.dst
@@ -544,21 +674,21 @@ func compareSums(ctx context.Context, srcURL, dstURL string, list []string) ([]t
 	return out, ok, nil
 }
 
-func checksumAt(ctx context.Context, u, table string) (dbtest.TableSum, error) {
-	conn, err := connect(ctx, u)
+func checksumAt(ctx context.Context, e *engine, u, table string) (dbtest.TableSum, error) {
+	c, err := e.connect(ctx, u)
 	if err != nil {
 		return dbtest.TableSum{}, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	return dbtest.Checksum(ctx, conn, table)
+	defer c.close()
+	return c.checksum(ctx, table)
 }
 
 // waitConverged polls the checksums until they match, the deadline passes
 // or sluice exits.
-func waitConverged(ctx context.Context, srcURL, dstURL string, within time.Duration, p *sluiceProc) ([]tableSums, bool, error) {
+func waitConverged(ctx context.Context, e *engine, srcURL, dstURL string, within time.Duration, p *sluiceProc) ([]tableSums, bool, error) {
 	deadline := time.Now().Add(within)
 	for {
-		sums, ok, err := compareSums(ctx, srcURL, dstURL, tables)
+		sums, ok, err := compareSums(ctx, e, srcURL, dstURL, e.tables)
 		if err != nil || ok || time.Now().After(deadline) {
 			return sums, ok, err
 		}
@@ -646,27 +776,14 @@ func (p *sluiceProc) stop(grace time.Duration) (int, error) {
 	}
 }
 
-func connect(ctx context.Context, u string) (*pgx.Conn, error) {
-	cc, err := pgx.ParseConfig(u)
-	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", mask(u), err)
-	}
-	cc.RuntimeParams["TimeZone"] = "UTC" // checksums compare text forms
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", mask(u), err)
-	}
-	return conn, nil
-}
-
-func execAll(ctx context.Context, u string, stmts ...string) error {
-	conn, err := connect(ctx, u)
+func execAll(ctx context.Context, e *engine, u string, stmts ...string) error {
+	c, err := e.connect(ctx, u)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer c.close()
 	for _, s := range stmts {
-		if _, err := conn.Exec(ctx, s); err != nil {
+		if _, err := c.exec(ctx, s); err != nil {
 			return fmt.Errorf("%s: %w", firstLine(s), err)
 		}
 	}

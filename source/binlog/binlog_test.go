@@ -1,0 +1,649 @@
+package binlog
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// sqlDB opens db with the session in UTC, the convention for TIMESTAMP.
+func sqlDB(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	c, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Params = map[string]string{"time_zone": "'+00:00'"}
+	c.MultiStatements = true
+	db, err := sql.Open("mysql", c.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func exec(t testing.TB, db *sql.DB, stmts ...string) {
+	t.Helper()
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+func open(t testing.TB, dsn string, cfg Config, from sluice.Position) *Reader {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := Open(ctx, dsn, cfg, from)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// readN reads until n changes arrived (or the deadline), then checks for a
+// short while that nothing more comes.
+func readN(t testing.TB, r *Reader, n int, quiet bool) []sluice.Change {
+	t.Helper()
+	ctx := context.Background()
+	var out []sluice.Change
+	deadline := time.Now().Add(30 * time.Second)
+	for len(out) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d changes, want %d: %v", len(out), n, summary(out))
+		}
+		cs, err := r.Read(ctx, n-len(out))
+		if err != nil {
+			t.Fatalf("Read after %d changes: %v", len(out), err)
+		}
+		out = append(out, cs...)
+	}
+	if quiet {
+		cs, err := r.Read(ctx, 100)
+		if err != nil || len(cs) != 0 {
+			t.Fatalf("after %d changes: got %d more (%v), err %v", n, len(cs), summary(cs), err)
+		}
+	}
+	return out
+}
+
+func summary(cs []sluice.Change) string {
+	var b strings.Builder
+	for _, c := range cs {
+		fmt.Fprintf(&b, "%s %s key=%v row=%v; ", c.Op, c.Table.Name.Name, c.Key, c.Row)
+	}
+	return b.String()
+}
+
+func tn(db, name string) sluice.TableName { return sluice.TableName{Schema: db, Name: name} }
+
+func TestTypesMatchTextProtocol(t *testing.T) {
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	db := sqlDB(t, m.DSN(dbn))
+	exec(t, db, `CREATE TABLE ty (
+		id INT PRIMARY KEY,
+		ti TINYINT, tiu TINYINT UNSIGNED, si SMALLINT, siu SMALLINT UNSIGNED,
+		mi MEDIUMINT, miu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED, bi BIGINT, biu BIGINT UNSIGNED,
+		de DECIMAL(12,3), de0 DECIMAL(5,0), debig DECIMAL(65,30), f FLOAT, d DOUBLE,
+		ch CHAR(10), vc VARCHAR(64), tx TEXT, bn BINARY(6), vb VARBINARY(20), bl BLOB,
+		dt DATE, dtm DATETIME(6), dtm0 DATETIME, dtm3 DATETIME(3), ts TIMESTAMP(6) NULL, ts0 TIMESTAMP NULL, tm TIME(6), tm0 TIME, tm2 TIME(2), yr YEAR,
+		js JSON, en ENUM('a','b c','ü'), st SET('x','y','z'), b1 BIT(1), b10 BIT(10), b64 BIT(64), bool1 TINYINT(1)
+	) DEFAULT CHARSET=utf8mb4`)
+	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "ty")}}, sluice.Position{})
+	exec(t, db,
+		`INSERT INTO ty VALUES (1, -128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295,
+			-9223372036854775808, 18446744073709551615, -123456789.125, 42, 12345678901234567890.000000000000000000000000000001,
+			3.14159, 2.718281828459045, 'ab', 'héllo ✓', 'long text', 'ab', x'00ff10', x'deadbeef',
+			'2024-02-29', '2024-02-29 13:14:15.123456', '1999-12-31 23:59:59', '2000-01-01 00:00:00.5', '2024-03-01 01:02:03.000001', '2038-01-19 03:14:07',
+			'-838:59:59.000000', '12:00:00', '01:02:03.4', 2155,
+			'{"a": [1, 2.5, "x"], "b": null}', 'b c', 'x,z', b'1', b'1010101010', x'ffffffffffffffff', 1)`,
+		`INSERT INTO ty (id, f, d, de, tm, dtm, ts, yr, en, st, bn, b10) VALUES
+			(2, 1e20, 1.5e-7, 0.5, '00:00:00', '2000-01-01 00:00:00', '1970-01-01 00:00:01', 1901, 'ü', '', '', b'0'),
+			(3, -0.1, 123456789012345678, -0.001, '-00:00:01.5', '9999-12-31 23:59:59.999999', '2024-01-01 00:00:00.000000', 2000, 'a', 'x,y,z', 'abcdef', b'1111111111'),
+			(4, 100, 1e15, 99999.999, '838:59:59', '1000-01-01 00:00:00', NULL, NULL, NULL, NULL, NULL, NULL),
+			(5, 123456, 0.1, 0, '10:00:00.000001', NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+			(6, 1234567, 1e-5, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+			(7, 0.000123, 12345.678, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+			(8, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+			(9, 16777215, 123456789012345, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+			(10, 3.4e38, -1.7976931348623157e308, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+			(11, 1.17549435e-38, 5e-324, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+			(12, 0.5, 0.3333333333333333, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+			(13, 999999.5, 999999999999999.9, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+			(14, -0.0001, 0.0001, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`)
+	cs := readN(t, r, 14, true)
+	rows, err := db.Query("SELECT * FROM ty ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	for n := 0; rows.Next(); n++ {
+		raw := make([]sql.RawBytes, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range raw {
+			ptrs[i] = &raw[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		c := cs[n]
+		if c.Op != sluice.OpInsert || len(c.Row) != len(cols) {
+			t.Fatalf("change %d: %s with %d values", n, c.Op, len(c.Row))
+		}
+		for i, col := range cols {
+			got := c.Row[i]
+			if c.Table.Columns[i].Name != col {
+				t.Fatalf("column %d: %s, want %s", i, c.Table.Columns[i].Name, col)
+			}
+			if raw[i] == nil {
+				if !got.Null {
+					t.Errorf("row %d %s: got %q, want NULL", n+1, col, got.Text)
+				}
+				continue
+			}
+			if got.Null || got.Text != string(raw[i]) {
+				t.Errorf("row %d %s (%s): got %q (null=%v), want %q", n+1, col, c.Table.Columns[i].Type, got.Text, got.Null, string(raw[i]))
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// workload writes a mix of transactions: multi-statement ones with
+// inserts, updates, deletes and a primary key change, a rolled back one, a
+// DDL on another table and single statements.
+func workload(t testing.TB, db *sql.DB) {
+	exec(t, db,
+		"BEGIN; INSERT INTO a VALUES (1,'one'),(2,'two'),(3,'three'); UPDATE a SET v='TWO' WHERE id=2; INSERT INTO b VALUES (10, 1); DELETE FROM a WHERE id=3; COMMIT",
+		"INSERT INTO other VALUES (1)",
+		"BEGIN; UPDATE a SET id=20 WHERE id=2; UPDATE b SET n=n+1; INSERT INTO other VALUES (2); INSERT INTO a VALUES (4,'four'); COMMIT",
+		"BEGIN; INSERT INTO a VALUES (99,'rolled back'); ROLLBACK",
+		"CREATE TABLE other2 (id INT PRIMARY KEY)",
+		"UPDATE a SET v=CONCAT(v,'!')",
+		"DELETE FROM b",
+		"INSERT INTO a VALUES (5,'five')",
+	)
+}
+
+// expected changes of workload: 3+1+1+1 + 1+1+1 + 3 + 1 + 1 = 14
+const workloadChanges = 14
+
+func setupWorkloadTables(t testing.TB, db *sql.DB) {
+	exec(t, db,
+		"CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))",
+		"CREATE TABLE b (id INT PRIMARY KEY, n INT)",
+		"CREATE TABLE other (id INT PRIMARY KEY)")
+}
+
+func describe(c sluice.Change) string {
+	return fmt.Sprintf("%s %s key=%v row=%v", c.Op, c.Table.Name.Name, c.Key, c.Row)
+}
+
+func testResumeEverywhere(t *testing.T, filePos bool) {
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	db := sqlDB(t, m.DSN(dbn))
+	setupWorkloadTables(t, db)
+	cfg := Config{Tables: []sluice.TableName{tn(dbn, "a"), tn(dbn, "b")}, FilePositions: filePos}
+	r := open(t, m.URL(dbn), cfg, sluice.Position{})
+	start := time.Now()
+	workload(t, db)
+	all := readN(t, r, workloadChanges, true)
+	want := []string{
+		"insert a key=[] row=[1 one]", "insert a key=[] row=[2 two]", "insert a key=[] row=[3 three]",
+		"update a key=[2] row=[2 TWO]", "insert b key=[] row=[10 1]", "delete a key=[3] row=[]",
+		"update a key=[2] row=[20 TWO]", "update b key=[10] row=[10 2]", "insert a key=[] row=[4 four]",
+		"update a key=[1] row=[1 one!]", "update a key=[4] row=[4 four!]", "update a key=[20] row=[20 TWO!]",
+		"delete b key=[10] row=[]", "insert a key=[] row=[5 five]",
+	}
+	for i, c := range all {
+		if got := describe(c); got != want[i] {
+			t.Errorf("change %d: %s, want %s", i, got, want[i])
+		}
+		if c.Pos.Kind != Kind || c.Time.Before(start.Add(-2*time.Second).Truncate(time.Second)) {
+			t.Errorf("change %d: pos %s time %s", i, c.Pos, c.Time)
+		}
+		if filePos != strings.HasPrefix(c.Pos.Token, "file:") {
+			t.Errorf("change %d: position %s", i, c.Pos)
+		}
+	}
+	t.Logf("positions: first %s, last %s", all[0].Pos, all[len(all)-1].Pos)
+	r.Close()
+	// A position inside a transaction that the server does not send first
+	// (another binlog) is refused, not silently misapplied.
+	tok := strings.Split(all[1].Pos.Token, "|")
+	tok[1] = "0-1-999999"
+	r3 := open(t, m.DSN(dbn), cfg, sluice.Position{Kind: Kind, Token: strings.Join(tok, "|")})
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		cs, err := r3.Read(context.Background(), 100)
+		if err != nil {
+			if !strings.Contains(err.Error(), "0-1-999999") {
+				t.Errorf("foreign position: %v", err)
+			}
+			break
+		}
+		if len(cs) > 0 {
+			t.Fatalf("foreign position: changes %s", summary(cs))
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("foreign position: no error")
+		}
+	}
+	r3.Close()
+	for i := range all {
+		r2 := open(t, m.DSN(dbn), cfg, all[i].Pos)
+		rest := readN(t, r2, len(all)-i-1, true)
+		for j, c := range rest {
+			if describe(c) != describe(all[i+1+j]) || c.Pos != all[i+1+j].Pos {
+				t.Fatalf("resume from %d (%s): change %d is %s @%s, want %s @%s", i, all[i].Pos, j, describe(c), c.Pos, describe(all[i+1+j]), all[i+1+j].Pos)
+			}
+		}
+		r2.Close()
+	}
+}
+
+func TestResumeFromEveryPositionGTID(t *testing.T) { testResumeEverywhere(t, false) }
+func TestResumeFromEveryPositionFile(t *testing.T) { testResumeEverywhere(t, true) }
+
+func TestAddColumnFollowedDropColumnStops(t *testing.T) {
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	db := sqlDB(t, m.DSN(dbn))
+	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE z (id INT PRIMARY KEY)")
+	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a"), tn(dbn, "z")}}, sluice.Position{})
+	exec(t, db, "INSERT INTO a VALUES (1,'x')",
+		"ALTER TABLE a ADD COLUMN w INT NOT NULL DEFAULT 7",
+		"INSERT INTO a VALUES (2,'y',8)", "UPDATE a SET v='xx' WHERE id=1")
+	cs := readN(t, r, 3, true)
+	if cs[0].Table != r.Tables()[0] || len(cs[0].Table.Columns) != 2 {
+		t.Errorf("first change: table %p with %d columns, want the described one", cs[0].Table, len(cs[0].Table.Columns))
+	}
+	nt := cs[1].Table
+	if nt == cs[0].Table || len(nt.Columns) != 3 || nt.Columns[2].Name != "w" || nt.Columns[2].Type != "int(11)" || nt.Columns[1].Type != "varchar(20)" {
+		t.Fatalf("after ADD COLUMN: %+v", nt)
+	}
+	if describe(cs[1]) != "insert a key=[] row=[2 y 8]" || describe(cs[2]) != "update a key=[1] row=[1 xx 7]" || cs[2].Table != nt {
+		t.Errorf("after ADD COLUMN: %s; %s", describe(cs[1]), describe(cs[2]))
+	}
+	exec(t, db, "INSERT INTO a VALUES (3,'z',9)", "ALTER TABLE a DROP COLUMN v", "INSERT INTO z VALUES (1)", "INSERT INTO a VALUES (4,10)")
+	got := readN(t, r, 1, false)
+	if describe(got[0]) != "insert a key=[] row=[3 z 9]" {
+		t.Errorf("before DROP: %s", describe(got[0]))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cs, err := r.Read(context.Background(), 10)
+		if err != nil {
+			if !strings.Contains(err.Error(), dbn+".a") || !strings.Contains(err.Error(), "column v") || !strings.Contains(err.Error(), "dropped") {
+				t.Errorf("error does not name table and column: %v", err)
+			}
+			t.Logf("DROP COLUMN: %v", err)
+			break
+		}
+		if len(cs) > 0 {
+			t.Fatalf("changes after DROP COLUMN: %s", summary(cs))
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no error after DROP COLUMN")
+		}
+	}
+	// A type change caught from the table map (MODIFY keeps the name).
+	dbn2 := dbtest.MariaDatabase(t)
+	db2 := sqlDB(t, m.DSN(dbn2))
+	exec(t, db2, "CREATE TABLE a (id INT PRIMARY KEY, v INT)")
+	r2 := open(t, m.DSN(dbn2), Config{Tables: []sluice.TableName{tn(dbn2, "a")}}, sluice.Position{})
+	exec(t, db2, "INSERT INTO a VALUES (1,1)", "ALTER TABLE a MODIFY v BIGINT", "INSERT INTO a VALUES (2,2)")
+	readN(t, r2, 1, false)
+	for {
+		cs, err := r2.Read(context.Background(), 10)
+		if err != nil {
+			if !strings.Contains(err.Error(), "column v changed type") {
+				t.Errorf("type change: %v", err)
+			}
+			t.Logf("MODIFY: %v", err)
+			break
+		}
+		if len(cs) > 0 {
+			t.Fatalf("changes after type change: %s", summary(cs))
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no error after MODIFY")
+		}
+	}
+}
+
+func TestRotation(t *testing.T) {
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	db := sqlDB(t, m.DSN(dbn))
+	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))")
+	for _, filePos := range []bool{false, true} {
+		exec(t, db, "DELETE FROM a")
+		cfg := Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos}
+		r := open(t, m.DSN(dbn), cfg, sluice.Position{})
+		exec(t, db, "INSERT INTO a VALUES (1,'a')", "FLUSH BINARY LOGS", "INSERT INTO a VALUES (2,'b')", "FLUSH BINARY LOGS", "FLUSH BINARY LOGS", "INSERT INTO a VALUES (3,'c')")
+		cs := readN(t, r, 3, true)
+		for i, c := range cs {
+			if c.Row[0].Text != fmt.Sprint(i+1) {
+				t.Errorf("file=%v change %d: %s", filePos, i, describe(c))
+			}
+		}
+		// Resume from before the rotations.
+		r2 := open(t, m.DSN(dbn), cfg, cs[0].Pos)
+		rest := readN(t, r2, 2, true)
+		if rest[0].Pos != cs[1].Pos || rest[1].Pos != cs[2].Pos {
+			t.Errorf("file=%v resume across rotation: %s %s, want %s %s", filePos, rest[0].Pos, rest[1].Pos, cs[1].Pos, cs[2].Pos)
+		}
+		t.Logf("file=%v positions: %s .. %s", filePos, cs[0].Pos, cs[2].Pos)
+		r.Close()
+		r2.Close()
+	}
+}
+
+func TestReconnectAfterRestart(t *testing.T) {
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	db := sqlDB(t, m.DSN(dbn))
+	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))")
+	const big = 20000
+	for _, filePos := range []bool{false, true} {
+		exec(t, db, "DELETE FROM a")
+		// A small buffer, so that the reader is in the middle of the big
+		// transaction's events when the server goes away.
+		r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos,
+			HeartbeatPeriod: time.Second, BufferChanges: 256}, sluice.Position{})
+		exec(t, db, fmt.Sprintf("INSERT INTO a SELECT seq, 'x' FROM seq_1_to_%d", big))
+		got := readN(t, r, 300, false)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		if err := m.Restart(ctx); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		cancel()
+		exec(t, db, "INSERT INTO a VALUES (0,'f')", "UPDATE a SET v='y' WHERE id=1")
+		got = append(got, readN(t, r, big+2-300, true)...)
+		for i := 0; i < big; i++ {
+			if c := got[i]; c.Op != sluice.OpInsert || c.Row[0].Text != fmt.Sprint(i+1) {
+				t.Fatalf("file=%v change %d after restart: %s", filePos, i, describe(c))
+			}
+		}
+		if describe(got[big]) != "insert a key=[] row=[0 f]" || describe(got[big+1]) != "update a key=[1] row=[1 y]" {
+			t.Errorf("file=%v after restart: %s; %s", filePos, describe(got[big]), describe(got[big+1]))
+		}
+		r.Close()
+	}
+}
+
+func TestPreflight(t *testing.T) {
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	db := sqlDB(t, m.DSN(dbn))
+	exec(t, db, "CREATE TABLE nopk (v INT)", "CREATE TABLE a (id INT PRIMARY KEY)",
+		"DROP USER IF EXISTS 'norepl'@'%'", "CREATE USER 'norepl'@'%' IDENTIFIED BY 'pw'",
+		"GRANT SELECT ON "+dbn+".* TO 'norepl'@'%'")
+	t.Cleanup(func() { db.Exec("DROP USER IF EXISTS 'norepl'@'%'") })
+	ctx := context.Background()
+	try := func(dsn string, cfg Config) error {
+		r, err := Open(ctx, dsn, cfg, sluice.Position{})
+		if err == nil {
+			r.Close()
+		}
+		return err
+	}
+	restricted := fmt.Sprintf("mysql://norepl:pw@%s/%s", m.Addr(), dbn)
+	cases := []struct {
+		name string
+		dsn  string
+		cfg  Config
+		want []string
+	}{
+		{"privileges", restricted, Config{Tables: []sluice.TableName{{Name: "a"}}}, []string{"REPLICATION SLAVE", "REPLICATION CLIENT", "GRANT"}},
+		{"no pk", m.DSN(dbn), Config{Tables: []sluice.TableName{{Name: "nopk"}}}, []string{dbn + ".nopk", "no primary key"}},
+		{"missing", m.DSN(dbn), Config{Tables: []sluice.TableName{{Name: "nope"}}}, []string{dbn + ".nope", "does not exist"}},
+		{"server id", m.DSN(dbn), Config{Tables: []sluice.TableName{{Name: "a"}}, ServerID: 1}, []string{"server_id 1", "the source itself"}},
+	}
+	for _, c := range cases {
+		err := try(c.dsn, c.cfg)
+		if err == nil {
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q lacks %q", c.name, err, w)
+			}
+		}
+		t.Logf("%s: %v", c.name, err)
+	}
+	// With only REPLICATION CLIENT the privilege check still names SLAVE.
+	exec(t, db, "GRANT REPLICATION CLIENT ON *.* TO 'norepl'@'%'")
+	if err := try(restricted, Config{Tables: []sluice.TableName{{Name: "a"}}}); err == nil || !strings.Contains(err.Error(), "REPLICATION SLAVE") || strings.Contains(err.Error(), "REPLICATION CLIENT privilege") {
+		t.Errorf("REPLICATION CLIENT only: %v", err)
+	}
+	exec(t, db, "GRANT REPLICATION SLAVE ON *.* TO 'norepl'@'%'")
+	if err := try(restricted, Config{Tables: []sluice.TableName{{Name: "a"}}}); err != nil {
+		t.Errorf("with both privileges: %v", err)
+	}
+}
+
+// Settings the harness server cannot be started without are tested on the
+// message logic.
+func TestCheckVars(t *testing.T) {
+	good := map[string]string{"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL", "binlog_row_metadata": "FULL"}
+	if err := checkVars(good); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ k, v, want string }{
+		{"log_bin", "OFF", "log_bin=OFF"},
+		{"binlog_format", "MIXED", "binlog_format is MIXED, need ROW"},
+		{"binlog_row_image", "MINIMAL", "binlog_row_image is MINIMAL, need FULL"},
+		{"binlog_row_metadata", "MINIMAL", "binlog_row_metadata is MINIMAL, need FULL"},
+		{"binlog_row_metadata", "", "no binlog_row_metadata setting"},
+		{"binlog_row_value_options", "PARTIAL_JSON", "PARTIAL_JSON"},
+	} {
+		v := map[string]string{}
+		for k, x := range good {
+			v[k] = x
+		}
+		if c.v == "" {
+			delete(v, c.k)
+		} else {
+			v[c.k] = c.v
+		}
+		err := checkVars(v)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s=%s: %v", c.k, c.v, err)
+		}
+	}
+	if err := checkGrants([]string{"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `u`@`%`"}, "u"); err != nil {
+		t.Error(err)
+	}
+	if err := checkGrants([]string{"GRANT ALL PRIVILEGES ON `db`.* TO `u`@`%`"}, "u"); err == nil {
+		t.Error("database-level ALL accepted")
+	}
+}
+
+func TestDDLCheck(t *testing.T) {
+	repl := func(s, tb string) bool { return s == "d" && tb == "t" }
+	for q, want := range map[string]string{
+		"ALTER TABLE t ADD COLUMN x INT":               "",
+		"alter table `d`.`t` add x int, add index (x)": "",
+		"ALTER TABLE t MODIFY v BIGINT":                "",
+		"ALTER TABLE t CHANGE v v BIGINT":              "",
+		"ALTER TABLE other DROP COLUMN v":              "",
+		"ALTER TABLE t DROP INDEX i":                   "",
+		"ALTER TABLE t DROP COLUMN v":                  "column v was dropped",
+		"ALTER TABLE t ADD y INT, DROP `v`":            "column v was dropped",
+		"ALTER TABLE t CHANGE COLUMN v w INT":          "column v was renamed to w",
+		"ALTER TABLE t RENAME COLUMN v TO w":           "column v was renamed to w",
+		"ALTER TABLE t RENAME TO t2":                   "d.t was renamed",
+		"DROP TABLE IF EXISTS x, t":                    "d.t was dropped",
+		"DROP TABLE `d`.`t` /* generated by server */": "d.t was dropped",
+		"TRUNCATE t":                          "d.t was truncated",
+		"RENAME TABLE t TO t_old, t_new TO t": "d.t was renamed",
+		"ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (v)": "primary key was dropped",
+	} {
+		err := ddlCheck(q, "d", repl)
+		if (err == nil) != (want == "") || err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", q, err, want)
+		}
+	}
+}
+
+func TestPositionToken(t *testing.T) {
+	for _, s := range []string{"mariadb:0-1-42", "mariadb:0-1-42,1-2-3|0-1-43|2", "file:mysql-bin.000003:1234|0-1-9|1",
+		"mysql:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-57|3e11fa47-71ca-11e1-9e33-c80aa9429562:58|4", "file:mysql-bin.000001:4"} {
+		p, err := parseToken(s)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		if p.token() != s {
+			t.Errorf("%s: round trip %s", s, p.token())
+		}
+	}
+	for _, s := range []string{"", "x:1", "file:nope", "mariadb:0-1-2|x", "mariadb:0-1-2|t|-1"} {
+		if _, err := parseToken(s); err == nil {
+			t.Errorf("%q: no error", s)
+		}
+	}
+}
+
+func TestFormatFloat(t *testing.T) {
+	for _, c := range []struct {
+		f    float64
+		bits int
+		want string
+	}{{1e20, 64, "1e20"}, {1.5e-7, 64, "1.5e-7"}, {0.1, 64, "0.1"}, {123456789012345678, 64, "1.2345678901234568e17"},
+		{1e15, 64, "1e15"}, {100, 64, "100"}, {-0.001, 64, "-0.001"}, {123456789012345, 64, "123456789012345"}} {
+		if got := formatFloat(c.f, c.bits, false); got != c.want {
+			t.Errorf("%v/%d: %s, want %s", c.f, c.bits, got, c.want)
+		}
+	}
+}
+
+// TestThroughput measures the reader's own ceiling: read and decode a
+// 100k-change backlog, nothing applied.
+func TestThroughput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	db := sqlDB(t, m.DSN(dbn))
+	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(40), n BIGINT, d DECIMAL(10,2), ts DATETIME(6))")
+	cfg := Config{Tables: []sluice.TableName{tn(dbn, "a")}}
+	r := open(t, m.DSN(dbn), cfg, sluice.Position{})
+	const total = 100000
+	for i := 0; i < total; i += 1000 {
+		var b strings.Builder
+		b.WriteString("INSERT INTO a VALUES ")
+		for j := i; j < i+1000; j++ {
+			if j > i {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "(%d,'value number %d',%d,%d.25,'2024-01-01 00:00:00.%06d')", j, j, j*7, j, j%1000000)
+		}
+		exec(t, db, b.String())
+	}
+	// Read the backlog from the start with a fresh reader.
+	first := readN(t, r, 1, false)
+	r.Close()
+	_ = first
+	r2 := open(t, m.DSN(dbn), cfg, sluice.Position{Kind: Kind, Token: strings.SplitN(first[0].Pos.Token, "|", 2)[0]})
+	start := time.Now()
+	n := 0
+	for n < total {
+		cs, err := r2.Read(context.Background(), 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(cs)
+		if time.Since(start) > 2*time.Minute {
+			t.Fatalf("only %d changes in 2 minutes", n)
+		}
+	}
+	el := time.Since(start)
+	t.Logf("read and decoded %d changes in %s: %.0f changes/s", n, el.Round(time.Millisecond), float64(n)/el.Seconds())
+}
+
+// An idle source keeps the connection through heartbeats: no reconnect
+// while nothing happens for several read timeouts.
+func TestHeartbeatKeepsIdleConnection(t *testing.T) {
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	db := sqlDB(t, m.DSN(dbn))
+	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY)")
+	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a")}, HeartbeatPeriod: 500 * time.Millisecond}, sluice.Position{})
+	end := time.Now().Add(4 * time.Second) // 8 heartbeat periods, > 2 read timeouts
+	for time.Now().Before(end) {
+		cs, err := r.Read(context.Background(), 10)
+		if err != nil || len(cs) > 0 {
+			t.Fatalf("idle read: %v %v", cs, err)
+		}
+	}
+	if n := r.reconnects.Load(); n != 0 {
+		t.Errorf("%d reconnects while idle", n)
+	}
+	exec(t, db, "INSERT INTO a VALUES (1)")
+	readN(t, r, 1, true)
+	if err := r.Ack(context.Background(), sluice.Position{Kind: Kind, Token: "x"}); err != nil || r.Acked().Token != "x" {
+		t.Errorf("Ack: %v %v", err, r.Acked())
+	}
+}
+
+// A position the server no longer (or never) had fails Open with a hint.
+func TestUnknownPositionRefused(t *testing.T) {
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	db := sqlDB(t, m.DSN(dbn))
+	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY)")
+	for _, tok := range []string{"mariadb:0-1-999999999", "file:mysql-bin.999999:4"} {
+		r, err := Open(context.Background(), m.DSN(dbn), Config{Tables: []sluice.TableName{{Name: "a"}}}, sluice.Position{Kind: Kind, Token: tok})
+		if err == nil {
+			r.Close()
+			t.Errorf("%s: no error", tok)
+			continue
+		}
+		if !strings.Contains(err.Error(), "start reading the binary log") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v", tok, err)
+		}
+		t.Logf("%s: %v", tok, firstLine(err))
+	}
+}
+
+// A consumer slower than the heartbeat timeout (backpressure) does not
+// make the reader think the source is gone.
+func TestBackpressureNoReconnect(t *testing.T) {
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	db := sqlDB(t, m.DSN(dbn))
+	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))")
+	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a")}, HeartbeatPeriod: 300 * time.Millisecond, BufferChanges: 256}, sluice.Position{})
+	exec(t, db, "INSERT INTO a SELECT seq, 'x' FROM seq_1_to_50000")
+	readN(t, r, 100, false)
+	time.Sleep(2 * time.Second) // the consumer stalls for > 6 heartbeat periods
+	cs := readN(t, r, 50000-100, true)
+	if cs[len(cs)-1].Row[0].Text != "50000" {
+		t.Errorf("last change %s", describe(cs[len(cs)-1]))
+	}
+	if n := r.reconnects.Load(); n != 0 {
+		t.Errorf("%d reconnects under backpressure", n)
+	}
+}

@@ -1,0 +1,559 @@
+package binlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/google/uuid"
+
+	"github.com/sluice-cdc/sluice"
+)
+
+// state is the decoding goroutine's own state; nothing else touches it.
+type state struct {
+	r   *Reader
+	pos *position // base: where the current (or next) transaction starts
+
+	curFile string
+	inTxn   bool
+	txn     string // GTID of the current transaction
+	mgtid   *mysql.MariadbGTID
+	sid     uuid.UUID
+	gno     int64
+	k       int // changes of the current transaction produced so far
+
+	skip      int    // changes still to skip (resume inside a transaction)
+	expectTxn string // the transaction a resume position is inside
+
+	byID   map[uint64]*tableMap
+	byName map[string]*sluice.Table // newest description per "schema.table"
+	defs   map[string][]colDef      // newest table-map columns per "schema.table"
+
+	first *replication.BinlogEvent // event read while connecting
+	buf   []sluice.Change
+}
+
+type tableMap struct {
+	repl  bool
+	name  string
+	table *sluice.Table
+	defs  []colDef
+}
+
+// retryable MySQL errors: the server is going away or killed us.
+func retryable(err error) bool {
+	var me *mysql.MyError
+	if errors.As(err, &me) {
+		switch me.Code {
+		case 1053, 1077, 1078, 1317, 1927, 2006, 2013: // shutdown, killed, lost connection
+			return true
+		}
+		return false
+	}
+	return true // network errors, EOF, timeouts
+}
+
+// connect starts a dump at the state's position.
+func (s *state) connect(ctx context.Context) (*replication.BinlogStreamer, error) {
+	r := s.r
+	sy := r.newSyncer()
+	r.mu.Lock()
+	if r.syncr != nil {
+		r.syncr.Close()
+	}
+	r.syncr = sy
+	r.mu.Unlock()
+	var st *replication.BinlogStreamer
+	var err error
+	if s.pos.mode == modeFile {
+		st, err = sy.StartSync(mysql.Position{Name: s.pos.file, Pos: s.pos.off})
+	} else {
+		st, err = sy.StartSyncGTID(s.pos.gset.Clone())
+	}
+	if err != nil {
+		return nil, s.dumpErr(err)
+	}
+	// The first event (a fake ROTATE) arrives at once, or the server's
+	// refusal does: read it here so that Open reports a refusal.
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ev, err := st.GetEvent(fctx)
+	if err != nil && fctx.Err() == nil {
+		return nil, s.dumpErr(err)
+	}
+	s.first = ev
+	return st, nil
+}
+
+func (s *state) dumpErr(err error) error {
+	msg := err.Error()
+	hint := ""
+	switch {
+	case strings.Contains(msg, "REPLICATION SLAVE") || strings.Contains(msg, "1227") || strings.Contains(msg, "Access denied"):
+		hint = fmt.Sprintf(": GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO %s", s.r.conn.user)
+	case strings.Contains(msg, "1236") || strings.Contains(strings.ToLower(msg), "purged") || strings.Contains(msg, "Could not find"):
+		hint = ": the binlog at this position is no longer on the source (purged?); start over from a fresh copy with a new position"
+	}
+	return &cleanErr{msg: fmt.Sprintf("binlog: start reading the binary log of %s:%d at %s: %s%s",
+		s.r.conn.host, s.r.conn.port, s.pos.base(), firstLine(err), hint), err: err}
+}
+
+// cleanErr keeps go-mysql's error for errors.As but not its stack trace
+// in the message.
+type cleanErr struct {
+	msg string
+	err error
+}
+
+func (e *cleanErr) Error() string { return e.msg }
+func (e *cleanErr) Unwrap() error { return e.err }
+
+// run reads events until ctx ends or a fatal error, reconnecting after
+// connection losses from the exact position.
+func (s *state) run(ctx context.Context, st *replication.BinlogStreamer) {
+	defer close(s.r.out)
+	for {
+		err := s.stream(ctx, st)
+		if ctx.Err() != nil {
+			return
+		}
+		if !retryable(err) {
+			s.send(ctx, nil, &cleanErr{msg: "binlog: " + firstLine(err), err: err})
+			return
+		}
+		s.r.reconnects.Add(1)
+		s.r.log.Warn("binlog connection lost; reconnecting", "err", firstLine(err), "position", s.resumeToken())
+		// Resume: restart at the base, skip what this transaction emitted.
+		s.skip, s.expectTxn = s.k, s.txn
+		if s.skip == 0 {
+			s.expectTxn = ""
+		}
+		s.inTxn, s.txn, s.k = false, "", 0
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			st, err = s.connect(ctx)
+			if err == nil {
+				s.r.log.Info("binlog reconnected", "position", s.pos.base())
+				break
+			}
+			if !retryable(err) {
+				s.send(ctx, nil, err)
+				return
+			}
+			s.r.log.Warn("binlog reconnect failed; retrying", "err", firstLine(err))
+		}
+	}
+}
+
+func (s *state) resumeToken() string {
+	p := *s.pos
+	p.txn, p.k = s.txn, s.k
+	return p.token()
+}
+
+func (s *state) send(ctx context.Context, cs []sluice.Change, err error) {
+	select {
+	case s.r.out <- batch{changes: cs, err: err}:
+	case <-ctx.Done():
+	}
+}
+
+func (s *state) flush(ctx context.Context) {
+	if len(s.buf) > 0 {
+		s.send(ctx, s.buf, nil)
+		s.buf = nil
+	}
+}
+
+// stream handles events until an error.
+func (s *state) stream(ctx context.Context, st *replication.BinlogStreamer) error {
+	s.byID = map[uint64]*tableMap{}
+	for {
+		ev := s.first
+		s.first = nil
+		if ev == nil {
+			// A live source sends an event (at least a heartbeat) every
+			// heartbeat period; silence for three means the connection is
+			// dead. The clock runs only while we wait for the source, never
+			// while our consumer is slow (backpressure), so a slow target
+			// does not cause reconnects.
+			ectx, cancel := context.WithTimeout(ctx, 3*s.r.cfg.HeartbeatPeriod)
+			waitStart := time.Now()
+			var err error
+			ev, err = st.GetEvent(ectx)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+					return fmt.Errorf("no event or heartbeat from the source for %s", time.Since(waitStart).Round(time.Millisecond))
+				}
+				return err
+			}
+		}
+		if err := s.handle(ctx, ev); err != nil {
+			s.flush(ctx)
+			if ctx.Err() == nil {
+				s.send(ctx, nil, err)
+			}
+			<-ctx.Done() // a fatal error: wait for Close
+			return ctx.Err()
+		}
+		if len(s.buf) >= 256 {
+			s.flush(ctx)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *state) handle(ctx context.Context, ev *replication.BinlogEvent) error {
+	h := ev.Header
+	switch e := ev.Event.(type) {
+	case *replication.RotateEvent:
+		s.curFile = string(e.NextLogName)
+		if s.pos.mode == modeFile && !s.inTxn && (h.Timestamp != 0 || h.LogPos != 0) {
+			// A real rotation (not the dump's fake first event): the next
+			// transaction starts in the new file.
+			s.pos.file, s.pos.off = s.curFile, uint32(e.Position)
+			s.pos.baseStr = ""
+		}
+	case *replication.MariadbGTIDEvent:
+		s.begin()
+		g := e.GTID
+		s.mgtid = &g
+		s.txn = g.String()
+		return s.checkExpected()
+	case *replication.GTIDEvent:
+		s.begin()
+		if u, err := uuid.FromBytes(e.SID); err == nil && u != uuid.Nil && h.EventType != replication.ANONYMOUS_GTID_EVENT {
+			s.sid, s.gno = u, e.GNO
+			s.txn = fmt.Sprintf("%s:%d", u, e.GNO)
+		}
+		return s.checkExpected()
+	case *replication.QueryEvent:
+		q := strings.TrimSpace(string(e.Query))
+		switch strings.ToUpper(q) {
+		case "BEGIN", "START TRANSACTION":
+			s.inTxn = true
+			return nil
+		case "COMMIT", "ROLLBACK":
+			s.flush(ctx)
+			return s.commit(h)
+		}
+		if err := ddlCheck(q, string(e.Schema), func(schema, table string) bool {
+			return s.r.repl[schema+"."+table] != nil
+		}); err != nil {
+			return fmt.Errorf("binlog: %w", err)
+		}
+		if s.inTxnExplicit(q) {
+			return nil // SAVEPOINT and the like inside a transaction
+		}
+		s.flush(ctx)
+		return s.commit(h)
+	case *replication.XIDEvent:
+		s.flush(ctx)
+		return s.commit(h)
+	case *replication.TransactionPayloadEvent:
+		// MySQL's binlog_transaction_compression: the transaction's events
+		// come decompressed inside. Their own LogPos is not a file offset,
+		// so the commit position is the payload event's.
+		for _, inner := range e.Events {
+			if _, ok := inner.Event.(*replication.XIDEvent); ok {
+				s.flush(ctx)
+				if err := s.commit(h); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := s.handle(ctx, inner); err != nil {
+				return err
+			}
+		}
+	case *replication.TableMapEvent:
+		return s.tableMap(e)
+	case *replication.RowsEvent:
+		return s.rows(ctx, h, e)
+	}
+	return nil
+}
+
+// inTxnExplicit reports whether a non-DDL statement inside BEGIN…COMMIT
+// (SAVEPOINT, ROLLBACK TO) leaves the transaction open.
+func (s *state) inTxnExplicit(q string) bool {
+	u := strings.ToUpper(q)
+	return s.inTxn && (strings.HasPrefix(u, "SAVEPOINT") || strings.HasPrefix(u, "ROLLBACK TO") || strings.HasPrefix(u, "RELEASE SAVEPOINT"))
+}
+
+func (s *state) begin() {
+	s.inTxn = true
+	s.txn, s.k, s.mgtid, s.sid, s.gno = "", 0, nil, uuid.Nil, 0
+}
+
+func (s *state) checkExpected() error {
+	if s.expectTxn != "" && s.txn != "" && s.txn != s.expectTxn {
+		return fmt.Errorf("binlog: the position is inside transaction %s but the source sent %s first: "+
+			"the binlog at %s is not the one the position was taken from", s.expectTxn, s.txn, s.pos.base())
+	}
+	return nil
+}
+
+// commit ends the current transaction: the base moves past it.
+func (s *state) commit(h *replication.EventHeader) error {
+	if s.skip > 0 {
+		return fmt.Errorf("binlog: the position is %d changes into transaction %s, but it has only %d of the streamed tables: "+
+			"the binlog is not the one the position was taken from (or the table list changed)", s.skip+s.k, s.expectTxn, s.k)
+	}
+	switch s.pos.mode {
+	case modeMariaDB:
+		if s.mgtid != nil {
+			if err := s.pos.gset.(*mysql.MariadbGTIDSet).AddSet(s.mgtid); err != nil {
+				return fmt.Errorf("binlog: track GTID %s: %w", s.txn, err)
+			}
+		}
+	case modeMySQL:
+		if s.sid != uuid.Nil {
+			s.pos.gset.(*mysql.MysqlGTIDSet).AddGTID(s.sid, s.gno)
+		}
+	case modeFile:
+		if h.LogPos > 0 && s.curFile != "" {
+			s.pos.file, s.pos.off = s.curFile, h.LogPos
+		}
+	}
+	s.pos.baseStr = ""
+	s.inTxn, s.txn, s.k, s.mgtid, s.sid, s.gno = false, "", 0, nil, uuid.Nil, 0
+	s.expectTxn = ""
+	return nil
+}
+
+func (s *state) tableMap(e *replication.TableMapEvent) error {
+	name := string(e.Schema) + "." + string(e.Table)
+	described := s.r.repl[name]
+	if described == nil {
+		s.byID[e.TableID] = &tableMap{name: name}
+		return nil
+	}
+	if old := s.byID[e.TableID]; old != nil && old.repl && old.name == name {
+		// The same map again (MySQL writes one per statement): nothing to redo
+		// unless the columns changed.
+		if len(old.defs) == int(e.ColumnCount) && sameDefsQuick(old.defs, e) {
+			return nil
+		}
+	}
+	defs, err := colDefs(e, s.r.flavor == mysql.MariaDBFlavor)
+	if err != nil {
+		return fmt.Errorf("binlog: %w", err)
+	}
+	if s.defs == nil {
+		s.defs = map[string][]colDef{}
+	}
+	prev := s.defs[name]
+	table := s.byName[name]
+	changed := false
+	if prev == nil {
+		changed = !shapeMatches(table, defs)
+	} else {
+		for _, p := range prev {
+			j := indexDef(defs, p.name)
+			if j < 0 {
+				return fmt.Errorf("binlog: table %s: column %s was dropped or renamed on the source: the stream cannot follow it; make the target match, then restart the stream", name, p.name)
+			}
+			if !p.sameType(defs[j]) {
+				return fmt.Errorf("binlog: table %s: column %s changed type on the source (from %s to %s): the stream cannot follow it; make the target match, then restart the stream",
+					name, p.name, p.typeName(), defs[j].typeName())
+			}
+		}
+		changed = len(prev) != len(defs)
+		for i := range defs {
+			if !changed && defs[i].name != prev[i].name {
+				changed = true
+			}
+		}
+	}
+	if changed {
+		nt, err := buildTable(described, defs, e, s.r.currentTypes)
+		if err != nil {
+			return err
+		}
+		if prev != nil {
+			s.r.log.Info("binlog: table changed on the source; following it", "table", name, "columns", len(defs))
+		}
+		table = nt
+		s.byName[name] = nt
+	}
+	s.defs[name] = defs
+	s.byID[e.TableID] = &tableMap{repl: true, name: name, table: table, defs: defs}
+	return nil
+}
+
+func sameDefsQuick(defs []colDef, e *replication.TableMapEvent) bool {
+	names := e.ColumnNameString()
+	if len(names) != len(defs) {
+		return false
+	}
+	for i, d := range defs {
+		if d.name != names[i] || d.meta != e.ColumnMeta[i] || d.rawTyp != e.ColumnType[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func indexDef(defs []colDef, name string) int {
+	for i, d := range defs {
+		if d.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// shapeMatches reports whether the described table has exactly the map's
+// columns in order, so its pointer can be reused.
+func shapeMatches(t *sluice.Table, defs []colDef) bool {
+	if t == nil || len(t.Columns) != len(defs) {
+		return false
+	}
+	for i, d := range defs {
+		if t.Columns[i].Name != d.name {
+			return false
+		}
+	}
+	return true
+}
+
+// buildTable describes a table from its table map. Column types are the
+// server's spelling (information_schema's COLUMN_TYPE) where the column
+// has the same base type now, else spelled from the table map.
+func buildTable(described *sluice.Table, defs []colDef, e *replication.TableMapEvent, current func(sluice.TableName) map[string]string) (*sluice.Table, error) {
+	t := &sluice.Table{Name: described.Name}
+	var now map[string]string
+	for _, d := range defs {
+		typ := d.typeName()
+		if j := described.ColumnIndex(d.name); j >= 0 && sameBase(described.Columns[j].Type, typ) {
+			typ = described.Columns[j].Type
+		} else {
+			if now == nil {
+				now = current(described.Name)
+			}
+			if ct, ok := now[d.name]; ok && sameBase(ct, typ) {
+				typ = ct
+			}
+		}
+		t.Columns = append(t.Columns, sluice.Column{Name: d.name, Type: typ, Nullable: d.nullable})
+	}
+	if len(e.PrimaryKey) > 0 {
+		for _, k := range e.PrimaryKey {
+			t.Key = append(t.Key, int(k))
+		}
+	} else {
+		for _, k := range described.KeyNames() {
+			j := t.ColumnIndex(k)
+			if j < 0 {
+				return nil, fmt.Errorf("binlog: table %s: primary key column %s is not in the binlog's row image", described.Name, k)
+			}
+			t.Key = append(t.Key, j)
+		}
+	}
+	if len(t.Key) == 0 {
+		return nil, fmt.Errorf("binlog: table %s has no primary key in the binlog's table map", described.Name)
+	}
+	return t, nil
+}
+
+func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replication.RowsEvent) error {
+	tm := s.byID[e.TableID]
+	if tm == nil || !tm.repl {
+		return nil
+	}
+	var op sluice.Op
+	switch h.EventType {
+	case replication.WRITE_ROWS_EVENTv0, replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2, replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1:
+		op = sluice.OpInsert
+	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2, replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1:
+		op = sluice.OpUpdate
+	case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2, replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1:
+		op = sluice.OpDelete
+	default:
+		return fmt.Errorf("binlog: table %s: unsupported rows event %s (partial JSON updates?)", tm.name, h.EventType)
+	}
+	at := time.Unix(int64(h.Timestamp), 0).UTC()
+	step := 1
+	if op == sluice.OpUpdate {
+		step = 2
+	}
+	for i := 0; i+step <= len(e.Rows); i += step {
+		s.k++
+		if s.skip > 0 {
+			s.skip--
+			continue
+		}
+		c := sluice.Change{Table: tm.table, Op: op, Time: at}
+		var err error
+		switch op {
+		case sluice.OpInsert:
+			c.Row, err = s.convertRow(tm, e.Rows[i])
+		case sluice.OpUpdate:
+			var old sluice.Row
+			if old, err = s.convertRow(tm, e.Rows[i]); err == nil {
+				c.Key = tm.table.KeyOf(old)
+				c.Row, err = s.convertRow(tm, e.Rows[i+1])
+			}
+		case sluice.OpDelete:
+			var old sluice.Row
+			if old, err = s.convertRow(tm, e.Rows[i]); err == nil {
+				c.Key = tm.table.KeyOf(old)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		p := *s.pos
+		p.txn, p.k = s.txn, s.k
+		c.Pos = sluice.Position{Kind: Kind, Token: p.token()}
+		s.buf = append(s.buf, c)
+	}
+	s.flush(ctx)
+	return nil
+}
+
+func (s *state) convertRow(tm *tableMap, vals []any) (sluice.Row, error) {
+	if len(vals) != len(tm.defs) {
+		return nil, fmt.Errorf("binlog: table %s: row has %d values, table map %d columns (binlog_row_image must be FULL)", tm.name, len(vals), len(tm.defs))
+	}
+	row := make(sluice.Row, len(vals))
+	for i, v := range vals {
+		val, err := tm.defs[i].convert(v)
+		if err != nil {
+			return nil, fmt.Errorf("binlog: table %s column %s: %w", tm.name, tm.defs[i].name, err)
+		}
+		row[i] = val
+	}
+	return row, nil
+}
+
+// sameBase compares the first word of two type spellings ("int(11)
+// unsigned" and "int unsigned" are the same base type).
+func sameBase(a, b string) bool {
+	base := func(s string) string {
+		if i := strings.IndexAny(s, "( "); i >= 0 {
+			s = s[:i]
+		}
+		return strings.ToLower(s)
+	}
+	return base(a) == base(b)
+}
+
+// firstLine drops the stack traces go-mysql's errors carry.
+func firstLine(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
+}

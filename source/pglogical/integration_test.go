@@ -1,0 +1,887 @@
+package pglogical
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/internal/dbtest"
+	"github.com/sluice-cdc/sluice/source/pgtrigger"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// fixture is a fresh database on the shared server, a session on it playing
+// the source application, and a slot and publication named after the
+// database that are dropped when the test ends.
+type fixture struct {
+	url  string
+	db   string
+	conn *pgx.Conn
+	cfg  Config
+}
+
+func newFixture(t *testing.T, tbls []string, ddl ...string) *fixture {
+	t.Helper()
+	db := dbtest.PGDatabase(t)
+	f := &fixture{url: dbtest.PG(t).URL(db), db: db}
+	f.cfg = Config{Tables: tables(tbls...), Slot: db, Publication: db, StatusInterval: 200 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)}
+	f.conn = f.connect(t, nil)
+	f.exec(t, ddl...)
+	t.Cleanup(func() {
+		// A slot left behind retains WAL on the shared server and blocks
+		// DROP DATABASE.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := Uninstall(ctx, f.url, f.cfg); err != nil {
+			t.Errorf("Uninstall: %v", err)
+		}
+	})
+	return f
+}
+
+func (f *fixture) connect(t *testing.T, settings map[string]string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range settings {
+		cfg.RuntimeParams[k] = v
+	}
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func (f *fixture) exec(t *testing.T, sql ...string) {
+	t.Helper()
+	execOn(t, f.conn, sql...)
+}
+
+func execOn(t *testing.T, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, sql ...string) {
+	t.Helper()
+	for _, s := range sql {
+		if _, err := q.Exec(context.Background(), s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// open opens a reader that is closed when the test ends (or earlier by
+// the test).
+func (f *fixture) open(t *testing.T, cfg Config, from sluice.Position) *Reader {
+	t.Helper()
+	r, err := Open(context.Background(), f.url, cfg, from)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func tables(names ...string) []sluice.TableName {
+	out := make([]sluice.TableName, len(names))
+	for i, n := range names {
+		out[i] = sluice.TableName{Name: n}
+	}
+	return out
+}
+
+// collect reads until it holds n changes, failing after a deadline, then
+// checks that nothing more comes.
+func collect(t *testing.T, r *Reader, n, max int) []sluice.Change {
+	t.Helper()
+	got := collectN(t, r, n, max)
+	if c, err := r.Read(context.Background(), max); err != nil || len(c) != 0 {
+		t.Fatalf("Read after the last change = %s, %v; want nothing", describeChanges(c), err)
+	}
+	return got
+}
+
+func collectN(t *testing.T, r *Reader, n, max int) []sluice.Change {
+	t.Helper()
+	var got []sluice.Change
+	deadline := time.Now().Add(20 * time.Second)
+	for len(got) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d changes before the deadline, want %d: %s", len(got), n, describeChanges(got))
+		}
+		m := min(max, n-len(got))
+		c, err := r.Read(context.Background(), m)
+		if err != nil {
+			t.Fatalf("Read after %s: %v", describeChanges(got), err)
+		}
+		if len(c) > m {
+			t.Fatalf("Read(%d) returned %d changes", max, len(c))
+		}
+		got = append(got, c...)
+	}
+	if len(got) > n {
+		t.Fatalf("read %d changes, want %d: %s", len(got), n, describeChanges(got))
+	}
+	return got
+}
+
+// readErr reads until Read fails, collecting the changes before.
+func readErr(t *testing.T, r *Reader) ([]sluice.Change, error) {
+	t.Helper()
+	var got []sluice.Change
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := r.Read(context.Background(), 100)
+		got = append(got, c...)
+		if err != nil {
+			return got, err
+		}
+	}
+	t.Fatalf("no error before the deadline; read %s", describeChanges(got))
+	return nil, nil
+}
+
+// describe renders changes as "insert t [1 a]; update t(id=1) [1 b]; …".
+func describeChanges(cs []sluice.Change) string {
+	var b strings.Builder
+	for i, c := range cs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %s", c.Op, c.Table.Name.Name)
+		if c.Key != nil {
+			b.WriteString(c.Table.FormatKey(c.Key))
+		}
+		if c.Row != nil {
+			fmt.Fprint(&b, " ", []sluice.Value(c.Row))
+		}
+	}
+	return b.String()
+}
+
+func expect(t *testing.T, got []sluice.Change, want ...string) {
+	t.Helper()
+	if g, w := describeChanges(got), strings.Join(want, "; "); g != w {
+		t.Fatalf("changes:\n got %s\nwant %s", g, w)
+	}
+}
+
+func lsnOf(t *testing.T, p sluice.Position) position {
+	t.Helper()
+	pos, ok, err := parsePosition(p)
+	if err != nil || !ok {
+		t.Fatalf("position %v: %v", p, err)
+	}
+	return pos
+}
+
+func (f *fixture) confirmedFlush(t *testing.T) pglogrepl.LSN {
+	t.Helper()
+	var s string
+	if err := f.conn.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, f.cfg.Slot).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+// waitFlush polls until the slot's confirmed_flush_lsn satisfies ok.
+func (f *fixture) waitFlush(t *testing.T, what string, ok func(pglogrepl.LSN) bool) pglogrepl.LSN {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lsn := f.confirmedFlush(t)
+		if ok(lsn) {
+			return lsn
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("confirmed_flush_lsn %s: want %s", lsn, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSetupIdempotentAndUninstall(t *testing.T) {
+	f := newFixture(t, []string{"a"},
+		`CREATE TABLE a (id int PRIMARY KEY)`, `CREATE TABLE b (id int PRIMARY KEY)`)
+	ctx := context.Background()
+	count := func(sql string, args ...any) int {
+		var n int
+		if err := f.conn.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for range 2 {
+		if err := Setup(ctx, f.url, f.cfg); err != nil {
+			t.Fatalf("Setup: %v", err)
+		}
+	}
+	if n := count(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND plugin = 'pgoutput'`, f.cfg.Slot); n != 1 {
+		t.Fatalf("%d slots, want 1", n)
+	}
+	if n := count(`SELECT count(*) FROM pg_publication_tables WHERE pubname = $1`, f.cfg.Publication); n != 1 {
+		t.Fatalf("publication has %d tables, want 1", n)
+	}
+	// A table added to the configuration is added to the publication.
+	cfg := f.cfg
+	cfg.Tables = tables("a", "b")
+	if err := Setup(ctx, f.url, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(`SELECT count(*) FROM pg_publication_tables WHERE pubname = $1`, f.cfg.Publication); n != 2 {
+		t.Fatalf("publication has %d tables, want 2", n)
+	}
+	// The default names come from the stream.
+	if got := DefaultName("Orders-EU 1"); got != "sluice_orders_eu_1" {
+		t.Errorf("DefaultName = %q", got)
+	}
+	if err := Uninstall(ctx, f.url, f.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, f.cfg.Slot); n != 0 {
+		t.Fatalf("slot still there after Uninstall")
+	}
+	if n := count(`SELECT count(*) FROM pg_publication WHERE pubname = $1`, f.cfg.Publication); n != 0 {
+		t.Fatalf("publication still there after Uninstall")
+	}
+	if err := Uninstall(ctx, f.url, f.cfg); err != nil {
+		t.Fatalf("second Uninstall: %v", err)
+	}
+}
+
+func TestPreflightErrors(t *testing.T) {
+	f := newFixture(t, nil,
+		`CREATE TABLE ok (id int PRIMARY KEY)`,
+		`CREATE TABLE nopk (id int, v text)`,
+		`CREATE TABLE full_nopk (id int, v text)`, `ALTER TABLE full_nopk REPLICA IDENTITY FULL`,
+		`CREATE TABLE nothing (id int PRIMARY KEY)`, `ALTER TABLE nothing REPLICA IDENTITY NOTHING`,
+		`CREATE ROLE norepl LOGIN PASSWORD 'pw'`, `GRANT ALL ON ALL TABLES IN SCHEMA public TO norepl`)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), f.url)
+		if err == nil {
+			c.Exec(context.Background(), `DROP OWNED BY norepl`)
+			c.Exec(context.Background(), `DROP ROLE norepl`)
+			c.Close(context.Background())
+		}
+	})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		table string
+		want  []string
+	}{
+		{"missing", []string{"public.missing does not exist", f.db}},
+		{"nopk", []string{"public.nopk has no primary key", "add one"}},
+		{"full_nopk", []string{"public.full_nopk has no primary key", "REPLICA IDENTITY FULL", "add a primary key"}},
+		{"nothing", []string{"REPLICA IDENTITY NOTHING", "REPLICA IDENTITY DEFAULT"}},
+	} {
+		cfg := f.cfg
+		cfg.Tables = tables("ok", tc.table)
+		err := Setup(ctx, f.url, cfg)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("Setup with table %s: %v, want an error with %q", tc.table, err, w)
+			}
+		}
+		if _, err := Open(ctx, f.url, cfg, sluice.Position{}); err == nil {
+			t.Errorf("Open with table %s succeeded", tc.table)
+		}
+	}
+	// A role without REPLICATION.
+	u, _ := url.Parse(f.url)
+	u.User = url.UserPassword("norepl", "pw")
+	cfg := f.cfg
+	cfg.Tables = tables("ok")
+	if err := Setup(ctx, u.String(), cfg); err == nil || !strings.Contains(err.Error(), "lacks the REPLICATION attribute") || !strings.Contains(err.Error(), `ALTER ROLE "norepl" REPLICATION`) {
+		t.Errorf("Setup as a role without REPLICATION: %v", err)
+	}
+	// A bad position.
+	if _, err := Open(ctx, f.url, cfg, sluice.Position{Kind: "pgtrigger", Token: "1:1:/"}); err == nil || !strings.Contains(err.Error(), "not a pglogical position") {
+		t.Errorf("Open with a pgtrigger position: %v", err)
+	}
+	if _, err := Open(ctx, f.url, cfg, sluice.Position{Kind: Kind, Token: "x/1"}); err == nil {
+		t.Errorf("Open with a bad token succeeded")
+	}
+	if err := Setup(ctx, f.url, Config{Tables: tables("ok")}); err == nil || !strings.Contains(err.Error(), "stream name") {
+		t.Errorf("Setup without names: %v", err)
+	}
+}
+
+// TestWalLevel runs on a private server: wal_level needs a restart.
+func TestWalLevel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a private PostgreSQL server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pg, err := dbtest.StartPostgres(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+	conn, err := pgx.Connect(ctx, pg.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	execOn(t, conn, `ALTER SYSTEM SET wal_level = replica`, `CREATE TABLE t (id int PRIMARY KEY)`)
+	conn.Close(ctx)
+	if err := pg.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = Setup(ctx, pg.URL("postgres"), Config{Tables: tables("t"), Stream: "s"})
+	if err == nil || !strings.Contains(err.Error(), "wal_level=replica") || !strings.Contains(err.Error(), "set wal_level=logical") || !strings.Contains(err.Error(), "restart") {
+		t.Fatalf("Setup with wal_level=replica: %v", err)
+	}
+}
+
+// TestValuesExact checks every value's text against col::text under
+// pgtrigger.SessionSettings, with the rows written by a session whose
+// settings differ in every way that changes value text.
+func TestValuesExact(t *testing.T) {
+	cols := []struct{ name, typ string }{
+		{"i2", "smallint"}, {"i4", "integer"}, {"i8", "bigint"},
+		{"num", "numeric"}, {"num2", "numeric(12,2)"},
+		{"f4", "real"}, {"f8", "double precision"},
+		{"t", "text"}, {"vc", "varchar(10)"}, {"ch", "char(5)"}, {"b", "boolean"}, {"by", "bytea"},
+		{"d", "date"}, {"ts", "timestamp"}, {"tstz", "timestamptz"}, {"tm", "time"}, {"iv", "interval"},
+		{"u", "uuid"}, {"j", "json"}, {"jb", "jsonb"}, {"ta", "text[]"}, {"ia", "integer[]"},
+		{"ip", "inet"}, {"bd", "boolish"}, {"ca", "char(3)[]"}, {"ba", "boolean[]"},
+	}
+	var ddl strings.Builder
+	ddl.WriteString("CREATE TABLE v (id int PRIMARY KEY, jn json NOT NULL")
+	for _, c := range cols {
+		fmt.Fprintf(&ddl, ", %s %s", c.name, c.typ)
+	}
+	ddl.WriteString(")")
+	f := newFixture(t, []string{"v"}, `CREATE DOMAIN boolish AS boolean`, ddl.String())
+	r := f.open(t, f.cfg, sluice.Position{})
+
+	writer := f.connect(t, map[string]string{
+		"TimeZone": "Asia/Kathmandu", "DateStyle": "SQL, DMY", "IntervalStyle": "sql_standard",
+		"extra_float_digits": "-3", "bytea_output": "escape",
+	})
+	rows := []string{
+		`(2, '{}', 32767, 2147483647, 9223372036854775807, 1.50, 12.30, 1.1, 0.1, 'plain', 'abc', 'ab', true, '\x00ff10',
+			'2024-02-29', '2024-01-01 12:34:56.789012', '2024-06-01 12:00:00.5+00', '13:14:15.123456', '1 year 2 mons -3 days 04:05:06.789',
+			'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', ' {"b" : 1,  "a":[1, 2.50]} ', '{"b": 1, "a": [1, 2.50]}',
+			'{a,NULL,"b c","\"q\"","",NULL,"NULL","x\\y"}', '{1,NULL,3}', '10.1.2.3', true, '{a,NULL}', '{t,NULL,f}')`,
+		`(3, ' [1, "\u00e9"] ', -32768, -2147483648, -9223372036854775808, 'NaN', -0.01, 'NaN', 'NaN', E'quote''s \\ "dq"\nnew line é 😀', '', '     ', false, '',
+			'infinity', '-infinity', 'infinity', '24:00:00', '-1 day +02:03:04.5',
+			'00000000-0000-0000-0000-000000000000', '"\u00e9\/\"x"', '"\u00e9"', '{}', '{{1,2},{3,NULL}}', '::1', false, '{}', '{}')`,
+		`(4, '1.0E+2', 0, 0, 0, 123456789012345678901234567890.123456789, 0, 'Infinity', '-Infinity', 'x', 'é', 'é', NULL, NULL,
+			'0044-03-15 BC', '0044-03-15 12:00:00 BC', '1900-01-01 00:00:00+00:19:32', '00:00:00', '@ 1 year ago',
+			NULL, '  1.0E+2  ', '[1.0, {"z": null}]', '{""}', '{}', '10.0.0.0/8', NULL, '{""}', '{}')`,
+		`(5, '"x"', 1, 1, 1, -0.000001, 1, '-0', '-0', 't', 't', 't', true, 'abc',
+			'1970-01-01', '1999-12-31 23:59:59.999999', '2024-03-31 01:30:00+01', '00:00:00.000001', '0',
+			NULL, 'true', 'null', '{"{}",",",NULL}', '{-1}', '2001:db8::1/64', true, '{abc}', '{t}')`,
+		`(6, '0', 1, 1, 1, 1e-30, 1, 3.4028235e38, 1e-310, 't', 't', 't', true, 'abc',
+			'2000-01-01', '2000-01-01', '2000-01-01 00:00:00+14', '23:59:59.999999', '1 mon 2 days 00:00:00.000001',
+			NULL, '123', '1e400', '{}', '{}', NULL, NULL, NULL, NULL)`,
+	}
+	all := []string{"id", "jn"}
+	for _, c := range cols {
+		all = append(all, c.name)
+	}
+	execOn(t, writer, `INSERT INTO v (id, jn) VALUES (1, 'null')`)
+	for _, row := range rows {
+		execOn(t, writer, `INSERT INTO v (`+strings.Join(all, ", ")+`) VALUES `+row)
+	}
+	execOn(t, writer, `UPDATE v SET num2 = 7.25, iv = '-1 days -02:03:04', j = ' { } ' WHERE id = 6`, `DELETE FROM v WHERE id = 5`)
+	got := collect(t, r, len(rows)+3, 100)
+
+	check := f.connect(t, pgtrigger.SessionSettings())
+	sel := make([]string, len(all))
+	for i, c := range all {
+		sel[i] = c + "::text"
+	}
+	want := map[string][]*string{}
+	res, err := check.Query(context.Background(), `SELECT `+strings.Join(sel, ", ")+` FROM v ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for res.Next() {
+		vals := make([]*string, len(all))
+		ptrs := make([]any, len(all))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := res.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		want[*vals[0]] = vals
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	tbl := r.Tables()[0]
+	checked := 0
+	for _, c := range got {
+		if c.Table != tbl {
+			t.Fatalf("change carries table %p, Tables() has %p", c.Table, tbl)
+		}
+		if c.Op == sluice.OpDelete {
+			if len(c.Key) != 1 || c.Key[0].Text != "5" {
+				t.Errorf("delete key %v, want 5", c.Key)
+			}
+			continue
+		}
+		id := c.Row[0].Text
+		if c.Op == sluice.OpInsert && (id == "6" || id == "5") {
+			continue // changed since; the update is checked
+		}
+		w, ok := want[id]
+		if !ok {
+			t.Fatalf("change for id %s not in the table", id)
+		}
+		checked++
+		for i, v := range c.Row {
+			col := tbl.Columns[i]
+			switch {
+			case v.Unchanged:
+				t.Errorf("id %s column %s (%s) unchanged", id, col.Name, col.Type)
+			case w[i] == nil && !v.Null:
+				t.Errorf("id %s column %s (%s) = %q, want NULL", id, col.Name, col.Type, v.Text)
+			case w[i] != nil && (v.Null || v.Text != *w[i]):
+				t.Errorf("id %s column %s (%s) = %v, want %q", id, col.Name, col.Type, v, *w[i])
+			}
+		}
+	}
+	if checked != len(rows) {
+		t.Fatalf("checked %d row images, want %d", checked, len(rows))
+	}
+}
+
+func TestTransactions(t *testing.T) {
+	f := newFixture(t, []string{"t", "u"},
+		`CREATE TABLE t (a int, b text, v text, PRIMARY KEY (b, a))`,
+		`CREATE TABLE u (id int PRIMARY KEY, v text)`,
+		`CREATE TABLE other (id int PRIMARY KEY)`)
+	r := f.open(t, f.cfg, sluice.Position{})
+	before := time.Now()
+	f.exec(t,
+		`INSERT INTO t VALUES (1, 'x', 'one'), (2, 'y', 'two')`,
+		`BEGIN`,
+		`INSERT INTO u VALUES (1, 'u1')`,
+		`INSERT INTO other VALUES (1)`,
+		`UPDATE t SET v = 'uno' WHERE a = 1`,
+		`UPDATE t SET a = 10, v = 'moved' WHERE a = 2`,
+		`DELETE FROM t WHERE a = 1`,
+		`COMMIT`,
+		`DELETE FROM u`,
+	)
+	got := collect(t, r, 7, 3)
+	expect(t, got,
+		`insert t [1 x one]`, `insert t [2 y two]`, `insert u [1 u1]`,
+		`update t(b=x, a=1) [1 x uno]`,
+		`update t(b=y, a=2) [10 y moved]`,
+		`delete t(b=x, a=1)`,
+		`delete u(id=1)`)
+	// Positions: the last change of a transaction ends on a boundary
+	// (k = 0), the others count their place in the transaction.
+	var toks []string
+	for _, c := range got {
+		toks = append(toks, c.Pos.Token)
+		if c.Pos.Kind != Kind {
+			t.Fatalf("position kind %q", c.Pos.Kind)
+		}
+		if d := c.Time.Sub(before); d < -time.Second || d > 10*time.Second {
+			t.Errorf("change time %v, written at about %v", c.Time, before)
+		}
+	}
+	p := make([]position, len(got))
+	for i, c := range got {
+		p[i] = lsnOf(t, c.Pos)
+	}
+	wantK := []int64{1, 0, 1, 2, 3, 0, 0}
+	for i := range p {
+		if p[i].k != wantK[i] {
+			t.Fatalf("positions %v: want counts %v", toks, wantK)
+		}
+	}
+	if !(p[0].lsn < p[1].lsn && p[1].lsn < p[2].lsn && p[2].lsn == p[3].lsn && p[3].lsn == p[4].lsn && p[4].lsn < p[5].lsn && p[5].lsn < p[6].lsn) {
+		t.Fatalf("positions %v not ordered", toks)
+	}
+	if !got[2].Time.Equal(got[5].Time) {
+		t.Errorf("changes of one transaction have times %v and %v", got[2].Time, got[5].Time)
+	}
+}
+
+// md5chain is an incompressible text of n hex digits.
+func md5chain(seed string, n int) string {
+	var b strings.Builder
+	h := md5.Sum([]byte(seed))
+	for b.Len() < n {
+		b.WriteString(hex.EncodeToString(h[:]))
+		h = md5.Sum(h[:])
+	}
+	return b.String()[:n]
+}
+
+func TestUnchangedToast(t *testing.T) {
+	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, big text, n int)`)
+	r := f.open(t, f.cfg, sluice.Position{})
+	big := md5chain("x", 20000)
+	if _, err := f.conn.Exec(context.Background(), `INSERT INTO t VALUES (1, $1, 1)`, big); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(t, `UPDATE t SET n = 2 WHERE id = 1`, `UPDATE t SET id = 3 WHERE id = 1`)
+	got := collect(t, r, 3, 10)
+	if got[0].Row[1].Text != big {
+		t.Fatalf("inserted big value has %d bytes, want the %d written", len(got[0].Row[1].Text), len(big))
+	}
+	for _, c := range got[1:] {
+		if !c.Row[1].Unchanged || c.Row[1].Text != "" || c.Row[1].Null {
+			t.Fatalf("update: big column = %q (null %v, unchanged %v), want Unchanged", c.Row[1].Text[:min(20, len(c.Row[1].Text))], c.Row[1].Null, c.Row[1].Unchanged)
+		}
+	}
+	if got[1].Row[2].Text != "2" || got[1].Key[0].Text != "1" {
+		t.Fatalf("update = %s", describeChanges(got[1:2]))
+	}
+	if got[2].Key[0].Text != "1" || got[2].Row[0].Text != "3" {
+		t.Fatalf("key change = %s", describeChanges(got[2:3]))
+	}
+}
+
+func TestAddColumn(t *testing.T) {
+	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
+	r := f.open(t, f.cfg, sluice.Position{})
+	f.exec(t, `INSERT INTO t VALUES (1, 'a')`,
+		`BEGIN`, `INSERT INTO t VALUES (2, 'b')`, `ALTER TABLE t ADD COLUMN w numeric(5,1) DEFAULT 1.5`, `INSERT INTO t VALUES (3, 'c', 2)`, `COMMIT`,
+		`UPDATE t SET v = 'A' WHERE id = 1`)
+	got := collect(t, r, 4, 10)
+	expect(t, got, `insert t [1 a]`, `insert t [2 b]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
+	orig := r.Tables()[0]
+	if got[0].Table != orig || got[1].Table != orig {
+		t.Fatalf("changes before the ALTER carry a new table")
+	}
+	nt := got[2].Table
+	if nt == orig || got[3].Table != nt {
+		t.Fatalf("changes after the ALTER: want one new *Table")
+	}
+	if len(orig.Columns) != 2 {
+		t.Fatalf("the original table changed: %v", orig.Columns)
+	}
+	if c := nt.Columns[2]; c.Name != "w" || c.Type != "numeric(5,1)" {
+		t.Fatalf("added column %+v", c)
+	}
+	if fmt.Sprint(nt.Key) != fmt.Sprint(orig.Key) {
+		t.Fatalf("key %v, want %v", nt.Key, orig.Key)
+	}
+
+	// A reader resuming from before the ALTER, opened after it, streams
+	// the old shape first and then the new one.
+	r.Close()
+	r2 := f.open(t, f.cfg, got[0].Pos)
+	again := collect(t, r2, 3, 10)
+	expect(t, again, `insert t [2 b]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
+	if len(again[0].Table.Columns) != 2 || len(again[1].Table.Columns) != 3 {
+		t.Fatalf("resumed reader: tables %v then %v", again[0].Table.Columns, again[1].Table.Columns)
+	}
+}
+
+func TestIncompatibleSchemaChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name, ddl string
+		want      []string
+	}{
+		{"drop", `ALTER TABLE t DROP COLUMN w`, []string{"column public.t.w was dropped"}},
+		{"drop_last", `ALTER TABLE t DROP COLUMN x`, []string{"column public.t.x was dropped"}},
+		{"rename", `ALTER TABLE t RENAME COLUMN w TO w2`, []string{"column public.t.w was dropped or renamed"}},
+		{"type", `ALTER TABLE t ALTER COLUMN w TYPE bigint`, []string{"column public.t.w changed type from integer to bigint"}},
+		{"truncate", `TRUNCATE t`, []string{"TRUNCATE of public.t at LSN", "does not apply truncates"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, w int, x int)`)
+			r := f.open(t, f.cfg, sluice.Position{})
+			f.exec(t, `INSERT INTO t VALUES (1, 1, 1)`, `BEGIN`, `INSERT INTO t VALUES (2, 2, 2)`, tc.ddl,
+				`INSERT INTO t VALUES (3, 3)`, `COMMIT`, `INSERT INTO t VALUES (4, 4)`)
+			got, err := readErr(t, r)
+			// The transaction with the change stops the stream where the
+			// change is: its first insert came before it.
+			expect(t, got, `insert t [1 1 1]`, `insert t [2 2 2]`)
+			last := got[len(got)-1].Pos.String()
+			for _, w := range append(tc.want, last) {
+				if !strings.Contains(err.Error(), w) {
+					t.Fatalf("error %q, want it to contain %q", err, w)
+				}
+			}
+			if _, err2 := r.Read(context.Background(), 10); err2 == nil {
+				t.Fatalf("Read after the error succeeded")
+			}
+			if tc.name == "truncate" {
+				return
+			}
+			// After the operator made the target match, a restarted
+			// reader goes on from the position.
+			r.Close()
+			r2 := f.open(t, f.cfg, got[len(got)-1].Pos)
+			rest := collect(t, r2, 2, 10)
+			if rest[0].Row[0].Text != "3" || rest[1].Row[0].Text != "4" || len(rest[0].Row) != len(rest[0].Table.Columns) {
+				t.Fatalf("after restart: %s", describeChanges(rest))
+			}
+		})
+	}
+}
+
+// workload writes transactions of 1, 3, 2 and 4 changes with writes to a
+// table outside the publication in between, and returns the count.
+func workload(t *testing.T, f *fixture, base int) int {
+	t.Helper()
+	b := func(i int) string { return fmt.Sprint(base + i) }
+	f.exec(t,
+		`INSERT INTO t VALUES (`+b(1)+`, 'a')`,
+		`INSERT INTO other VALUES (`+b(1)+`)`,
+		`BEGIN`, `INSERT INTO t VALUES (`+b(2)+`, 'b')`, `UPDATE t SET v = 'bb' WHERE id = `+b(2), `INSERT INTO t VALUES (`+b(3)+`, 'c')`, `COMMIT`,
+		`BEGIN`, `UPDATE t SET id = `+b(4)+` WHERE id = `+b(1), `DELETE FROM t WHERE id = `+b(3), `COMMIT`,
+		`INSERT INTO other VALUES (`+b(2)+`)`,
+		`BEGIN`, `INSERT INTO t VALUES (`+b(5)+`, 'e')`, `INSERT INTO other VALUES (`+b(3)+`)`, `INSERT INTO t VALUES (`+b(6)+`, 'f')`,
+		`UPDATE t SET v = 'ee' WHERE id = `+b(5), `DELETE FROM t WHERE id = `+b(6), `COMMIT`)
+	return 10
+}
+
+func TestResumeFromEveryPosition(t *testing.T) {
+	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, v text)`, `CREATE TABLE other (id int PRIMARY KEY)`)
+	r := f.open(t, f.cfg, sluice.Position{})
+	n := workload(t, f, 0)
+	all := collect(t, r, n, 3)
+	r.Close()
+	want := describeChanges(all)
+	for i := -1; i < n; i++ {
+		from := sluice.Position{}
+		if i >= 0 {
+			from = all[i].Pos
+		}
+		r := f.open(t, f.cfg, from)
+		got := collect(t, r, n-i-1, 2)
+		if g, w := describeChanges(got), describeChanges(all[i+1:]); g != w {
+			t.Fatalf("resumed from %s:\n got %s\nwant %s", from, g, w)
+		}
+		for j := range got {
+			if got[j].Pos != all[i+1+j].Pos {
+				t.Fatalf("resumed from %s: change %d at %s, first read at %s", from, j, got[j].Pos, all[i+1+j].Pos)
+			}
+		}
+		r.Close()
+	}
+	_ = want
+}
+
+func TestAckMovesConfirmedFlush(t *testing.T) {
+	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, v text)`, `CREATE TABLE other (id int PRIMARY KEY)`)
+	logs := &logCapture{}
+	cfg := f.cfg
+	cfg.Logger = slog.New(logs)
+	r := f.open(t, cfg, sluice.Position{})
+	defer func() {
+		if logs.has("WARN") {
+			t.Errorf("warnings logged: %v", logs.msgs)
+		}
+	}()
+	start := f.confirmedFlush(t)
+	n := workload(t, f, 0)
+	all := collect(t, r, n, 100)
+	ctx := context.Background()
+	// Positions: [0] 1st tx end; [1..3] tx2 (k=1,2,0); [4,5] tx3; [6..9] tx4.
+	// Acking inside tx2 confirms only tx1.
+	if err := r.Ack(ctx, all[2].Pos); err != nil {
+		t.Fatal(err)
+	}
+	end1 := lsnOf(t, all[0].Pos).lsn
+	tx2 := lsnOf(t, all[2].Pos).lsn
+	// Nothing moves it past tx1 while tx2 is acked in part, not even the
+	// keepalives: wait for a few status intervals.
+	f.waitFlush(t, "the end of tx1", func(l pglogrepl.LSN) bool { return l == end1 })
+	time.Sleep(3 * f.cfg.StatusInterval) // give a wrong status update the chance to arrive
+	if l := f.confirmedFlush(t); l != end1 || l >= tx2 || l <= start {
+		t.Fatalf("confirmed_flush_lsn %s after acking inside tx2 (tx1 ends at %s, tx2 commits at %s)", l, end1, tx2)
+	}
+	// Acking the last change of tx3 confirms its end.
+	if err := r.Ack(ctx, all[5].Pos); err != nil {
+		t.Fatal(err)
+	}
+	end3 := lsnOf(t, all[5].Pos).lsn
+	f.waitFlush(t, "the end of tx3", func(l pglogrepl.LSN) bool { return l == end3 })
+	// Acking inside tx4 keeps it at tx3's end.
+	if err := r.Ack(ctx, all[7].Pos); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * f.cfg.StatusInterval)
+	if l := f.confirmedFlush(t); l != end3 {
+		t.Fatalf("confirmed_flush_lsn %s after acking inside tx4, want %s", l, end3)
+	}
+	// Everything acked: writes elsewhere (WAL the slot would otherwise
+	// retain) let the slot move past the last change.
+	if err := r.Ack(ctx, all[9].Pos); err != nil {
+		t.Fatal(err)
+	}
+	end4 := lsnOf(t, all[9].Pos).lsn
+	f.waitFlush(t, "the end of tx4", func(l pglogrepl.LSN) bool { return l >= end4 })
+	f.exec(t, `INSERT INTO other SELECT generate_series(100, 200)`)
+	deadline := time.Now().Add(10 * time.Second)
+	for f.confirmedFlush(t) <= end4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("idle slot did not move past %s", end4)
+		}
+		// Read lets the reader see the server's idle keepalives.
+		if c, err := r.Read(ctx, 10); err != nil || len(c) > 0 {
+			t.Fatalf("Read = %s, %v", describeChanges(c), err)
+		}
+	}
+	// A change after the idle move is still streamed.
+	f.exec(t, `INSERT INTO t VALUES (100, 'z')`)
+	expect(t, collect(t, r, 1, 10), `insert t [100 z]`)
+}
+
+func TestReconnect(t *testing.T) {
+	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY)`)
+	r := f.open(t, f.cfg, sluice.Position{})
+	f.exec(t, `INSERT INTO t SELECT generate_series(1, 5)`, `INSERT INTO t VALUES (6)`)
+	first := collectN(t, r, 2, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := dbtest.PG(t).Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.conn = f.connect(t, nil)
+	f.exec(t, `INSERT INTO t VALUES (7)`, `BEGIN`, `INSERT INTO t VALUES (8)`, `INSERT INTO t VALUES (9)`, `COMMIT`)
+	rest := collect(t, r, 7, 3)
+	expect(t, append(first, rest...), `insert t [1]`, `insert t [2]`, `insert t [3]`, `insert t [4]`, `insert t [5]`, `insert t [6]`, `insert t [7]`, `insert t [8]`, `insert t [9]`)
+}
+
+func TestFromNow(t *testing.T) {
+	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY)`)
+	if err := Setup(context.Background(), f.url, f.cfg); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(t, `INSERT INTO t VALUES (1)`)
+	cfg := f.cfg
+	cfg.FromNow = true
+	r := f.open(t, cfg, sluice.Position{})
+	f.exec(t, `INSERT INTO t VALUES (2)`)
+	expect(t, collect(t, r, 1, 10), `insert t [2]`)
+	// One reader per slot.
+	if _, err := Open(context.Background(), f.url, f.cfg, sluice.Position{}); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Fatalf("second Open on the slot: %v", err)
+	}
+	r.Close()
+	// Without FromNow the slot streams what it holds since Setup.
+	f.exec(t, `INSERT INTO t VALUES (3)`)
+	f2 := *f
+	f2.cfg.Slot = f.db + "_b"
+	t.Cleanup(func() { Uninstall(context.Background(), f.url, f2.cfg) })
+	if err := Setup(context.Background(), f.url, f2.cfg); err != nil {
+		t.Fatal(err)
+	}
+	f.exec(t, `INSERT INTO t VALUES (4)`)
+	r2 := f.open(t, f2.cfg, sluice.Position{})
+	expect(t, collect(t, r2, 1, 10), `insert t [4]`)
+}
+
+type logCapture struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logCapture) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCapture) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Level.String()+" "+r.Message)
+	return nil
+}
+func (l *logCapture) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logCapture) WithGroup(string) slog.Handler      { return l }
+func (l *logCapture) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.msgs {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSlotHealth(t *testing.T) {
+	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
+	logs := &logCapture{}
+	cfg := f.cfg
+	cfg.Logger = slog.New(logs)
+	cfg.MaxRetainedWAL = 1000
+	r := f.open(t, cfg, sluice.Position{})
+	f.exec(t, `INSERT INTO t SELECT i, repeat('x', 100) FROM generate_series(1, 1000) i`)
+	n, err := r.SlotHealth(context.Background())
+	if err != nil || n < 100000 {
+		t.Fatalf("SlotHealth = %d, %v; want the WAL of 1000 rows", n, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !logs.has("WARN replication slot retains more WAL than configured") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning logged: %v", logs.msgs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestBackpressureAndDropMidTransaction streams a transaction larger than
+// the reader's buffer, drops the replication connection in the middle of
+// it and checks every change arrives once, in order.
+func TestBackpressureAndDropMidTransaction(t *testing.T) {
+	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
+	logs := &logCapture{}
+	cfg := f.cfg
+	cfg.Logger = slog.New(logs)
+	r := f.open(t, cfg, sluice.Position{})
+	const n = 3 * bufferChanges
+	f.exec(t, fmt.Sprintf(`INSERT INTO t SELECT i, 'v' || i FROM generate_series(1, %d) i`, n), `INSERT INTO t VALUES (0, 'last')`)
+	got := collectN(t, r, 100, 100)
+	// The receiver is blocked on the full buffer, holding the stream.
+	// Kill its walsender.
+	var pid int
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := f.conn.QueryRow(context.Background(), `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, f.cfg.Slot).Scan(&pid)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot never active: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	execOn(t, f.conn, fmt.Sprintf(`SELECT pg_terminate_backend(%d)`, pid))
+	got = append(got, collect(t, r, n+1-100, 1000)...)
+	for i, c := range got[:n] {
+		if c.Row[0].Text != fmt.Sprint(i+1) {
+			t.Fatalf("change %d is %s", i, describeChanges([]sluice.Change{c}))
+		}
+		if p := lsnOf(t, c.Pos); (i < n-1 && p.k != int64(i+1)) || (i == n-1 && p.k != 0) {
+			t.Fatalf("change %d at %s", i, c.Pos)
+		}
+	}
+	if !logs.has("replication connection re-established") {
+		t.Errorf("the connection was not dropped: %v", logs.msgs)
+	}
+	if got[n].Row[1].Text != "last" {
+		t.Fatalf("last change %s", describeChanges(got[n:]))
+	}
+}

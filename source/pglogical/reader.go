@@ -1,0 +1,1002 @@
+// Package pglogical reads row changes from PostgreSQL logical replication:
+// a replication slot decoded by the built-in pgoutput plugin (protocol
+// version 1, text values) for a publication of the streamed tables.
+//
+// Setup creates the publication and the slot; Open starts streaming from
+// the slot. A goroutine owns the replication connection: it decodes the
+// stream into a bounded buffer that Read drains, answers keepalives, and
+// sends standby status updates on an interval and after every Ack, so the
+// slot's confirmed_flush_lsn follows what the target has committed.
+//
+// Positions (see position) name a transaction by the LSN of its commit
+// record and a change inside it by its ordinal, so a reader resumes exactly
+// after any change it handed out, even in the middle of a transaction: the
+// slot resends whole transactions from its confirmed_flush_lsn and the
+// reader skips what the position says is applied.
+//
+// Values are the text that the types' output functions give under
+// pgtrigger.SessionSettings (the replication session runs with them), so
+// both PostgreSQL readers produce the same text. Unchanged TOASTed columns
+// arrive as Value{Unchanged: true}.
+//
+// Schema changes: a column added to a streamed table is followed (changes
+// after it carry a new *sluice.Table); a dropped, renamed or retyped column,
+// a renamed table and TRUNCATE stop the stream with an error naming the
+// table, the column and the position.
+package pglogical
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/source"
+)
+
+const (
+	// bufferChanges bounds the changes decoded but not yet read: the
+	// receiver stops reading the socket when the buffer is full.
+	bufferChanges = 4096
+	minBackoff    = 100 * time.Millisecond
+	maxBackoff    = 5 * time.Second
+)
+
+var parseLSN = pglogrepl.ParseLSN
+
+type itemKind uint8
+
+const (
+	itemChange itemKind = iota + 1
+	// itemIdle says the server has decoded everything up to lsn and sent
+	// every change before it: no streamed change commits below lsn that
+	// the reader has not buffered.
+	itemIdle
+	itemErr
+)
+
+type item struct {
+	kind   itemKind
+	change sluice.Change
+	lsn    pglogrepl.LSN
+	err    error
+}
+
+// relState is what the receiver knows of one streamed table.
+type relState struct {
+	info  *tableInfo
+	table *sluice.Table // the shape changes are emitted with
+	typ   []colType
+	seen  bool // a relation message past the resume position arrived since Open
+	// pending is the newest relation message that arrived while the
+	// receiver skipped changes already applied.
+	pending *pglogrepl.RelationMessage
+}
+
+// Reader streams changes from a logical replication slot.
+type Reader struct {
+	cfg     Config
+	log     *slog.Logger
+	connStr string
+	replCfg *pgconn.Config
+	addr    string
+	db      string
+	tables  []*sluice.Table
+	items   chan item
+	wake    chan struct{} // an Ack moved the flush LSN: send a status update
+
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+
+	readMu sync.Mutex // serialises Read
+	err    error      // sticky error returned by every later Read
+
+	mu          sync.Mutex // guards the fields below
+	lastEmitted position   // position after the last change handed out
+	acked       position   // the last position acknowledged
+	idle        pglogrepl.LSN
+	mids        []txStart // transactions handed out in part, not yet acked past
+	flush       pglogrepl.LSN
+	recvWake    context.CancelFunc // interrupts the receiver's wait for a message
+	lastWarn    time.Time
+
+	sqlMu   sync.Mutex
+	sqlConn *pgx.Conn
+
+	// receiver state, owned by the receiver goroutine
+	conn    *pgconn.PgConn
+	rels    map[uint32]*relState
+	ignored map[uint32]bool
+	resume  position // position after the last change pushed
+	tx      txState
+	held    *sluice.Change // the newest change of tx, pushed once its successor or the commit is known
+	heldK   int64          // held's ordinal in tx
+	// recvLSN is the server's WAL position as last reported to the
+	// receiver; sentFlush the flush position last sent on this connection.
+	recvLSN   pglogrepl.LSN
+	sentFlush pglogrepl.LSN
+}
+
+// txStart records where a transaction began in the sequence handed out:
+// before is the boundary LSN of the transactions applied before it.
+type txStart struct {
+	commit pglogrepl.LSN
+	before pglogrepl.LSN
+}
+
+type txState struct {
+	open    bool
+	commit  pglogrepl.LSN
+	time    time.Time
+	n       int64 // changes of streamed tables seen so far
+	skipAll bool
+	skipN   int64
+}
+
+var _ source.Reader = (*Reader)(nil)
+
+// Open checks the source, creates the publication and slot if they are
+// missing and starts streaming. With from set it resumes right after the
+// change that returned it; without, it streams what the slot holds (every
+// change since the slot was created), or, with cfg.FromNow, moves the slot
+// to the current WAL position first and streams what commits from now on.
+func Open(ctx context.Context, connString string, cfg Config, from sluice.Position) (*Reader, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	start, hasPos, err := parsePosition(from)
+	if err != nil {
+		return nil, err
+	}
+	replCfg, err := replConnConfig(connString)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{
+		cfg:     cfg,
+		connStr: connString,
+		replCfg: replCfg,
+		addr:    addrOf(replCfg.Host, replCfg.Port),
+		db:      replCfg.Database,
+		items:   make(chan item, bufferChanges),
+		wake:    make(chan struct{}, 1),
+		rels:    map[uint32]*relState{},
+		ignored: map[uint32]bool{},
+	}
+	r.log = cfg.Logger.With("source", Kind, "database", r.db, "slot", cfg.Slot)
+	conn, err := connectSQL(ctx, connString)
+	if err != nil {
+		return nil, err
+	}
+	r.sqlConn = conn
+	fail := func(err error) (*Reader, error) {
+		r.sqlConn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	infos, err := setup(ctx, conn, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	for _, info := range infos {
+		r.tables = append(r.tables, info.table)
+		r.rels[info.oid] = &relState{info: info, table: info.table, typ: info.typ}
+	}
+	if !hasPos && cfg.FromNow {
+		var lsn string
+		err := conn.QueryRow(ctx, `SELECT end_lsn::text FROM pg_replication_slot_advance($1, pg_current_wal_lsn())`, cfg.Slot).Scan(&lsn)
+		if err != nil {
+			return fail(fmt.Errorf("move replication slot %s to the current WAL position: %w", cfg.Slot, err))
+		}
+	}
+	slot, err := lookupSlot(ctx, conn, cfg.Slot)
+	if err != nil {
+		return fail(err)
+	}
+	if !slot.exists {
+		return fail(fmt.Errorf("replication slot %s disappeared while the reader opened it", cfg.Slot))
+	}
+	if !hasPos {
+		start = position{lsn: slot.confirmed}
+	}
+	r.flush = slot.confirmed
+	r.resume, r.lastEmitted, r.acked = start, start, start
+	if err := r.startReplication(ctx); err != nil {
+		return fail(err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.done.Add(2)
+	go r.receive(runCtx)
+	go r.watchSlot(runCtx)
+	r.log.Info("pglogical reader open", "tables", len(r.tables), "publication", cfg.Publication, "from", start.sluice().String(), "confirmed_flush", slot.confirmed.String())
+	return r, nil
+}
+
+// Tables describes the streamed tables as the catalog had them at Open.
+func (r *Reader) Tables() []*sluice.Table { return slices.Clone(r.tables) }
+
+// startReplication opens the replication session and starts streaming from
+// the slot's confirmed position (the server never sends transactions that
+// committed before it); resume tells what to skip of what it resends.
+func (r *Reader) startReplication(ctx context.Context) error {
+	conn, err := pgconn.ConnectConfig(ctx, r.replCfg.Copy())
+	if err != nil {
+		return connectErr(r.addr, r.replCfg.User, r.db, err)
+	}
+	pub := "'" + strings.ReplaceAll(r.cfg.Publication, "'", "''") + "'"
+	err = pglogrepl.StartReplication(ctx, conn, r.cfg.Slot, 0, pglogrepl.StartReplicationOptions{
+		Mode:       pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '1'", "publication_names " + pub},
+	})
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			switch pgErr.Code {
+			case "55006":
+				return fmt.Errorf("start replication from slot %s on %s: the slot is in use by another process (another sluice running this stream?): stop it first: %w", r.cfg.Slot, r.addr, err)
+			case "42704":
+				return fmt.Errorf("start replication from slot %s on %s: the slot does not exist: run `sluice source setup` (a lost slot means changes were lost: the target needs a fresh copy): %w", r.cfg.Slot, r.addr, err)
+			case "42501":
+				return fmt.Errorf("start replication from slot %s on %s: permission denied: the role needs the REPLICATION attribute (ALTER ROLE … REPLICATION): %w", r.cfg.Slot, r.addr, err)
+			}
+		}
+		return fmt.Errorf("start replication from slot %s on %s: %w", r.cfg.Slot, r.addr, err)
+	}
+	r.conn = conn
+	r.sentFlush = 0
+	r.tx = txState{}
+	r.held = nil
+	return nil
+}
+
+// Read returns up to max changes, waiting up to the poll interval for the
+// first one.
+func (r *Reader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
+	r.readMu.Lock()
+	defer r.readMu.Unlock()
+	if r.err != nil {
+		return nil, r.err
+	}
+	if max <= 0 {
+		max = 1
+	}
+	var out []sluice.Change
+	timer := time.NewTimer(r.cfg.PollInterval)
+	defer timer.Stop()
+	for len(out) < max {
+		var it item
+		if len(out) == 0 {
+			select {
+			case it = <-r.items:
+			case <-timer.C:
+				return nil, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		} else {
+			select {
+			case it = <-r.items:
+			default:
+				return out, nil
+			}
+		}
+		switch it.kind {
+		case itemChange:
+			out = append(out, it.change)
+			r.emitted(it.change.Pos)
+		case itemIdle:
+			r.idleAt(it.lsn)
+		case itemErr:
+			r.err = it.err
+			if len(out) > 0 {
+				return out, nil
+			}
+			return nil, r.err
+		}
+	}
+	return out, nil
+}
+
+// emitted records that the change ending at tok was handed out.
+func (r *Reader) emitted(tok sluice.Position) {
+	p, _, _ := parsePosition(tok)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.k == 1 {
+		before := pglogrepl.LSN(0)
+		if r.lastEmitted.k == 0 {
+			before = r.lastEmitted.lsn
+		}
+		r.mids = append(r.mids, txStart{commit: p.lsn, before: before})
+	}
+	r.lastEmitted = p
+	r.idle = 0
+}
+
+// idleAt records that everything up to lsn has been handed out: once it is
+// all acknowledged the slot may move there, so WAL written for other tables
+// and databases is not retained while the streamed tables are quiet.
+func (r *Reader) idleAt(lsn pglogrepl.LSN) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.acked == r.lastEmitted {
+		r.setFlush(lsn)
+		return
+	}
+	r.idle = lsn
+}
+
+// setFlush moves the flush LSN forward (never back) and wakes the receiver
+// to report it. Call with r.mu held.
+func (r *Reader) setFlush(lsn pglogrepl.LSN) {
+	if lsn <= r.flush {
+		return
+	}
+	r.flush = lsn
+	if r.recvWake != nil {
+		r.recvWake()
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Ack confirms to the server every transaction that pos says is applied in
+// full: the slot's confirmed_flush_lsn moves to the end of the newest such
+// transaction (for a position inside a transaction, the end of the one
+// before it), never to a transaction that is only received or partly
+// applied.
+func (r *Reader) Ack(ctx context.Context, pos sluice.Position) error {
+	p, ok, err := parsePosition(pos)
+	if err != nil || !ok {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	target := pglogrepl.LSN(0)
+	if p.k == 0 {
+		target = p.lsn
+	} else {
+		for _, m := range r.mids {
+			if m.commit == p.lsn {
+				target = m.before
+				break
+			}
+		}
+	}
+	i := 0
+	for i < len(r.mids) && r.mids[i].commit < p.lsn {
+		i++
+	}
+	r.mids = r.mids[i:]
+	r.acked = p
+	if p == r.lastEmitted && r.idle > target {
+		target = r.idle
+	}
+	r.setFlush(target)
+	return nil
+}
+
+func (r *Reader) flushLSN() pglogrepl.LSN {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.flush
+}
+
+// SlotHealth returns the WAL the slot retains: pg_current_wal_lsn() minus
+// the slot's restart_lsn, in bytes.
+func (r *Reader) SlotHealth(ctx context.Context) (retainedBytes int64, err error) {
+	var status *string
+	err = r.withSQL(ctx, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT coalesce((pg_current_wal_lsn() - restart_lsn)::bigint, 0), wal_status FROM pg_replication_slots WHERE slot_name = $1`, r.cfg.Slot).
+			Scan(&retainedBytes, &status)
+	})
+	if err == nil && status != nil && *status == "lost" {
+		return 0, fmt.Errorf("replication slot %s on %s was invalidated (it retained more than max_slot_wal_keep_size): changes are lost; the target needs a fresh copy and the slot a reinstall", r.cfg.Slot, r.addr)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("replication slot %s does not exist on %s", r.cfg.Slot, r.addr)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read retained WAL of replication slot %s: %w", r.cfg.Slot, err)
+	}
+	return retainedBytes, nil
+}
+
+// withSQL runs f on the reader's catalog session, reconnecting it if it
+// broke.
+func (r *Reader) withSQL(ctx context.Context, f func(*pgx.Conn) error) error {
+	r.sqlMu.Lock()
+	defer r.sqlMu.Unlock()
+	if r.sqlConn == nil || r.sqlConn.IsClosed() {
+		conn, err := connectSQL(ctx, r.connStr)
+		if err != nil {
+			return err
+		}
+		r.sqlConn = conn
+	}
+	err := f(r.sqlConn)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) && r.sqlConn.PgConn().IsBusy() {
+		r.sqlConn.Close(context.WithoutCancel(ctx))
+		r.sqlConn = nil
+	}
+	return err
+}
+
+// watchSlot warns when the slot retains more WAL than configured.
+func (r *Reader) watchSlot(ctx context.Context) {
+	defer r.done.Done()
+	t := time.NewTicker(r.cfg.StatusInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, r.cfg.StatusInterval)
+		n, err := r.SlotHealth(qctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Debug("slot health check failed", "err", err)
+			}
+			continue
+		}
+		if n > r.cfg.MaxRetainedWAL {
+			r.log.Warn("replication slot retains more WAL than configured: the target is behind or the stream is stopped; the source's disk fills if this goes on",
+				"retained_bytes", n, "max_retained_wal", r.cfg.MaxRetainedWAL, "confirmed_flush", r.flushLSN().String())
+		}
+	}
+}
+
+// Close stops streaming (reporting the flush position one last time) and
+// closes the reader's sessions.
+func (r *Reader) Close() error {
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.done.Wait()
+	r.sqlMu.Lock()
+	defer r.sqlMu.Unlock()
+	if r.sqlConn != nil {
+		err := r.sqlConn.Close(context.Background())
+		r.sqlConn = nil
+		return err
+	}
+	return nil
+}
+
+// receive owns the replication connection for the reader's lifetime.
+func (r *Reader) receive(ctx context.Context) {
+	defer r.done.Done()
+	backoff := minBackoff
+	for {
+		err := r.stream(ctx)
+		if r.conn != nil {
+			if ctx.Err() != nil {
+				// Best effort: report the final flush position.
+				r.sendStatus(false)
+			}
+			r.conn.Close(context.Background())
+			r.conn = nil
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		var fatal *fatalError
+		if errors.As(err, &fatal) || !retryable(err) {
+			r.fail(ctx, err)
+			return
+		}
+		r.log.Warn("replication connection lost; reconnecting", "err", err, "backoff", backoff, "resume", r.resume.String())
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, maxBackoff)
+			err = r.startReplication(ctx)
+			if err == nil {
+				r.log.Info("replication connection re-established", "resume", r.resume.String())
+				backoff = minBackoff
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if !retryable(err) {
+				r.fail(ctx, err)
+				return
+			}
+			r.log.Warn("reconnect to the source failed; retrying", "err", err, "backoff", backoff)
+		}
+	}
+}
+
+// fatalError stops the stream for good.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }
+
+func (r *Reader) fail(ctx context.Context, err error) {
+	select {
+	case r.items <- item{kind: itemErr, err: err}:
+	case <-ctx.Done():
+	}
+}
+
+// retryable reports whether err is a lost connection or a server restart,
+// after which streaming can resume.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "53300", "55006", "53000", "58000", "XX000":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
+	}
+	return true
+}
+
+// stream receives messages until the connection fails or ctx ends.
+func (r *Reader) stream(ctx context.Context) error {
+	nextStatus := time.Now()
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !time.Now().Before(nextStatus) {
+			// Asking for a reply makes the server answer with a keepalive
+			// carrying its WAL position, which lets an idle reader move
+			// the slot (see itemIdle).
+			if err := r.sendStatus(true); err != nil {
+				return err
+			}
+			nextStatus = time.Now().Add(r.cfg.StatusInterval)
+		}
+		select {
+		case <-r.wake:
+			if err := r.sendStatus(false); err != nil {
+				return err
+			}
+		default:
+		}
+		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		r.mu.Lock()
+		r.recvWake = cancel
+		r.mu.Unlock()
+		msg, err := r.conn.ReceiveMessage(rctx)
+		r.mu.Lock()
+		r.recvWake = nil
+		r.mu.Unlock()
+		cancel()
+		if err != nil {
+			// A deadline (status due) or an Ack's wake-up interrupts the
+			// wait without breaking the connection.
+			if (pgconn.Timeout(err) || errors.Is(err, context.Canceled)) && ctx.Err() == nil && !r.conn.IsClosed() {
+				continue
+			}
+			return err
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.CopyData:
+			if err := r.copyData(ctx, msg.Data); err != nil {
+				return err
+			}
+		case *pgproto3.ErrorResponse:
+			return pgconn.ErrorResponseToPgError(msg)
+		case *pgproto3.CopyDone:
+			return errors.New("the server ended the replication stream")
+		default:
+			// Notices and parameter status changes need nothing.
+		}
+	}
+}
+
+// sendStatus sends a standby status update. The flush position is what the
+// slot's confirmed_flush_lsn moves to; it is sent whenever it moved since the
+// last update on this connection. Other updates carry an invalid (zero)
+// flush position, which leaves the slot alone, and the received position as
+// the write position: a walsender shutting down waits until the client
+// reports the flush position, or the write position when the flush one is
+// invalid, equal to everything it sent, so a server restart does not wait
+// out wal_sender_timeout for changes the target has not committed yet.
+func (r *Reader) sendStatus(reply bool) error {
+	flush := r.flushLSN()
+	write := max(r.recvLSN, flush)
+	if flush <= r.sentFlush {
+		flush = 0
+	}
+	buf := make([]byte, 0, 39)
+	buf = append(buf, 'd', 0, 0, 0, 38, pglogrepl.StandbyStatusUpdateByteID)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(write))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(flush))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(flush))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(time.Now().UnixMicro()-pgEpochMicros))
+	if reply {
+		buf = append(buf, 1)
+	} else {
+		buf = append(buf, 0)
+	}
+	if err := r.conn.Frontend().SendUnbufferedEncodedCopyData(buf); err != nil {
+		return fmt.Errorf("send standby status to %s: %w", r.addr, err)
+	}
+	if flush != 0 {
+		r.sentFlush = flush
+	}
+	return nil
+}
+
+// pgEpochMicros is 2000-01-01 UTC, PostgreSQL's epoch, in Unix microseconds.
+const pgEpochMicros = 946684800 * 1000000
+
+func (r *Reader) copyData(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return &fatalError{fmt.Errorf("parse keepalive from %s: %w", r.addr, err)}
+		}
+		r.recvLSN = max(r.recvLSN, pkm.ServerWALEnd)
+		if pkm.ReplyRequested {
+			if err := r.sendStatus(false); err != nil {
+				return err
+			}
+		}
+		if !r.tx.open && pkm.ServerWALEnd > 0 {
+			select {
+			case r.items <- item{kind: itemIdle, lsn: pkm.ServerWALEnd}:
+			default: // the buffer is full; a later keepalive will do
+			}
+		}
+		return nil
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return &fatalError{fmt.Errorf("parse WAL data from %s: %w", r.addr, err)}
+		}
+		r.recvLSN = max(r.recvLSN, xld.ServerWALEnd)
+		m, err := pglogrepl.Parse(xld.WALData)
+		if err != nil {
+			return &fatalError{fmt.Errorf("decode pgoutput message at LSN %s: %w", xld.WALStart, err)}
+		}
+		return r.message(ctx, m, xld.WALStart)
+	}
+	return nil
+}
+
+// message handles one decoded pgoutput message.
+func (r *Reader) message(ctx context.Context, m pglogrepl.Message, at pglogrepl.LSN) error {
+	switch m := m.(type) {
+	case *pglogrepl.BeginMessage:
+		r.tx = txState{open: true, commit: m.FinalLSN, time: m.CommitTime}
+		if r.resume.skipTx(m.FinalLSN) {
+			r.tx.skipAll = true
+		} else if m.FinalLSN == r.resume.lsn {
+			r.tx.skipN = r.resume.k
+		}
+	case *pglogrepl.CommitMessage:
+		if r.held != nil {
+			p := position{lsn: m.TransactionEndLSN}
+			if err := r.push(ctx, p); err != nil {
+				return err
+			}
+		}
+		r.tx = txState{}
+	case *pglogrepl.RelationMessage:
+		return r.relation(ctx, m)
+	case *pglogrepl.InsertMessage:
+		return r.change(ctx, m.RelationID, sluice.OpInsert, nil, m.Tuple)
+	case *pglogrepl.UpdateMessage:
+		return r.change(ctx, m.RelationID, sluice.OpUpdate, m.OldTuple, m.NewTuple)
+	case *pglogrepl.DeleteMessage:
+		return r.change(ctx, m.RelationID, sluice.OpDelete, m.OldTuple, nil)
+	case *pglogrepl.TruncateMessage:
+		var names []string
+		for _, id := range m.RelationIDs {
+			if rs := r.rels[id]; rs != nil {
+				names = append(names, rs.table.Name.String())
+			}
+		}
+		if len(names) == 0 {
+			return nil
+		}
+		if r.skipping() {
+			return nil
+		}
+		why := "sluice does not apply truncates by default (truncate setting \"refuse\")"
+		if r.cfg.Truncate == "apply" {
+			why = "truncate setting \"apply\" is not supported yet"
+		}
+		return r.stop(ctx, fmt.Errorf("TRUNCATE of %s at LSN %s: %s: truncate the target table(s) yourself; the stream stops at %s, before the transaction's remaining changes",
+			strings.Join(names, ", "), r.tx.commit, why, r.errPos()))
+	}
+	return nil
+}
+
+// skipping reports whether the next change of the open transaction is one
+// the resume position says is applied.
+func (r *Reader) skipping() bool { return r.tx.skipAll || r.tx.n < r.tx.skipN }
+
+// errPos is the position a stream stopped by an error resumes from: right
+// after the last change pushed (the held one, if any, is pushed first).
+func (r *Reader) errPos() string {
+	if r.held != nil {
+		return position{lsn: r.tx.commit, k: r.heldK}.sluice().String()
+	}
+	return r.resume.sluice().String()
+}
+
+// stop pushes the change held back, then err, and ends streaming.
+func (r *Reader) stop(ctx context.Context, err error) error {
+	if r.held != nil {
+		if perr := r.push(ctx, position{lsn: r.tx.commit, k: r.heldK}); perr != nil {
+			return perr
+		}
+	}
+	return &fatalError{err}
+}
+
+// push hands the held change to the buffer with position p, blocking while
+// the buffer is full but still reporting status to the server.
+func (r *Reader) push(ctx context.Context, p position) error {
+	c := *r.held
+	r.held = nil
+	c.Pos = p.sluice()
+	it := item{kind: itemChange, change: c}
+	select {
+	case r.items <- it:
+		r.resume = p
+		return nil
+	default:
+	}
+	t := time.NewTicker(max(r.cfg.StatusInterval/2, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case r.items <- it:
+			r.resume = p
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if err := r.sendStatus(false); err != nil {
+				return err
+			}
+		case <-r.wake:
+			if err := r.sendStatus(false); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// change turns an insert, update or delete into a Change, holding it back
+// until the next one (or the commit) gives its position.
+func (r *Reader) change(ctx context.Context, rel uint32, op sluice.Op, old, new *pglogrepl.TupleData) error {
+	rs := r.rels[rel]
+	if rs == nil {
+		if !r.ignored[rel] {
+			r.ignored[rel] = true
+			r.log.Warn("publication streams a table sluice was not configured for; ignoring its changes", "relation_oid", rel, "publication", r.cfg.Publication)
+		}
+		return nil
+	}
+	if !r.tx.open {
+		return &fatalError{fmt.Errorf("change to %s outside a transaction in the replication stream", rs.table.Name)}
+	}
+	if r.skipping() {
+		r.tx.n++
+		return nil
+	}
+	r.tx.n++
+	if rs.pending != nil {
+		if err := r.relation(ctx, rs.pending); err != nil {
+			return err
+		}
+	}
+	t := rs.table
+	c := sluice.Change{Table: t, Op: op, Time: r.tx.time}
+	var err error
+	if new != nil {
+		if c.Row, err = r.tuple(rs, new); err != nil {
+			return err
+		}
+	}
+	if old != nil {
+		oldRow, err := r.tuple(rs, old)
+		if err != nil {
+			return err
+		}
+		c.Key = t.KeyOf(oldRow)
+	} else if op == sluice.OpUpdate {
+		c.Key = t.KeyOf(c.Row)
+	} else if op == sluice.OpDelete {
+		return &fatalError{fmt.Errorf("delete from %s at LSN %s without the old key: check the table's REPLICA IDENTITY (want DEFAULT with a primary key)", t.Name, r.tx.commit)}
+	}
+	for i, v := range c.Key {
+		if v.Null || v.Unchanged {
+			return &fatalError{fmt.Errorf("%s on %s at LSN %s: key column %s not sent (REPLICA IDENTITY changed?): set REPLICA IDENTITY DEFAULT",
+				op, t.Name, r.tx.commit, t.Columns[t.Key[i]].Name)}
+		}
+	}
+	if r.held != nil {
+		if err := r.push(ctx, position{lsn: r.tx.commit, k: r.heldK}); err != nil {
+			return err
+		}
+	}
+	r.held, r.heldK = &c, r.tx.n
+	return nil
+}
+
+func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData) (sluice.Row, error) {
+	t := rs.table
+	if len(td.Columns) != len(t.Columns) {
+		return nil, &fatalError{fmt.Errorf("row of %s at LSN %s has %d columns, the table %d", t.Name, r.tx.commit, len(td.Columns), len(t.Columns))}
+	}
+	row := make(sluice.Row, len(td.Columns))
+	for i, c := range td.Columns {
+		switch c.DataType {
+		case pglogrepl.TupleDataTypeNull:
+			row[i] = sluice.Null
+		case pglogrepl.TupleDataTypeToast:
+			row[i] = sluice.Value{Unchanged: true}
+		case pglogrepl.TupleDataTypeText:
+			row[i] = sluice.Text(castText(rs.typ[i].base, string(c.Data)))
+		default:
+			return nil, &fatalError{fmt.Errorf("column %s of %s at LSN %s: unexpected tuple data type %q", t.Columns[i].Name, t.Name, r.tx.commit, c.DataType)}
+		}
+	}
+	return row, nil
+}
+
+// relation compares a relation message with the shape changes of the table
+// are emitted with: added columns give a new *sluice.Table; dropped,
+// renamed and retyped columns stop the stream.
+func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage) error {
+	rs := r.rels[m.RelationID]
+	if rs == nil {
+		return nil
+	}
+	if r.skipping() {
+		// Resent below the resume position: the changes it describes are
+		// skipped. It is checked when a change past the resume position
+		// uses it, unless a newer one arrives first: after an operator
+		// fixed the target for a schema change and restarted, the
+		// transactions before it must not stop the stream again.
+		rs.pending = m
+		return nil
+	}
+	rs.pending = nil
+	cur := rs.table
+	name := sluice.TableName{Schema: m.Namespace, Name: m.RelationName}
+	stopf := func(format string, args ...any) error {
+		return r.stop(ctx, fmt.Errorf(format+" (stream stopped at %s, nothing after it applied): make the target match, then restart sluice",
+			append(args, r.errPos())...))
+	}
+	if name != cur.Name {
+		return stopf("source table %s was renamed to %s at LSN %s", cur.Name, name, r.tx.commit)
+	}
+	n := min(len(m.Columns), len(cur.Columns))
+	for i := 0; i < n; i++ {
+		mc, cc := m.Columns[i], cur.Columns[i]
+		if mc.Name != cc.Name {
+			if slices.ContainsFunc(m.Columns, func(c *pglogrepl.RelationMessageColumn) bool { return c.Name == cc.Name }) {
+				return stopf("source table %s: columns reordered at LSN %s (column %s.%s)", cur.Name, r.tx.commit, cur.Name, cc.Name)
+			}
+			return stopf("source table %s: column %s.%s was dropped or renamed at LSN %s", cur.Name, cur.Name, cc.Name, r.tx.commit)
+		}
+		if mc.DataType != rs.typ[i].oid || mc.TypeModifier != rs.typ[i].typmod {
+			typ, _, _ := r.formatType(ctx, mc.DataType, mc.TypeModifier)
+			return stopf("source table %s: column %s.%s changed type from %s to %s at LSN %s", cur.Name, cur.Name, cc.Name, cc.Type, typ, r.tx.commit)
+		}
+	}
+	switch {
+	case len(m.Columns) > len(cur.Columns):
+		t := &sluice.Table{Name: cur.Name, Columns: slices.Clone(cur.Columns), Key: slices.Clone(cur.Key)}
+		typ := slices.Clone(rs.typ)
+		for _, mc := range m.Columns[n:] {
+			tn, base, err := r.formatType(ctx, mc.DataType, mc.TypeModifier)
+			if err != nil {
+				return err
+			}
+			t.Columns = append(t.Columns, sluice.Column{Name: mc.Name, Type: tn, Nullable: true})
+			typ = append(typ, colType{oid: mc.DataType, typmod: mc.TypeModifier, base: base})
+		}
+		r.log.Info("source table gained columns", "table", t.Name.String(), "columns", len(t.Columns)-len(cur.Columns), "lsn", r.tx.commit.String())
+		rs.table, rs.typ = t, typ
+	case len(m.Columns) < len(cur.Columns):
+		missing := cur.Columns[n:]
+		replay := false
+		if !rs.seen {
+			// The first relation message since Open may be older than
+			// the catalog described at Open: resuming from before an
+			// ADD COLUMN. The missing columns then still exist.
+			alive, err := r.aliveColumns(ctx, rs.info.oid, missing)
+			if err != nil {
+				return err
+			}
+			replay = alive && !slices.ContainsFunc(cur.Key, func(k int) bool { return k >= n })
+		}
+		if !replay {
+			return stopf("source table %s: column %s.%s was dropped at LSN %s", cur.Name, cur.Name, missing[0].Name, r.tx.commit)
+		}
+		t := &sluice.Table{Name: cur.Name, Columns: slices.Clone(cur.Columns[:n]), Key: slices.Clone(cur.Key)}
+		rs.table, rs.typ = t, slices.Clone(rs.typ[:n])
+	}
+	rs.seen = true
+	return nil
+}
+
+func (r *Reader) formatType(ctx context.Context, oid uint32, typmod int32) (string, uint32, error) {
+	var s string
+	var base uint32
+	err := r.withSQL(ctx, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT format_type($1, $2), coalesce(nullif(typbasetype, 0), oid) FROM pg_type WHERE oid = $1`, oid, typmod).Scan(&s, &base)
+	})
+	if err != nil {
+		return fmt.Sprintf("type %d", oid), oid, fmt.Errorf("look up type %d: %w", oid, err)
+	}
+	return s, base, nil
+}
+
+// castText turns a value's output-function text, which pgoutput sends, into
+// the text of value::text, which the other PostgreSQL reader gives: they
+// differ for the types with a cast to text of their own.
+func castText(base uint32, s string) string {
+	switch base {
+	case 16: // boolean: 't' → true
+		switch s {
+		case "t":
+			return "true"
+		case "f":
+			return "false"
+		}
+	case 1042: // character(n): the cast drops the padding
+		return strings.TrimRight(s, " ")
+	case 869: // inet: the cast always shows the netmask
+		if !strings.Contains(s, "/") {
+			if strings.Contains(s, ":") {
+				return s + "/128"
+			}
+			return s + "/32"
+		}
+	}
+	return s
+}
+
+func (r *Reader) aliveColumns(ctx context.Context, rel uint32, cols []sluice.Column) (bool, error) {
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	var n int
+	err := r.withSQL(ctx, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT count(*) FROM pg_attribute WHERE attrelid = $1 AND attname = ANY($2) AND NOT attisdropped AND attnum > 0`, rel, names).Scan(&n)
+	})
+	if err != nil {
+		return false, fmt.Errorf("look up columns of relation %d: %w", rel, err)
+	}
+	return n == len(names), nil
+}

@@ -25,6 +25,12 @@ type StreamOptions struct {
 	TargetURL string
 	Tables    []sluice.TableName
 	StateDir  string
+	// SourceMode is how the source is read: "auto" (default: the log-based
+	// reader), "logical", "binlog" or "trigger".
+	SourceMode string
+	// FromNow starts a log-read stream that has no checkpoint at the
+	// source's current position.
+	FromNow bool
 	// ApplyMode is "pipelined" (default) or "per-row".
 	ApplyMode string
 	// MultiStatements is "auto" (default), "on" or "off": whether a MySQL
@@ -98,6 +104,9 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 	}
 	rd, err := openSource(ctx, sourceOptions{
 		URL:          o.SourceURL,
+		Mode:         o.SourceMode,
+		Stream:       o.ID,
+		FromNow:      o.FromNow,
 		Tables:       o.Tables,
 		PollInterval: o.PollInterval,
 		Install:      true,

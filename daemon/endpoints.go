@@ -15,7 +15,9 @@ import (
 	mysqltarget "github.com/sluice-cdc/sluice/apply/mysql"
 	"github.com/sluice-cdc/sluice/apply/postgres"
 	"github.com/sluice-cdc/sluice/apply/typemap"
+	"github.com/sluice-cdc/sluice/source/binlog"
 	"github.com/sluice-cdc/sluice/source/mytrigger"
+	"github.com/sluice-cdc/sluice/source/pglogical"
 	"github.com/sluice-cdc/sluice/source/pgtrigger"
 	"github.com/sluice-cdc/sluice/stream"
 )
@@ -92,13 +94,17 @@ func ParseTables(list []string) ([]sluice.TableName, error) {
 
 type sourceOptions struct {
 	URL string
-	// Mode is "trigger" (default) — the log-based modes come with their
-	// readers.
+	// Mode is how the source is read: "trigger", "logical" (PostgreSQL),
+	// "binlog" (MySQL), or "auto"/"" for the engine's log-based reader.
 	Mode         string
+	Stream       string
 	Tables       []sluice.TableName
 	PollInterval time.Duration
 	Install      bool
-	Logger       *slog.Logger
+	// FromNow lets a log-based reader start a stream that has no
+	// checkpoint at the source's current position.
+	FromNow bool
+	Logger  *slog.Logger
 }
 
 type reader interface {
@@ -108,14 +114,86 @@ type reader interface {
 	Close() error
 }
 
+// Source modes.
+const (
+	ModeTrigger = "trigger"
+	ModeLogical = "logical"
+	ModeBinlog  = "binlog"
+)
+
+// modeOfKind is the source mode that writes positions of a reader kind.
+var modeOfKind = map[string]string{
+	pgtrigger.Kind: ModeTrigger, mytrigger.Kind: ModeTrigger,
+	pglogical.Kind: ModeLogical, binlog.Kind: ModeBinlog,
+}
+
+// resolveMode picks the reader: the one that wrote the checkpoint when
+// there is one, else the requested mode, else the engine's log-based
+// reader.
+func resolveMode(eng Engine, mode string, from sluice.Position) (string, error) {
+	if !from.IsZero() {
+		m, ok := modeOfKind[from.Kind]
+		if !ok {
+			return "", fmt.Errorf("stream checkpoint position %s was written by an unknown reader %q", from, from.Kind)
+		}
+		if mode != "" && mode != "auto" && mode != m {
+			return "", fmt.Errorf("stream checkpoint was written in --source-mode %s but --source-mode %s was asked for: a stream cannot switch readers (positions differ); use a new --stream-id", m, mode)
+		}
+		mode = m
+	}
+	if mode == "" || mode == "auto" {
+		mode = map[Engine]string{EnginePostgres: ModeLogical, EngineMySQL: ModeBinlog}[eng]
+	}
+	switch {
+	case mode == ModeTrigger:
+	case mode == ModeLogical && eng != EnginePostgres, mode == ModeBinlog && eng != EngineMySQL:
+		return "", fmt.Errorf("--source-mode %s does not apply to a %s source (PostgreSQL: logical or trigger; MySQL: binlog or trigger)", mode, eng)
+	case mode != ModeLogical && mode != ModeBinlog:
+		return "", fmt.Errorf("--source-mode %q: want auto, logical, binlog or trigger", mode)
+	}
+	return mode, nil
+}
+
 func openSource(ctx context.Context, o sourceOptions, from sluice.Position) (reader, error) {
 	eng, err := EngineOf(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("--source: %w", err)
 	}
-	kind := map[Engine]string{EnginePostgres: pgtrigger.Kind, EngineMySQL: mytrigger.Kind}[eng]
-	if !from.IsZero() && from.Kind != kind {
-		return nil, fmt.Errorf("stream checkpoint was written by a %q reader but the source is now read by %q; use a new --stream-id, or the source mode the stream was started with", from.Kind, kind)
+	explicit := o.Mode != "" && o.Mode != "auto"
+	mode, err := resolveMode(eng, o.Mode, from)
+	if err != nil {
+		return nil, err
+	}
+	if mode != ModeTrigger && from.IsZero() && !o.FromNow {
+		return nil, fmt.Errorf("stream %s has no checkpoint and the source is read from its %s: sluice does not copy existing rows yet, "+
+			"so the target tables must already hold the source's rows as of the start; load them (pg_dump, mysqldump, …), then start with --from-now "+
+			"to stream every change committed from now on", o.Stream, map[string]string{ModeLogical: "WAL (logical replication)", ModeBinlog: "binary log"}[mode])
+	}
+	// A source that does not allow log-based reading gets a pointer to the
+	// trigger reader, unless the user asked for the log reader by name.
+	hint := func(err error) error {
+		if err == nil || explicit || !from.IsZero() {
+			return err
+		}
+		return fmt.Errorf("%w\n(sluice reads a %s source from its log by default; where that cannot be enabled, --source-mode trigger captures changes with triggers instead)", err, eng)
+	}
+	switch mode {
+	case ModeLogical:
+		r, err := pglogical.Open(ctx, o.URL, pglogical.Config{
+			Tables: o.Tables, Stream: o.Stream, FromNow: o.FromNow, PollInterval: o.PollInterval, Logger: o.Logger,
+		}, from)
+		if err != nil {
+			return nil, hint(err)
+		}
+		return r, nil
+	case ModeBinlog:
+		r, err := binlog.Open(ctx, o.URL, binlog.Config{
+			Tables: o.Tables, FromNow: o.FromNow, PollInterval: o.PollInterval, Logger: o.Logger,
+		}, from)
+		if err != nil {
+			return nil, hint(err)
+		}
+		return r, nil
 	}
 	switch eng {
 	case EnginePostgres:
@@ -230,6 +308,18 @@ func InstallCapture(ctx context.Context, sourceURL string, tables []sluice.Table
 // `sluice source uninstall` does.
 func UninstallCapture(ctx context.Context, sourceURL string, tables []sluice.TableName) error {
 	return captureAdmin(ctx, sourceURL, tables, false)
+}
+
+// SetupLogical creates (or completes) a PostgreSQL stream's publication
+// and replication slot ahead of time; UninstallLogical drops them.
+func SetupLogical(ctx context.Context, sourceURL, stream string, tables []sluice.TableName) error {
+	return pglogical.Setup(ctx, sourceURL, pglogical.Config{Tables: tables, Stream: stream})
+}
+
+// UninstallLogical drops a PostgreSQL stream's replication slot and
+// publication.
+func UninstallLogical(ctx context.Context, sourceURL, stream string, tables []sluice.TableName) error {
+	return pglogical.Uninstall(ctx, sourceURL, pglogical.Config{Tables: tables, Stream: stream})
 }
 
 func captureAdmin(ctx context.Context, sourceURL string, tables []sluice.TableName, install bool) error {

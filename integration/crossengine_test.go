@@ -580,6 +580,7 @@ func TestCrossEngineOverWAN(t *testing.T) {
 				Tables:       tableNames(t, []string{"items", "order_lines"}),
 				StateDir:     t.TempDir(),
 				PollInterval: 50 * time.Millisecond,
+				SourceMode:   "trigger",
 				KillBudget:   5 * time.Second,
 			}
 			run := startStream(t, o)

@@ -120,6 +120,7 @@ func streamOptions(t *testing.T, p *pair, tables []string) daemon.StreamOptions 
 		Tables:       tableNames(t, tables),
 		StateDir:     t.TempDir(),
 		PollInterval: 50 * time.Millisecond,
+		SourceMode:   "trigger",
 		KillBudget:   5 * time.Second,
 	}
 }

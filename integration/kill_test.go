@@ -81,7 +81,7 @@ func TestKill9AndRestart(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"sync", "start", "--source", p.srcURL, "--target", p.dstURL,
 		"--tables", strings.Join(schemaTables, ","), "--state-dir", dir, "--stream-id", "k9",
-		"--apply-batch-size", "40", "--poll-interval", "50ms", "--log-format", "json"}
+		"--source-mode", "trigger", "--apply-batch-size", "40", "--poll-interval", "50ms", "--log-format", "json"}
 
 	w := &workload{pool: p.src, workers: 3, txs: 300, ops: 6, pause: 15 * time.Millisecond}
 	werr := make(chan error, 1)

@@ -11,10 +11,12 @@ func sourceCommand() *cli.Command {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "source", Required: true, EnvVars: env("SOURCE"), Usage: "source database URL"},
 		&cli.StringSliceFlag{Name: "tables", Required: true, EnvVars: env("TABLES"), Usage: "tables, comma-separated"},
+		&cli.StringFlag{Name: "source-mode", Value: "trigger", EnvVars: env("SOURCE_MODE"), Usage: "trigger: changelog table and capture triggers; logical: the stream's PostgreSQL publication and replication slot (binlog needs nothing installed)"},
+		streamIDFlag(),
 	}
 	return &cli.Command{
 		Name:  "source",
-		Usage: "prepare or clean up a source for trigger-based capture",
+		Usage: "prepare or clean up a source: capture triggers, or a stream's publication and replication slot",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "install",
@@ -42,11 +44,26 @@ func sourceAdmin(c *cli.Context, install bool) error {
 		return err
 	}
 	u := c.String("source")
-	verb := "installed capture triggers on"
-	err = daemon.InstallCapture(c.Context, u, tables)
-	if !install {
-		verb = "removed capture triggers from"
-		err = daemon.UninstallCapture(c.Context, u, tables)
+	var verb string
+	switch mode := c.String("source-mode"); mode {
+	case daemon.ModeTrigger:
+		verb = "installed capture triggers on"
+		err = daemon.InstallCapture(c.Context, u, tables)
+		if !install {
+			verb = "removed capture triggers from"
+			err = daemon.UninstallCapture(c.Context, u, tables)
+		}
+	case daemon.ModeLogical:
+		verb = "set up publication and replication slot of stream " + c.String("stream-id") + " for"
+		err = daemon.SetupLogical(c.Context, u, c.String("stream-id"), tables)
+		if !install {
+			verb = "dropped replication slot and publication of stream " + c.String("stream-id") + " for"
+			err = daemon.UninstallLogical(c.Context, u, c.String("stream-id"), tables)
+		}
+	case daemon.ModeBinlog:
+		return fmt.Errorf("--source-mode binlog: nothing to install; the binary log needs binlog_format=ROW, binlog_row_image=FULL, binlog_row_metadata=FULL and a user with REPLICATION SLAVE, REPLICATION CLIENT")
+	default:
+		return fmt.Errorf("--source-mode %q: want trigger or logical", mode)
 	}
 	if err != nil {
 		return err

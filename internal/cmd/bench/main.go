@@ -306,6 +306,7 @@ func (e *env) measure(ctx context.Context, w workload, sc scenario) (result, err
 			Tables:       tables,
 			StateDir:     stateDir,
 			ApplyMode:    sc.mode,
+			SourceMode:   "trigger",
 			PollInterval: 50 * time.Millisecond,
 			Logger:       e.log,
 			OnStart: func(s *stream.Stream) {

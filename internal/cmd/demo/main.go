@@ -304,7 +304,7 @@ func (d *demo) mainRun(ctx context.Context) error {
 		mask(srcURL), mask(proxyURL), tables, stateDir)
 	say("sluice's log: %s", logPath)
 	p, err := startSluice(d.bin, logPath, "sync", "start", "--source", srcURL, "--target", proxyURL,
-		"--tables", tables, "--state-dir", stateDir, "--log-format", "text")
+		"--tables", tables, "--state-dir", stateDir, "--source-mode", "trigger", "--log-format", "text")
 	if err != nil {
 		return err
 	}
@@ -383,7 +383,7 @@ func (d *demo) compare(ctx context.Context) error {
 		say("%s: %d changes waiting in the source changelog; sluice sync start --apply-mode %s --stream-id %s (log: %s)", m.mode, m.changes, m.mode, m.mode, logPath)
 		p, err := startSluice(d.bin, logPath, "sync", "start", "--source", srcURL, "--target", proxyURL,
 			"--tables", e.items.table, "--state-dir", stateDir, "--stream-id", m.mode, "--apply-mode", m.mode,
-			"--log-format", "json", "--poll-interval", "50ms")
+			"--source-mode", "trigger", "--log-format", "json", "--poll-interval", "50ms")
 		if err != nil {
 			return err
 		}

@@ -377,3 +377,7 @@ func clamp(n, lo, hi int) int {
 	}
 	return n
 }
+
+// RoundTripsPerChange is the configured round trips per change of the
+// apply path (1 for per-row apply, 0 for pipelined).
+func (b *Batch) RoundTripsPerChange() float64 { return b.cfg.RoundTripsPerChange }

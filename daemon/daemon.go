@@ -42,6 +42,16 @@ type StreamOptions struct {
 	// BatchSize is the first batch size, or the fixed one with NoAutoTune.
 	BatchSize  int
 	NoAutoTune bool
+	// Controller is "model" (default: batch size from the fitted cost
+	// model) or "aimd" (the naive additive-increase, multiplicative-decrease
+	// controller, for comparison).
+	Controller string
+	// StallRatio and StallWindow: durable progress under StallRatio × the
+	// source's rate for StallWindow is a stall (defaults 0.1, 2 min).
+	StallRatio  float64
+	StallWindow time.Duration
+	// ExitOnStall stops the stream with an error when it stalls.
+	ExitOnStall bool
 	// KillBudget is the longest a target transaction may be predicted to
 	// take.
 	KillBudget      time.Duration
@@ -124,29 +134,40 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 	if o.ApplyMode == "per-row" {
 		rtPerChange = 1
 	}
-	ctrl := controller.NewBatch(controller.BatchConfig{
-		Budget:              o.KillBudget,
-		Initial:             o.BatchSize,
-		Fixed:               fixed,
-		RoundTripsPerChange: rtPerChange,
-	})
+	var ctrl stream.Sizer
+	switch o.Controller {
+	case "", "model":
+		ctrl = controller.NewBatch(controller.BatchConfig{
+			Budget:              o.KillBudget,
+			Initial:             o.BatchSize,
+			Fixed:               fixed,
+			RoundTripsPerChange: rtPerChange,
+		})
+	case "aimd":
+		ctrl = controller.NewAIMD(o.KillBudget, o.BatchSize)
+	default:
+		return recordErr(ctx, store, o.ID, fmt.Errorf("--controller %q: want model or aimd", o.Controller))
+	}
 	st := stream.New(stream.Config{
-		ID:              o.ID,
-		Reader:          rd,
-		Target:          tgt,
-		Store:           store,
-		Batch:           ctrl,
-		Start:           start,
-		MaxQueueBytes:   o.MaxQueueBytes,
-		ShutdownTimeout: o.ShutdownTimeout,
-		Logger:          log,
+		ID:                  o.ID,
+		Reader:              rd,
+		Target:              tgt,
+		Store:               store,
+		Batch:               ctrl,
+		Stall:               controller.NewStall(controller.StallConfig{Ratio: o.StallRatio, Window: o.StallWindow}),
+		ExitOnStall:         o.ExitOnStall,
+		RoundTripsPerChange: rtPerChange,
+		Start:               start,
+		MaxQueueBytes:       o.MaxQueueBytes,
+		ShutdownTimeout:     o.ShutdownTimeout,
+		Logger:              log,
 	})
 	mode := o.ApplyMode
 	if mode == "" {
 		mode = "pipelined"
 	}
 	log.Info("streaming", "stream", o.ID, "source", MaskURL(o.SourceURL), "target", MaskURL(o.TargetURL),
-		"tables", len(o.Tables), "from", start.Position.String(), "apply_mode", mode, "batch", ctrl.Size(), "auto_tune", fixed == 0)
+		"tables", len(o.Tables), "from", start.Position.String(), "apply_mode", mode, "batch", ctrl.Size(), "auto_tune", fixed == 0, "controller", o.Controller)
 	if o.OnStart != nil {
 		o.OnStart(st)
 	}

@@ -33,6 +33,9 @@ type Status struct {
 	QueueBytes int64     `json:"queue_bytes"`
 	Retries    uint64    `json:"retries"`
 	Kills      uint64    `json:"kills"`
+	SourceRate float64   `json:"source_rate_per_s"`
+	Stalled    bool      `json:"stalled"`
+	StallWhy   string    `json:"stall_reason,omitempty"`
 	LastError  string    `json:"last_error,omitempty"`
 	LastCommit time.Time `json:"last_commit,omitzero"`
 	Updated    time.Time `json:"updated"`
@@ -50,6 +53,7 @@ func WriteStatus(dir string, s stream.Stats, running bool) error {
 		LagSeconds: s.Lag.Seconds(), BatchSize: s.BatchSize, LastTxMS: ms(s.LastTxTime), RTTMS: ms(s.RTT),
 		FixedMS: ms(s.FixedCost), PerChangeU: float64(s.PerChange) / float64(time.Microsecond),
 		QueueLen: s.QueueLen, QueueBytes: s.QueueBytes, Retries: s.Retries, Kills: s.Kills,
+		SourceRate: s.SourceRate, Stalled: s.Stalled, StallWhy: s.StallReason,
 		LastError: s.LastError, LastCommit: s.LastCommit, Updated: time.Now().UTC(), PID: os.Getpid(),
 	}
 	b, err := json.MarshalIndent(v, "", "  ")

@@ -25,6 +25,18 @@ type Target interface {
 	Ping(ctx context.Context) (time.Duration, error)
 }
 
+// Sizer decides how many changes a batch carries: controller.Batch (the
+// cost model) or controller.AIMD (the naive controller, for comparison).
+type Sizer interface {
+	Size() int
+	Observe(n int, d time.Duration)
+	Failed(n int, d time.Duration, killed bool) int
+	Model() (fixed, perChange time.Duration, ok bool)
+	SetRTT(d time.Duration)
+	Budget() time.Duration
+	RoundTripsPerChange() float64
+}
+
 // StateStore keeps the stream's checkpoint outside the target.
 type StateStore interface {
 	Commit(cp sluice.Checkpoint) error
@@ -37,7 +49,15 @@ type Config struct {
 	Reader source.Reader
 	Target Target
 	Store  StateStore
-	Batch  *controller.Batch
+	Batch  Sizer
+	// Stall detects a stream that cannot keep up; nil uses the defaults.
+	Stall *controller.Stall
+	// ExitOnStall makes Run return an error when a stall is detected,
+	// rather than only reporting it.
+	ExitOnStall bool
+	// RoundTripsPerChange is what the apply path pays per change (1 for
+	// per-row apply), for the stall diagnosis.
+	RoundTripsPerChange float64
 	// Start is the checkpoint the reader was opened at; the stream counts
 	// commits and applied changes on from it.
 	Start sluice.Checkpoint
@@ -74,6 +94,12 @@ type Stats struct {
 	Retries    uint64
 	Kills      uint64
 	CaughtUp   bool
+	// Stalled is set while durable progress stays under the stall ratio of
+	// the source's rate; StallReason is the diagnosis.
+	Stalled     bool
+	StallReason string
+	// SourceRate is the rate at which changes were read from the source.
+	SourceRate float64
 	LastError  string
 	LastCommit time.Time
 	StartedAt  time.Time
@@ -91,6 +117,7 @@ type Stream struct {
 	readerIdle bool
 	oldest     time.Time // source time of the oldest change taken but not committed
 	rateWin    []ratePoint
+	readCount  uint64 // changes taken from the reader
 }
 
 type ratePoint struct {
@@ -111,6 +138,9 @@ func New(cfg Config) *Stream {
 	}
 	if cfg.Batch == nil {
 		cfg.Batch = controller.NewBatch(controller.DefaultBatchConfig())
+	}
+	if cfg.Stall == nil {
+		cfg.Stall = controller.NewStall(controller.StallConfig{})
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -159,7 +189,19 @@ func (s *Stream) Run(ctx context.Context) error {
 	if rtt, err := s.cfg.Target.Ping(ctx); err == nil {
 		s.setRTT(rtt)
 	}
-	err := s.applyLoop(ctx, readErr)
+	applyCtx, stopApply := context.WithCancelCause(ctx)
+	defer stopApply(nil)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		s.watchStall(applyCtx, stopApply)
+	}()
+	err := s.applyLoop(applyCtx, readErr)
+	stopApply(nil)
+	<-watchDone
+	if cause := context.Cause(applyCtx); err == nil && ctx.Err() == nil && errors.Is(cause, errStalled) {
+		err = cause
+	}
 	stopReader()
 	if err != nil {
 		s.mu.Lock()
@@ -171,6 +213,57 @@ func (s *Stream) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+var errStalled = errors.New("stream stalled")
+
+// watchStall checks durable progress against the source's rate every
+// second. A stall is logged as an error with the diagnosis when it starts
+// and again every window while it lasts, and shown in Stats; with
+// ExitOnStall it stops the stream.
+func (s *Stream) watchStall(ctx context.Context, stop context.CancelCauseFunc) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var lastLog time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			s.mu.Lock()
+			read, applied := s.readCount, s.stats.Applied
+			s.mu.Unlock()
+			ql, _ := s.q.size()
+			st := s.Stats()
+			pending := ql > 0 || !st.CaughtUp
+			state := s.cfg.Stall.Observe(now, read, applied, pending)
+			s.mu.Lock()
+			s.stats.SourceRate = state.SourceRate
+			s.stats.Stalled = state.Stalled
+			if !state.Stalled {
+				s.stats.StallReason = ""
+				s.mu.Unlock()
+				continue
+			}
+			fixed, perChange, ok := s.cfg.Batch.Model()
+			if !ok && st.LastBatch > 0 {
+				perChange = st.LastTxTime / time.Duration(st.LastBatch)
+			}
+			reason := controller.Diagnose(state, st.RTT, s.cfg.RoundTripsPerChange, 1, st.BatchSize,
+				st.LastTxTime, s.cfg.Batch.Budget(), st.Kills, fixed, perChange)
+			s.stats.StallReason = reason
+			s.mu.Unlock()
+			if lastLog.IsZero() || now.Sub(lastLog) >= s.cfg.Stall.Window() {
+				lastLog = now
+				s.log.Error("stream stalled: it cannot keep up with the source", "diagnosis", reason,
+					"source_rate", state.SourceRate, "apply_rate", state.ApplyRate, "lag", st.Lag.String())
+			}
+			if s.cfg.ExitOnStall {
+				stop(fmt.Errorf("%w: %s", errStalled, reason))
+				return
+			}
+		}
+	}
 }
 
 // read moves changes from the reader into the queue.
@@ -197,6 +290,7 @@ func (s *Stream) read(ctx context.Context) error {
 		}
 		s.mu.Lock()
 		s.readerIdle = len(cs) == 0
+		s.readCount += uint64(len(cs))
 		s.mu.Unlock()
 		if len(cs) == 0 {
 			continue

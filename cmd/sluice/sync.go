@@ -45,6 +45,10 @@ func syncCommand() *cli.Command {
 					&cli.StringFlag{Name: "apply-mode", Value: "pipelined", EnvVars: env("APPLY_MODE"), Usage: "pipelined: a batch is one transaction in one round trip; per-row: one statement per round trip, as naive appliers do (for comparison)"},
 					&cli.StringFlag{Name: "multi-statements", Value: "auto", EnvVars: env("MULTI_STATEMENTS"), Usage: "MySQL targets: send each batch as one multi-statement packet (auto detects whether the server allows it; on; off)"},
 					&cli.BoolFlag{Name: "disable-fk-checks", EnvVars: env("DISABLE_FK_CHECKS"), Usage: "MySQL targets: run the applier session with foreign_key_checks=0 (batches reorder changes across tables)"},
+					&cli.StringFlag{Name: "controller", Value: "model", EnvVars: env("CONTROLLER"), Usage: "batch-size controller: model (sized from the fitted cost of a batch, under the kill budget) or aimd (naive additive increase, halve on a slow or killed batch; for comparison)"},
+					&cli.Float64Flag{Name: "stall-ratio", Value: 0.1, EnvVars: env("STALL_RATIO"), Usage: "a stall is durable progress below this fraction of the source's change rate (or none) for --stall-window"},
+					&cli.DurationFlag{Name: "stall-window", Value: 2 * time.Minute, EnvVars: env("STALL_WINDOW"), Usage: "how long progress must stay too low before sluice reports a stall (as an error log line, in sync status)"},
+					&cli.BoolFlag{Name: "exit-on-stall", EnvVars: env("EXIT_ON_STALL"), Usage: "exit non-zero when the stream stalls, so a supervisor notices"},
 					&cli.DurationFlag{Name: "kill-budget", Value: 15 * time.Second, EnvVars: env("KILL_BUDGET"), Usage: "longest a target transaction may be predicted to take; keep it well under the target's transaction kill timeout"},
 					&cli.DurationFlag{Name: "poll-interval", Value: 200 * time.Millisecond, EnvVars: env("POLL_INTERVAL"), Usage: "how long the reader waits for new changes before it lets the applier flush (trigger mode: how often it polls the changelog)"},
 					&cli.Int64Flag{Name: "max-queue-bytes", Value: 64 << 20, EnvVars: env("MAX_QUEUE_BYTES"), Usage: "memory for changes read but not yet applied; when full the reader waits"},
@@ -121,6 +125,10 @@ func syncStart(c *cli.Context) error {
 		BatchSize:       c.Int("apply-batch-size"),
 		NoAutoTune:      c.Bool("no-auto-tune"),
 		KillBudget:      c.Duration("kill-budget"),
+		Controller:      c.String("controller"),
+		StallRatio:      c.Float64("stall-ratio"),
+		StallWindow:     c.Duration("stall-window"),
+		ExitOnStall:     c.Bool("exit-on-stall"),
 		PollInterval:    c.Duration("poll-interval"),
 		MaxQueueBytes:   c.Int64("max-queue-bytes"),
 		ShutdownTimeout: c.Duration("shutdown-timeout"),
@@ -151,20 +159,31 @@ func syncStatus(c *cli.Context) error {
 		return enc.Encode(list)
 	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STREAM\tSTATE\tAPPLIED\tRATE/S\tLAG\tBATCH\tRTT\tLAST COMMIT\tPOSITION\tLAST ERROR")
+	fmt.Fprintln(tw, "STREAM\tSTATE\tAPPLIED\tRATE/S\tSOURCE/S\tLAG\tBATCH\tRTT\tLAST COMMIT\tPOSITION\tLAST ERROR")
 	for _, s := range list {
 		state := "stopped"
 		if s.Running {
 			state = "running"
 		}
+		if s.Stalled {
+			state = "STALLED"
+		}
 		last := "-"
 		if !s.LastCommit.IsZero() {
 			last = s.LastCommit.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.1fs\t%d\t%.1fms\t%s\t%s\t%s\n", s.Stream, state, s.Applied, s.Rate, s.LagSeconds,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.1fs\t%d\t%.1fms\t%s\t%s\t%s\n", s.Stream, state, s.Applied, s.Rate, s.SourceRate, s.LagSeconds,
 			s.BatchSize, s.RTTMS, last, s.Position, oneLine(s.LastError))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range list {
+		if s.Stalled {
+			fmt.Fprintf(c.App.Writer, "\nstream %s is STALLED: %s\n", s.Stream, s.StallWhy)
+		}
+	}
+	return nil
 }
 
 func oneLine(s string) string {

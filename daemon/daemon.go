@@ -52,6 +52,10 @@ type StreamOptions struct {
 	StallWindow time.Duration
 	// ExitOnStall stops the stream with an error when it stalls.
 	ExitOnStall bool
+	// MinLanes and MaxLanes bound the lanes that apply concurrently, each
+	// over its own target connection; the count adapts between them. Zero
+	// means one lane.
+	MinLanes, MaxLanes int
 	// KillBudget is the longest a target transaction may be predicted to
 	// take.
 	KillBudget      time.Duration
@@ -134,19 +138,36 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 	if o.ApplyMode == "per-row" {
 		rtPerChange = 1
 	}
-	var ctrl stream.Sizer
-	switch o.Controller {
-	case "", "model":
-		ctrl = controller.NewBatch(controller.BatchConfig{
+	newSizer := func() stream.Sizer {
+		if o.Controller == "aimd" {
+			return controller.NewAIMD(o.KillBudget, o.BatchSize)
+		}
+		return controller.NewBatch(controller.BatchConfig{
 			Budget:              o.KillBudget,
 			Initial:             o.BatchSize,
 			Fixed:               fixed,
 			RoundTripsPerChange: rtPerChange,
 		})
-	case "aimd":
-		ctrl = controller.NewAIMD(o.KillBudget, o.BatchSize)
-	default:
+	}
+	if o.Controller != "" && o.Controller != "model" && o.Controller != "aimd" {
 		return recordErr(ctx, store, o.ID, fmt.Errorf("--controller %q: want model or aimd", o.Controller))
+	}
+	if o.MinLanes > o.MaxLanes && o.MaxLanes > 0 {
+		return recordErr(ctx, store, o.ID, fmt.Errorf("--min-lanes %d is more than --max-lanes %d", o.MinLanes, o.MaxLanes))
+	}
+	ctrl := newSizer()
+	tables := rd.Tables()
+	newTarget := func(ctx context.Context) (stream.Target, error) {
+		t, err := openTarget(ctx, targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,
+			MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		if err := t.Preflight(ctx, tables); err != nil {
+			t.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		return t, nil
 	}
 	st := stream.New(stream.Config{
 		ID:                  o.ID,
@@ -157,6 +178,10 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 		Stall:               controller.NewStall(controller.StallConfig{Ratio: o.StallRatio, Window: o.StallWindow}),
 		ExitOnStall:         o.ExitOnStall,
 		RoundTripsPerChange: rtPerChange,
+		MinLanes:            o.MinLanes,
+		MaxLanes:            o.MaxLanes,
+		NewTarget:           newTarget,
+		NewSizer:            newSizer,
 		Start:               start,
 		MaxQueueBytes:       o.MaxQueueBytes,
 		ShutdownTimeout:     o.ShutdownTimeout,
@@ -167,7 +192,7 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 		mode = "pipelined"
 	}
 	log.Info("streaming", "stream", o.ID, "source", MaskURL(o.SourceURL), "target", MaskURL(o.TargetURL),
-		"tables", len(o.Tables), "from", start.Position.String(), "apply_mode", mode, "batch", ctrl.Size(), "auto_tune", fixed == 0, "controller", o.Controller)
+		"tables", len(o.Tables), "from", start.Position.String(), "apply_mode", mode, "batch", ctrl.Size(), "auto_tune", fixed == 0, "controller", o.Controller, "lanes", fmt.Sprintf("%d–%d", max(o.MinLanes, 1), max(o.MaxLanes, 1)))
 	if o.OnStart != nil {
 		o.OnStart(st)
 	}

@@ -34,6 +34,7 @@ type Status struct {
 	Retries    uint64    `json:"retries"`
 	Kills      uint64    `json:"kills"`
 	SourceRate float64   `json:"source_rate_per_s"`
+	Lanes      int       `json:"lanes"`
 	Stalled    bool      `json:"stalled"`
 	StallWhy   string    `json:"stall_reason,omitempty"`
 	LastError  string    `json:"last_error,omitempty"`
@@ -53,7 +54,7 @@ func WriteStatus(dir string, s stream.Stats, running bool) error {
 		LagSeconds: s.Lag.Seconds(), BatchSize: s.BatchSize, LastTxMS: ms(s.LastTxTime), RTTMS: ms(s.RTT),
 		FixedMS: ms(s.FixedCost), PerChangeU: float64(s.PerChange) / float64(time.Microsecond),
 		QueueLen: s.QueueLen, QueueBytes: s.QueueBytes, Retries: s.Retries, Kills: s.Kills,
-		SourceRate: s.SourceRate, Stalled: s.Stalled, StallWhy: s.StallReason,
+		SourceRate: s.SourceRate, Stalled: s.Stalled, StallWhy: s.StallReason, Lanes: s.Lanes,
 		LastError: s.LastError, LastCommit: s.LastCommit, Updated: time.Now().UTC(), PID: os.Getpid(),
 	}
 	b, err := json.MarshalIndent(v, "", "  ")

@@ -332,3 +332,30 @@ func (r *running) waitStarted(t *testing.T, within time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestLanesOverWAN runs the end-to-end workload (primary-key updates
+// included, which move rows between lanes) through several lanes, each with
+// its own target connection, over a 96 ms link.
+func TestLanesOverWAN(t *testing.T) {
+	p := newPair(t, 48*time.Millisecond, schema...)
+	ctx := context.Background()
+	installCapture(t, p.srcURL, schemaTables)
+	r := rng(t)
+	o := streamOptions(t, p, schemaTables)
+	o.MinLanes, o.MaxLanes = 3, 4
+	o.BatchSize = 100
+	run := startStream(t, o)
+	w := &workload{pool: p.src, workers: 4, txs: 120, ops: 8, pause: 20 * time.Millisecond}
+	if err := w.run(ctx, t, r); err != nil {
+		t.Fatal(err)
+	}
+	waitConverged(t, p, schemaTables, 120*time.Second, run)
+	st := run.current.Load().Stats()
+	if err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	if st.Lanes < 3 {
+		t.Fatalf("stream ran with %d lanes, want at least 3", st.Lanes)
+	}
+	t.Logf("applied %d changes with %d lanes", st.Applied, st.Lanes)
+}

@@ -113,3 +113,16 @@ func (q *queue) headTime() time.Time {
 	}
 	return q.items[0].Time
 }
+
+// waitNonEmptyChan returns a channel that is closed (or already closed)
+// when the queue holds changes.
+func (q *queue) waitNonEmptyChan() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) > 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	return q.notEmpty
+}

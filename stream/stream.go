@@ -58,6 +58,13 @@ type Config struct {
 	// RoundTripsPerChange is what the apply path pays per change (1 for
 	// per-row apply), for the stall diagnosis.
 	RoundTripsPerChange float64
+	// MinLanes and MaxLanes bound the lanes applying concurrently; with
+	// MaxLanes > 1 the count adapts to throughput (see lanes.go), and
+	// NewTarget and NewSizer open each further lane's target connection and
+	// batch controller.
+	MinLanes, MaxLanes int
+	NewTarget          func(ctx context.Context) (Target, error)
+	NewSizer           func() Sizer
 	// Start is the checkpoint the reader was opened at; the stream counts
 	// commits and applied changes on from it.
 	Start sluice.Checkpoint
@@ -94,6 +101,8 @@ type Stats struct {
 	Retries    uint64
 	Kills      uint64
 	CaughtUp   bool
+	// Lanes is how many lanes apply concurrently.
+	Lanes int
 	// Stalled is set while durable progress stays under the stall ratio of
 	// the source's rate; StallReason is the diagnosis.
 	Stalled     bool
@@ -155,6 +164,7 @@ func New(cfg Config) *Stream {
 		Applied:   cfg.Start.Applied,
 		StartedAt: time.Now(),
 		BatchSize: cfg.Batch.Size(),
+		Lanes:     1,
 	}
 	return s
 }
@@ -196,7 +206,12 @@ func (s *Stream) Run(ctx context.Context) error {
 		defer close(watchDone)
 		s.watchStall(applyCtx, stopApply)
 	}()
-	err := s.applyLoop(applyCtx, readErr)
+	var err error
+	if s.cfg.MaxLanes > 1 && s.cfg.NewTarget != nil && s.cfg.NewSizer != nil {
+		err = s.runLanes(applyCtx, readErr)
+	} else {
+		err = s.applyLoop(applyCtx, readErr)
+	}
 	stopApply(nil)
 	<-watchDone
 	if cause := context.Cause(applyCtx); err == nil && ctx.Err() == nil && errors.Is(cause, errStalled) {

@@ -46,6 +46,8 @@ func syncCommand() *cli.Command {
 					&cli.StringFlag{Name: "multi-statements", Value: "auto", EnvVars: env("MULTI_STATEMENTS"), Usage: "MySQL targets: send each batch as one multi-statement packet (auto detects whether the server allows it; on; off)"},
 					&cli.BoolFlag{Name: "disable-fk-checks", EnvVars: env("DISABLE_FK_CHECKS"), Usage: "MySQL targets: run the applier session with foreign_key_checks=0 (batches reorder changes across tables)"},
 					&cli.StringFlag{Name: "controller", Value: "model", EnvVars: env("CONTROLLER"), Usage: "batch-size controller: model (sized from the fitted cost of a batch, under the kill budget) or aimd (naive additive increase, halve on a slow or killed batch; for comparison)"},
+					&cli.IntFlag{Name: "min-lanes", Value: 1, EnvVars: env("MIN_LANES"), Usage: "fewest lanes (concurrent target connections) applying changes"},
+					&cli.IntFlag{Name: "max-lanes", Value: 16, EnvVars: env("MAX_LANES"), Usage: "most lanes: the count grows while total throughput grows and backs off when latency rises without it"},
 					&cli.Float64Flag{Name: "stall-ratio", Value: 0.1, EnvVars: env("STALL_RATIO"), Usage: "a stall is durable progress below this fraction of the source's change rate (or none) for --stall-window"},
 					&cli.DurationFlag{Name: "stall-window", Value: 2 * time.Minute, EnvVars: env("STALL_WINDOW"), Usage: "how long progress must stay too low before sluice reports a stall (as an error log line, in sync status)"},
 					&cli.BoolFlag{Name: "exit-on-stall", EnvVars: env("EXIT_ON_STALL"), Usage: "exit non-zero when the stream stalls, so a supervisor notices"},
@@ -129,6 +131,8 @@ func syncStart(c *cli.Context) error {
 		StallRatio:      c.Float64("stall-ratio"),
 		StallWindow:     c.Duration("stall-window"),
 		ExitOnStall:     c.Bool("exit-on-stall"),
+		MinLanes:        c.Int("min-lanes"),
+		MaxLanes:        c.Int("max-lanes"),
 		PollInterval:    c.Duration("poll-interval"),
 		MaxQueueBytes:   c.Int64("max-queue-bytes"),
 		ShutdownTimeout: c.Duration("shutdown-timeout"),
@@ -159,7 +163,7 @@ func syncStatus(c *cli.Context) error {
 		return enc.Encode(list)
 	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STREAM\tSTATE\tAPPLIED\tRATE/S\tSOURCE/S\tLAG\tBATCH\tRTT\tLAST COMMIT\tPOSITION\tLAST ERROR")
+	fmt.Fprintln(tw, "STREAM\tSTATE\tAPPLIED\tRATE/S\tSOURCE/S\tLAG\tBATCH\tLANES\tRTT\tLAST COMMIT\tPOSITION\tLAST ERROR")
 	for _, s := range list {
 		state := "stopped"
 		if s.Running {
@@ -172,8 +176,8 @@ func syncStatus(c *cli.Context) error {
 		if !s.LastCommit.IsZero() {
 			last = s.LastCommit.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.1fs\t%d\t%.1fms\t%s\t%s\t%s\n", s.Stream, state, s.Applied, s.Rate, s.SourceRate, s.LagSeconds,
-			s.BatchSize, s.RTTMS, last, s.Position, oneLine(s.LastError))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.1fs\t%d\t%d\t%.1fms\t%s\t%s\t%s\n", s.Stream, state, s.Applied, s.Rate, s.SourceRate, s.LagSeconds,
+			s.BatchSize, s.Lanes, s.RTTMS, last, s.Position, oneLine(s.LastError))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

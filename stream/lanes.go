@@ -1,0 +1,497 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
+	"github.com/sluice-cdc/sluice/controller"
+)
+
+// Lanes run when Config.MaxLanes > 1. Changes are numbered in source
+// order and routed by a hash of (table, primary key), so one row's changes
+// stay in one lane and in order; each lane batches and applies its own
+// changes over its own target connection. The checkpoint is the low
+// watermark W: every change numbered ≤ W is committed. A lane's
+// transaction writes the watermark it will make true — the changes of
+// other lanes already committed plus its own batch — so the checkpoint row
+// committed with it never passes an uncommitted change.
+//
+// An update that moves a row to a key of another lane is applied alone,
+// with every lane drained before and after it, so that the old key's and
+// the new key's changes keep their order. The lane count changes only
+// while every lane is drained, for the same reason.
+
+// item is a change with its number in source order.
+type item struct {
+	seq uint64
+	c   sluice.Change
+}
+
+// laneQueue is a lane's bounded FIFO of changes routed to it.
+type laneQueue struct {
+	mu       sync.Mutex
+	items    []item
+	bytes    int64
+	max      int64
+	notEmpty chan struct{}
+	notFull  chan struct{}
+}
+
+func newLaneQueue(max int64) *laneQueue {
+	return &laneQueue{max: max, notEmpty: make(chan struct{}), notFull: make(chan struct{})}
+}
+
+func (q *laneQueue) push(ctx context.Context, it item) error {
+	n := int64(it.c.Size())
+	for {
+		q.mu.Lock()
+		if len(q.items) == 0 || q.bytes+n <= q.max {
+			q.items = append(q.items, it)
+			q.bytes += n
+			close(q.notEmpty)
+			q.notEmpty = make(chan struct{})
+			q.mu.Unlock()
+			return nil
+		}
+		wait := q.notFull
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wait:
+		}
+	}
+}
+
+// peek returns up to max queued items without removing them, waiting up to
+// wait for the first.
+func (q *laneQueue) peek(ctx context.Context, max int, wait time.Duration) []item {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			out := append([]item(nil), q.items[:min(max, len(q.items))]...)
+			q.mu.Unlock()
+			return out
+		}
+		ch := q.notEmpty
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			return nil
+		case <-ch:
+		}
+	}
+}
+
+// drop removes the first k items (committed).
+func (q *laneQueue) drop(k int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := range q.items[:k] {
+		q.bytes -= int64(q.items[i].c.Size())
+	}
+	clear(q.items[:k])
+	q.items = q.items[k:]
+	if len(q.items) == 0 {
+		q.items = nil
+	}
+	close(q.notFull)
+	q.notFull = make(chan struct{})
+}
+
+// lane is one applier: its target connection, batch controller and queue.
+type lane struct {
+	id     int
+	target Target
+	ctrl   Sizer
+	q      *laneQueue
+	// fifo holds the numbers of changes routed here and not committed.
+	fifo []uint64
+}
+
+// multi is the shared state of a laned stream.
+type multi struct {
+	s     *Stream
+	seed  maphash.Seed
+	lanes []*lane
+
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every commit
+	next      uint64        // number of the next change (first is 1)
+	w         uint64        // low watermark
+	wPos      sluice.Position
+	positions map[uint64]sluice.Position
+	active    int
+	txSum     time.Duration
+	txCount   int
+	cpSeq     uint64 // last checkpoint sequence handed out
+	fileSeq   uint64 // last sequence written to the state file
+	ackMu     sync.Mutex
+}
+
+func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
+	m := &multi{s: s, seed: maphash.MakeSeed(), changed: make(chan struct{}), next: 1,
+		positions: map[uint64]sluice.Position{}, active: 1, cpSeq: s.cfg.Start.Seq, fileSeq: s.cfg.Start.Seq,
+		wPos: s.cfg.Start.Position}
+	per := s.cfg.MaxQueueBytes / int64(2*s.cfg.MaxLanes)
+	for i := 0; i < s.cfg.MaxLanes; i++ {
+		l := &lane{id: i, q: newLaneQueue(max(per, 1<<20))}
+		if i == 0 {
+			l.target, l.ctrl = s.cfg.Target, s.cfg.Batch
+		} else {
+			l.ctrl = s.cfg.NewSizer()
+		}
+		m.lanes = append(m.lanes, l)
+	}
+	defer func() {
+		for _, l := range m.lanes[1:] {
+			if l.target != nil {
+				if c, ok := l.target.(interface{ Close(context.Context) error }); ok {
+					_ = c.Close(context.WithoutCancel(ctx))
+				}
+			}
+		}
+	}()
+	lanesCtl := controller.NewLanes(controller.LanesConfig{Min: s.cfg.MinLanes, Max: s.cfg.MaxLanes})
+	m.active = lanesCtl.N()
+	s.mu.Lock()
+	s.stats.Lanes = m.active
+	s.mu.Unlock()
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for _, l := range m.lanes {
+		wg.Add(1)
+		go func(l *lane) {
+			defer wg.Done()
+			if err := m.runLane(runCtx, l); err != nil {
+				cancel(err)
+			}
+		}(l)
+	}
+	err := m.dispatch(runCtx, readErr, lanesCtl)
+	if err != nil {
+		cancel(err)
+	}
+	if ctx.Err() == nil && err == nil {
+		err = context.Cause(runCtx)
+	}
+	cancel(nil)
+	wg.Wait()
+	if cause := context.Cause(runCtx); err == nil && ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause
+	}
+	return err
+}
+
+func (m *multi) laneOf(t *sluice.Table, key sluice.Row, n int) int {
+	var h maphash.Hash
+	h.SetSeed(m.seed)
+	h.WriteString(t.Name.String())
+	for _, v := range key {
+		h.WriteByte(0)
+		if v.Null {
+			h.WriteByte(1)
+			continue
+		}
+		h.WriteString(v.Text)
+	}
+	return int(h.Sum64() % uint64(n))
+}
+
+// uncommitted reports whether any routed change is not yet committed.
+func (m *multi) uncommitted() bool {
+	for _, l := range m.lanes {
+		if len(l.fifo) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// drain waits until every routed change is committed.
+func (m *multi) drain(ctx context.Context) error {
+	for {
+		m.mu.Lock()
+		busy := m.uncommitted()
+		ch := m.changed
+		m.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// dispatch routes changes from the stream's queue to the lanes and adapts
+// the lane count.
+func (m *multi) dispatch(ctx context.Context, readErr <-chan error, ctl *controller.Lanes) error {
+	s := m.s
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-readErr:
+			if err != nil {
+				return err
+			}
+			readErr = nil
+		case <-tick.C:
+			m.mu.Lock()
+			mean := time.Duration(0)
+			if m.txCount > 0 {
+				mean = m.txSum / time.Duration(m.txCount)
+			}
+			m.txSum, m.txCount = 0, 0
+			applied := s.cfg.Start.Applied + m.w
+			backlog := m.uncommitted()
+			m.mu.Unlock()
+			ql, _ := s.q.size()
+			if n := ctl.Observe(time.Now(), applied, mean, backlog || ql > 0); n != m.active {
+				if err := m.drain(ctx); err != nil {
+					return nil
+				}
+				s.log.Info("lane count changed", "from", m.active, "to", n)
+				m.mu.Lock()
+				m.active = n
+				m.mu.Unlock()
+				s.mu.Lock()
+				s.stats.Lanes = n
+				s.mu.Unlock()
+			}
+			continue
+		case <-s.q.waitNonEmptyChan():
+		}
+		cs, err := s.q.take(ctx, 10_000)
+		if err != nil {
+			return nil
+		}
+		for i := range cs {
+			c := cs[i]
+			n := m.active
+			target := m.laneOf(c.Table, c.NewKey(), n)
+			moves := c.Op == sluice.OpUpdate && c.Key != nil && m.laneOf(c.Table, c.Key, n) != target
+			if moves {
+				if err := m.drain(ctx); err != nil {
+					return nil
+				}
+			}
+			s.mu.Lock()
+			if s.oldest.IsZero() {
+				s.oldest = c.Time
+			}
+			s.mu.Unlock()
+			m.mu.Lock()
+			seq := m.next
+			m.next++
+			m.positions[seq] = c.Pos
+			l := m.lanes[target]
+			l.fifo = append(l.fifo, seq)
+			m.mu.Unlock()
+			if err := l.q.push(ctx, item{seq: seq, c: c}); err != nil {
+				return nil
+			}
+			if moves {
+				if err := m.drain(ctx); err != nil {
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// runLane applies a lane's queue in batches until ctx ends.
+func (m *multi) runLane(ctx context.Context, l *lane) error {
+	s := m.s
+	limit, attempts := 0, 0
+	for ctx.Err() == nil {
+		want := l.ctrl.Size()
+		if limit > 0 {
+			want = limit
+		}
+		items := l.q.peek(ctx, want, idlePing)
+		if len(items) == 0 {
+			continue
+		}
+		if l.target == nil {
+			t, err := s.cfg.NewTarget(ctx)
+			if err != nil {
+				return fmt.Errorf("open lane %d target connection: %w", l.id, err)
+			}
+			l.target = t
+			if rtt, err := t.Ping(ctx); err == nil {
+				l.ctrl.SetRTT(rtt)
+			}
+		}
+		err := m.applyLane(ctx, l, items)
+		if err == nil {
+			limit, attempts = 0, 0
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		retry, killed := apply.IsRetryable(err)
+		if !retry && uniqueViolation(err) {
+			// Another lane may hold the row that releases this unique value;
+			// once it commits, the retry goes through.
+			retry = true
+		}
+		if !retry {
+			return err
+		}
+		attempts++
+		s.mu.Lock()
+		s.stats.Retries++
+		if killed {
+			s.stats.Kills++
+		}
+		s.stats.LastError = err.Error()
+		s.mu.Unlock()
+		if attempts >= s.cfg.MaxAttempts {
+			return fmt.Errorf("stream %s lane %d: batch of %d changes failed %d times in a row, last: %w", s.cfg.ID, l.id, len(items), attempts, err)
+		}
+		limit = l.ctrl.Failed(len(items), s.lastTxTime(), killed)
+		backoff := min(100*time.Millisecond<<min(attempts, 6), 5*time.Second)
+		s.log.Warn("batch rolled back; retrying smaller", "lane", l.id, "changes", len(items), "retry_with", limit, "attempt", attempts, "killed", killed, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+	return nil
+}
+
+func uniqueViolation(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "SQLSTATE 23505") || strings.Contains(msg, "Error 1062")
+}
+
+// applyLane applies items (a prefix of the lane's queue) in one
+// transaction with the watermark it makes true.
+func (m *multi) applyLane(ctx context.Context, l *lane, items []item) error {
+	s := m.s
+	cs := make([]sluice.Change, len(items))
+	for i := range items {
+		cs[i] = items[i].c
+	}
+	b := apply.Compact(cs)
+
+	m.mu.Lock()
+	wIf := m.next - 1
+	for _, o := range m.lanes {
+		f := o.fifo
+		if o == l {
+			f = f[len(items):]
+		}
+		if len(f) > 0 && f[0]-1 < wIf {
+			wIf = f[0] - 1
+		}
+	}
+	m.cpSeq++
+	// wIf ≥ w: its position is the watermark's or still in the map.
+	cp := sluice.Checkpoint{Stream: s.cfg.ID, Seq: m.cpSeq, Applied: s.cfg.Start.Applied + wIf, Time: time.Now().UTC(), Position: m.wPos}
+	if p, ok := m.positions[wIf]; ok && wIf > m.w {
+		cp.Position = p
+	} else {
+		cp.Applied = s.cfg.Start.Applied + m.w
+	}
+	m.mu.Unlock()
+
+	applyCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(s.cfg.ShutdownTimeout, cancel)
+		context.AfterFunc(applyCtx, func() { t.Stop() })
+	})
+	defer stop()
+	start := time.Now()
+	err := l.target.Apply(applyCtx, b, cp)
+	d := time.Since(start)
+	s.mu.Lock()
+	s.stats.LastTxTime, s.stats.LastBatch = d, len(items)
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("lane %d: apply batch of %d changes (%d rows): %w", l.id, len(items), b.Rows, err)
+	}
+	l.q.drop(len(items))
+
+	m.mu.Lock()
+	l.fifo = l.fifo[len(items):]
+	m.txSum += d
+	m.txCount++
+	w := m.next - 1
+	for _, o := range m.lanes {
+		if len(o.fifo) > 0 && o.fifo[0]-1 < w {
+			w = o.fifo[0] - 1
+		}
+	}
+	advanced := w > m.w
+	var fileCP sluice.Checkpoint
+	if advanced {
+		for q := m.w + 1; q < w; q++ {
+			delete(m.positions, q)
+		}
+		m.w, m.wPos = w, m.positions[w]
+		m.fileSeq = max(m.fileSeq, cp.Seq)
+		fileCP = sluice.Checkpoint{Stream: s.cfg.ID, Seq: m.fileSeq, Position: m.wPos, Applied: s.cfg.Start.Applied + w, Time: time.Now().UTC()}
+		delete(m.positions, w)
+	}
+	allDone := w == m.next-1
+	close(m.changed)
+	m.changed = make(chan struct{})
+	m.mu.Unlock()
+	l.ctrl.Observe(len(items), time.Since(start))
+	if !advanced {
+		return nil
+	}
+	// The state file and the reader follow the watermark, in order.
+	m.ackMu.Lock()
+	defer m.ackMu.Unlock()
+	s.mu.Lock()
+	stale := fileCP.Applied <= s.stats.Applied
+	s.mu.Unlock()
+	if stale {
+		return nil
+	}
+	if err := s.cfg.Store.Commit(fileCP); err != nil {
+		return fmt.Errorf("batch committed on the target but the state file was not updated (the target's own checkpoint row has it): %w", err)
+	}
+	now := time.Now()
+	s.mu.Lock()
+	s.stats.Seq, s.stats.Applied, s.stats.Position, s.stats.LastCommit, s.stats.LastError = fileCP.Seq, fileCP.Applied, fileCP.Position, now, ""
+	s.rateWin = append(s.rateWin, ratePoint{now, fileCP.Applied})
+	for len(s.rateWin) > 2 && now.Sub(s.rateWin[0].t) > 10*time.Second {
+		s.rateWin = s.rateWin[1:]
+	}
+	if first := s.rateWin[0]; len(s.rateWin) > 1 && now.After(first.t) {
+		s.stats.Rate = float64(fileCP.Applied-first.applied) / now.Sub(first.t).Seconds()
+	}
+	if allDone {
+		s.oldest = time.Time{}
+	}
+	s.mu.Unlock()
+	if err := s.cfg.Reader.Ack(ctx, fileCP.Position); err != nil && ctx.Err() == nil {
+		s.log.Warn("source did not take the acknowledgement; it will be repeated", "position", fileCP.Position.String(), "err", err)
+	}
+	return nil
+}

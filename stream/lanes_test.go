@@ -1,0 +1,160 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
+	"github.com/sluice-cdc/sluice/controller"
+)
+
+// scriptReader hands out a fixed list of changes.
+type scriptReader struct {
+	mu    sync.Mutex
+	cs    []sluice.Change
+	next  int
+	acked sluice.Position
+}
+
+func (r *scriptReader) Tables() []*sluice.Table { return []*sluice.Table{table} }
+func (r *scriptReader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next >= len(r.cs) {
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Millisecond):
+		}
+		r.mu.Lock()
+		return nil, ctx.Err()
+	}
+	k := min(max, 50, len(r.cs)-r.next)
+	out := r.cs[r.next : r.next+k]
+	r.next += k
+	return out, nil
+}
+func (r *scriptReader) Ack(_ context.Context, p sluice.Position) error {
+	r.mu.Lock()
+	r.acked = p
+	r.mu.Unlock()
+	return nil
+}
+func (r *scriptReader) Close() error { return nil }
+
+// sharedRows is the target database the lanes' connections write to. It
+// checks, at every commit, that the checkpoint committed with a batch
+// never passes a change that is not committed.
+type sharedRows struct {
+	mu        sync.Mutex
+	rows      map[string]string
+	committed int
+	bad       error
+	maxCP     uint64
+}
+
+type laneTarget struct{ db *sharedRows }
+
+func (t *laneTarget) Apply(_ context.Context, b *apply.Batch, cp sluice.Checkpoint) error {
+	time.Sleep(time.Millisecond) // a round trip; lets lanes interleave
+	t.db.mu.Lock()
+	defer t.db.mu.Unlock()
+	for _, tb := range b.Tables {
+		for _, k := range tb.Deletes {
+			delete(t.db.rows, k[0].Text)
+		}
+		for _, r := range tb.Upserts {
+			t.db.rows[r[0].Text] = r[1].Text
+		}
+	}
+	t.db.committed += b.Changes
+	// The watermark counts committed changes: it can never exceed them.
+	if int(cp.Applied) > t.db.committed && t.db.bad == nil {
+		t.db.bad = fmt.Errorf("checkpoint applied=%d committed with only %d changes committed", cp.Applied, t.db.committed)
+	}
+	t.db.maxCP = max(t.db.maxCP, cp.Applied)
+	return nil
+}
+
+func (t *laneTarget) Ping(context.Context) (time.Duration, error) { return time.Millisecond, nil }
+
+func TestLanesKeepRowOrderAndWatermark(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 9))
+	want := map[string]string{}
+	var cs []sluice.Change
+	for i := 0; i < 4000; i++ {
+		id := strconv.Itoa(r.IntN(300))
+		pos := sluice.Position{Kind: "test", Token: strconv.Itoa(i)}
+		v := fmt.Sprintf("v%d", i)
+		switch _, exists := want[id]; {
+		case !exists:
+			cs = append(cs, sluice.Change{Table: table, Op: sluice.OpInsert, Row: sluice.Row{sluice.Text(id), sluice.Text(v)}, Pos: pos})
+			want[id] = v
+		case r.IntN(5) == 0:
+			cs = append(cs, sluice.Change{Table: table, Op: sluice.OpDelete, Key: sluice.Row{sluice.Text(id)}, Pos: pos})
+			delete(want, id)
+		case r.IntN(5) == 0:
+			// Primary-key change to a free id: probably another lane.
+			nid := strconv.Itoa(300 + r.IntN(300))
+			if _, taken := want[nid]; taken {
+				continue
+			}
+			cs = append(cs, sluice.Change{Table: table, Op: sluice.OpUpdate, Key: sluice.Row{sluice.Text(id)}, Row: sluice.Row{sluice.Text(nid), sluice.Text(v)}, Pos: pos})
+			delete(want, id)
+			want[nid] = v
+		default:
+			cs = append(cs, sluice.Change{Table: table, Op: sluice.OpUpdate, Key: sluice.Row{sluice.Text(id)}, Row: sluice.Row{sluice.Text(id), sluice.Text(v)}, Pos: pos})
+			want[id] = v
+		}
+	}
+	for i := range cs {
+		cs[i].Pos.Token = strconv.Itoa(i)
+	}
+	db := &sharedRows{rows: map[string]string{}}
+	rd := &scriptReader{cs: cs}
+	store := &memStore{target: &rowTarget{rows: map[string]string{}}}
+	newSizer := func() Sizer {
+		return controller.NewBatch(controller.BatchConfig{Initial: 40, Max: 200, Budget: time.Second})
+	}
+	s := New(Config{
+		ID: "lanes", Reader: rd, Target: &laneTarget{db}, Store: store, Batch: newSizer(),
+		MinLanes: 4, MaxLanes: 4,
+		NewTarget: func(context.Context) (Target, error) { return &laneTarget{db}, nil },
+		NewSizer:  newSizer,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	deadline := time.Now().Add(25 * time.Second)
+	for s.Stats().Applied < uint64(len(cs)) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if db.bad != nil {
+		t.Fatal(db.bad)
+	}
+	if got := s.Stats().Applied; got != uint64(len(cs)) {
+		t.Fatalf("applied %d of %d changes", got, len(cs))
+	}
+	if len(db.rows) != len(want) {
+		t.Fatalf("target has %d rows, want %d", len(db.rows), len(want))
+	}
+	for k, v := range want {
+		if db.rows[k] != v {
+			t.Fatalf("row %s = %q, want %q", k, db.rows[k], v)
+		}
+	}
+	if rd.acked.Token != strconv.Itoa(len(cs)-1) {
+		t.Fatalf("reader acked %v, want the last change", rd.acked)
+	}
+}

@@ -117,7 +117,8 @@ type lane struct {
 	ctrl   Sizer
 	q      *laneQueue
 	// fifo holds the numbers of changes routed here and not committed.
-	fifo []uint64
+	fifo     []uint64
+	lastPing time.Time
 }
 
 // multi is the shared state of a laned stream.
@@ -344,6 +345,15 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 		err := m.applyLane(ctx, l, items)
 		if err == nil {
 			limit, attempts = 0, 0
+			if time.Since(l.lastPing) >= idlePing {
+				if rtt, perr := l.target.Ping(ctx); perr == nil {
+					l.ctrl.SetRTT(rtt)
+					if l.id == 0 {
+						s.setRTT(rtt)
+					}
+				}
+				l.lastPing = time.Now()
+			}
 			continue
 		}
 		if ctx.Err() != nil {

@@ -283,17 +283,33 @@ func (s *Stream) watchStall(ctx context.Context, stop context.CancelCauseFunc) {
 
 // read moves changes from the reader into the queue.
 func (s *Stream) read(ctx context.Context) error {
+	avgSize := int64(512) // bytes per change, as measured
 	for {
-		max := s.cfg.Batch.Size()
-		if max < 1000 {
-			max = 1000
+		page := s.cfg.Batch.Size()
+		if page < 1000 {
+			page = 1000
 		}
-		cs, err := s.cfg.Reader.Read(ctx, max)
+		// One read must not hold more than half the queue's bytes: memory
+		// is bounded by --max-queue-bytes, not by the backlog.
+		if limit := int(s.cfg.MaxQueueBytes / 2 / avgSize); limit < page {
+			page = limit
+		}
+		if page < 1 {
+			page = 1
+		}
+		cs, err := s.cfg.Reader.Read(ctx, page)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("read source: %w", err)
+		}
+		if len(cs) > 0 {
+			var n int64
+			for i := range cs {
+				n += int64(cs[i].Size())
+			}
+			avgSize = max(64, (3*avgSize+n/int64(len(cs)))/4)
 		}
 		now := time.Now()
 		for i := range cs {
@@ -370,6 +386,14 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 		}
 		n := min(want, len(pending))
 		err := s.applyBatch(ctx, pending[:n])
+		if err == nil && time.Since(lastPing) >= idlePing {
+			// A busy stream measures the RTT between batches too, so the
+			// controller follows a link that gets slower or faster.
+			if rtt, perr := s.cfg.Target.Ping(ctx); perr == nil {
+				s.setRTT(rtt)
+			}
+			lastPing = time.Now()
+		}
 		if err == nil {
 			clear(pending[:n])
 			pending = pending[n:]

@@ -15,6 +15,15 @@ import (
 // table. isRepl reports whether schema.table is replicated; defaultDB is
 // the QUERY event's current database.
 func ddlCheck(query, defaultDB string, isRepl func(schema, table string) bool) error {
+	return ddlCheckCols(query, defaultDB, isRepl, nil)
+}
+
+// ddlCheckCols is ddlCheck that ignores the drop or rename of a column that
+// hasColumn (when set) says the stream's current description of the table
+// no longer has: the statement is replayed after a restart that described
+// the table as it is now (the operator made the target match and restarted
+// at the statement), so the stream already follows the new shape.
+func ddlCheckCols(query, defaultDB string, isRepl func(schema, table string) bool, hasColumn func(schema, table, column string) bool) error {
 	toks := tokenize(query)
 	if len(toks) < 2 {
 		return nil
@@ -56,7 +65,8 @@ func ddlCheck(query, defaultDB string, isRepl func(schema, table string) bool) e
 			return nil
 		}
 		for _, clause := range splitTop(toks[j:]) {
-			if err := alterClause(clause, schema+"."+table); err != nil {
+			has := func(col string) bool { return hasColumn == nil || hasColumn(schema, table, col) }
+			if err := alterClause(clause, schema+"."+table, has); err != nil {
 				return err
 			}
 		}
@@ -94,7 +104,7 @@ func ddlCheck(query, defaultDB string, isRepl func(schema, table string) bool) e
 	return nil
 }
 
-func alterClause(c []token, table string) error {
+func alterClause(c []token, table string, has func(column string) bool) error {
 	kw := func(i int) string {
 		if i < len(c) && !c[i].quoted {
 			return strings.ToUpper(c[i].s)
@@ -122,6 +132,9 @@ func alterClause(c []token, table string) error {
 		if kw(i) == "IF" && kw(i+1) == "EXISTS" {
 			i += 2
 		}
+		if !has(name(i)) {
+			return nil
+		}
 		return fmt.Errorf("table %s: column %s was dropped on the source: the stream cannot follow it; "+
 			"make the target match, then restart the stream", table, name(i))
 	case "CHANGE":
@@ -132,13 +145,16 @@ func alterClause(c []token, table string) error {
 		if kw(i) == "IF" && kw(i+1) == "EXISTS" {
 			i += 2
 		}
-		if !strings.EqualFold(name(i), name(i+1)) {
+		if !strings.EqualFold(name(i), name(i+1)) && has(name(i)) {
 			return fmt.Errorf("table %s: column %s was renamed to %s on the source: the stream cannot follow it; "+
 				"make the target match, then restart the stream", table, name(i), name(i+1))
 		}
 	case "RENAME":
 		switch kw(1) {
 		case "COLUMN":
+			if !has(name(2)) {
+				return nil
+			}
 			return fmt.Errorf("table %s: column %s was renamed to %s on the source: the stream cannot follow it; "+
 				"make the target match, then restart the stream", table, name(2), name(4))
 		case "INDEX", "KEY":

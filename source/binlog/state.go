@@ -33,6 +33,9 @@ type state struct {
 	byID   map[uint64]*tableMap
 	byName map[string]*sluice.Table // newest description per "schema.table"
 	defs   map[string][]colDef      // newest table-map columns per "schema.table"
+	// live holds the tables with a change emitted since Open (not only
+	// skipped as below the resume position).
+	live map[string]bool
 
 	first *replication.BinlogEvent // event read while connecting
 	buf   []sluice.Change
@@ -249,9 +252,9 @@ func (s *state) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 			s.flush(ctx)
 			return s.commit(h)
 		}
-		if err := ddlCheck(q, string(e.Schema), func(schema, table string) bool {
+		if err := ddlCheckCols(q, string(e.Schema), func(schema, table string) bool {
 			return s.r.repl[schema+"."+table] != nil
-		}); err != nil {
+		}, s.hasColumn); err != nil {
 			return fmt.Errorf("binlog: %w", err)
 		}
 		if s.inTxnExplicit(q) {
@@ -284,6 +287,28 @@ func (s *state) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 		return s.rows(ctx, h, e)
 	}
 	return nil
+}
+
+// hasColumn reports whether the stream's description of a replicated
+// table has a column: the one followed through the table maps once a
+// change of the table was emitted since Open, else the one described at
+// Open (table maps of changes skipped as below the resume position predate
+// a DDL the operator has since applied to the target).
+func (s *state) hasColumn(schema, table, column string) bool {
+	name := schema + "." + table
+	t := s.byName[name]
+	if !s.live[name] {
+		t = s.r.repl[name]
+	}
+	if t == nil {
+		return true
+	}
+	for _, c := range t.Columns {
+		if strings.EqualFold(c.Name, column) {
+			return true
+		}
+	}
+	return false
 }
 
 // inTxnExplicit reports whether a non-DDL statement inside BEGIN…COMMIT
@@ -356,6 +381,12 @@ func (s *state) tableMap(e *replication.TableMapEvent) error {
 		s.defs = map[string][]colDef{}
 	}
 	prev := s.defs[name]
+	if !s.live[name] {
+		// Only maps of changes skipped as below the resume position were
+		// seen: they may predate a DDL the operator has since applied to
+		// the target. Compare with the table as described at Open.
+		prev = nil
+	}
 	table := s.byName[name]
 	changed := false
 	if prev == nil {
@@ -496,6 +527,10 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 			s.skip--
 			continue
 		}
+		if s.live == nil {
+			s.live = map[string]bool{}
+		}
+		s.live[tm.name] = true
 		c := sluice.Change{Table: tm.table, Op: op, Time: at}
 		var err error
 		switch op {

@@ -1,10 +1,19 @@
-// Command bench is sluice's throughput report (`make bench`): PostgreSQL to
-// PostgreSQL with the trigger source, in process through daemon.RunStream.
-// For each workload it builds a backlog in the source changelog before
-// sluice starts, then times sluice applying all of it over a 0 ms proxy, a
-// 96 ms proxy and a direct connection, pipelined and per row, verifies the
-// target by checksum and prints a markdown table. It is a report, not a
-// test: it does not fail when the numbers are low.
+// Command bench is sluice's throughput report (`make bench`), in process
+// through daemon.RunStream, for four sources:
+//
+//   - pgtrigger: PostgreSQL trigger source → PostgreSQL
+//   - pglogical: PostgreSQL logical replication (pgoutput slot) → PostgreSQL
+//   - mytrigger: MariaDB trigger source → MariaDB
+//   - binlog:    MariaDB binary log → MariaDB
+//
+// For each workload it builds a backlog on the source before sluice starts
+// (in the changelog for trigger sources; in the slot or the binlog, past a
+// recorded start position, for log sources), then times sluice applying
+// all of it over a 0 ms and a 96 ms proxy (plus, for pgtrigger, a direct
+// connection and per-row runs), verifies the target by checksum and prints
+// a markdown table. Each reader is also timed alone over a backlog (read and
+// decode only, nothing applied, nothing acknowledged): its ceiling. It is a
+// report, not a test: it does not fail when the numbers are low.
 package main
 
 import (
@@ -17,64 +26,111 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/internal/wanproxy"
-	"github.com/sluice-cdc/sluice/source/pgtrigger"
 	"github.com/sluice-cdc/sluice/stream"
 )
 
-const table = "public.items"
+// The sources -sources selects from, in the default order.
+const (
+	srcPGTrigger = "pgtrigger"
+	srcPGLogical = "pglogical"
+	srcMyTrigger = "mytrigger"
+	srcBinlog    = "binlog"
+)
 
-const tableDDL = `CREATE TABLE items (
-	id bigint PRIMARY KEY,
-	qty integer NOT NULL,
-	label text NOT NULL,
-	price numeric(12,2),
-	at timestamptz NOT NULL)`
+var allSources = []string{srcPGTrigger, srcPGLogical, srcMyTrigger, srcBinlog}
+
+var sourceTitles = map[string]string{
+	srcPGTrigger: "PostgreSQL trigger source → PostgreSQL",
+	srcPGLogical: "PostgreSQL logical replication (pgoutput slot) → PostgreSQL",
+	srcMyTrigger: "MariaDB trigger source → MariaDB",
+	srcBinlog:    "MariaDB binlog → MariaDB",
+}
+
+func isLogSource(s string) bool { return s == srcPGLogical || s == srcBinlog }
+func isPGSource(s string) bool  { return s == srcPGTrigger || s == srcPGLogical }
+
+// Bars at 96 ms, pipelined (issues 3 and 5), and for the reader ceiling
+// over the apply rate at 96 ms (issue 4).
+var rateBars = map[string]float64{"insert-only": 40000, "mixed 50/30/20": 20000}
+
+const (
+	barRTT        = 96 * time.Millisecond
+	ceilingFactor = 5
+)
 
 // config is the command line.
 type config struct {
 	rtts          []time.Duration
+	myRTTs        []time.Duration
 	changes       int
 	perRowChanges int
+	sources       []string
+	direct        bool
+	perRow        bool
 	out           string
 	verbose       bool
 }
 
 func main() {
 	var cfg config
-	var rtts string
+	var rtts, myRTTs, sources string
 	flag.StringVar(&rtts, "rtt", "0,96ms", "comma-separated round-trip times to put between sluice and the target (the proxy delays half each way)")
-	flag.IntVar(&cfg.changes, "changes", 100000, "backlog size for the pipelined runs")
-	flag.IntVar(&cfg.perRowChanges, "per-row-changes", 300, "backlog size for the per-row runs (per row at 96 ms runs ~10 changes/s)")
+	flag.StringVar(&myRTTs, "mytrigger-rtt", "0,96ms", "round-trip times for the MariaDB trigger source")
+	flag.StringVar(&sources, "sources", strings.Join(allSources, ","), "comma-separated sources to bench, in order: "+strings.Join(allSources, ", "))
+	flag.IntVar(&cfg.changes, "changes", 100000, "backlog size for the pipelined runs and reader ceilings")
+	flag.IntVar(&cfg.perRowChanges, "per-row-changes", 300, "pgtrigger: backlog size for the per-row runs (per row at 96 ms runs ~10 changes/s)")
+	flag.BoolVar(&cfg.direct, "direct", true, "pgtrigger: also run pipelined over a direct connection (no proxy)")
+	flag.BoolVar(&cfg.perRow, "per-row", true, "pgtrigger: also run per-row")
 	flag.StringVar(&cfg.out, "out", "", "also write the markdown report to this file")
 	flag.BoolVar(&cfg.verbose, "v", false, "show sluice's own log")
+	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file")
 	flag.Parse()
 	var err error
-	if cfg.rtts, err = parseRTTs(rtts); err != nil {
+	if cfg.rtts, err = parseRTTs("-rtt", rtts); err == nil {
+		cfg.myRTTs, err = parseRTTs("-mytrigger-rtt", myRTTs)
+	}
+	if err == nil {
+		cfg.sources, err = parseSources(sources)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		stop()
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func parseRTTs(s string) ([]time.Duration, error) {
+func parseRTTs(name, s string) ([]time.Duration, error) {
 	var out []time.Duration
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
@@ -87,27 +143,48 @@ func parseRTTs(s string) ([]time.Duration, error) {
 		}
 		d, err := time.ParseDuration(f)
 		if err != nil {
-			return nil, fmt.Errorf("-rtt %q: %w", f, err)
+			return nil, fmt.Errorf("%s %q: %w", name, f, err)
 		}
 		out = append(out, d)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("-rtt: no round-trip time given")
+		return nil, fmt.Errorf("%s: no round-trip time given", name)
 	}
 	return out, nil
 }
 
-// workload builds a backlog of n changes on the source after capture is
-// installed; base is how many identical rows both sides get first.
+func parseSources(s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.ToLower(strings.TrimSpace(f))
+		if f == "" {
+			continue
+		}
+		if !slices.Contains(allSources, f) {
+			return nil, fmt.Errorf("-sources: unknown source %q (want %s)", f, strings.Join(allSources, ", "))
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-sources: no source given")
+	}
+	return out, nil
+}
+
+// workload builds a backlog of n changes on the source; base is how many
+// identical rows both sides get first.
 type workload struct {
 	name string
 	base func(n int) int
-	run  func(ctx context.Context, conn *pgx.Conn, n int) error
+	pg   pgWorkload
+	my   myWorkload
 }
 
 var workloads = []workload{
-	{name: "insert-only", base: func(int) int { return 0 }, run: insertOnly},
-	{name: "mixed 50/30/20", base: func(n int) int { return n }, run: mixed},
+	{name: "insert-only", base: func(int) int { return 0 }, pg: pgInsertOnly, my: myInsertOnly},
+	{name: "mixed 50/30/20", base: func(n int) int { return n }, pg: pgMixed, my: myMixed},
 }
 
 // scenario is one measured run.
@@ -127,6 +204,7 @@ func (s scenario) link() string {
 
 // result is one row of the report.
 type result struct {
+	source    string
 	workload  string
 	sc        scenario
 	elapsed   time.Duration
@@ -136,68 +214,78 @@ type result struct {
 	fixed     time.Duration
 	perChange time.Duration
 	meanTx    time.Duration
+	cpu       cpuUse
 	heapPeak  uint64
 	rssPeak   uint64
 	verified  bool
 	note      string
 }
 
-// env holds the two servers.
+// readerResult is a read-only pass of a source reader over a backlog.
+type readerResult struct {
+	source   string
+	workload string
+	page     int
+	changes  int
+	elapsed  time.Duration
+	cpu      cpuUse
+}
+
+func (r readerResult) rate() float64 { return float64(r.changes) / r.elapsed.Seconds() }
+
+// env holds the servers, started when a source first needs them.
 type env struct {
-	src, dst *dbtest.Postgres
-	dbs      int
-	log      *slog.Logger
+	cfg          config
+	pgSrc, pgDst *dbtest.Postgres
+	mySrc, myDst *dbtest.MariaDB
+	dbs          int
+	log          *slog.Logger
 }
 
 func run(ctx context.Context, cfg config) error {
-	fmt.Fprintln(os.Stderr, "==> starting throwaway PostgreSQL source and target")
-	src, err := dbtest.StartPostgres(ctx)
-	if err != nil {
-		return fmt.Errorf("start source: %w", err)
-	}
-	defer src.Stop()
-	dst, err := dbtest.StartPostgres(ctx)
-	if err != nil {
-		return fmt.Errorf("start target: %w", err)
-	}
-	defer dst.Stop()
 	level := slog.LevelWarn
 	if cfg.verbose {
 		level = slog.LevelInfo
 	}
-	e := &env{src: src, dst: dst, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
+	e := &env{cfg: cfg, log: slog.New(quietHandler{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})})}
+	defer e.stopPostgres()
+	defer e.stopMariaDB()
 
-	var scenarios []scenario
-	for _, rtt := range cfg.rtts {
-		scenarios = append(scenarios, scenario{mode: "pipelined", rtt: rtt, changes: cfg.changes})
-	}
-	scenarios = append(scenarios, scenario{mode: "pipelined", direct: true, changes: cfg.changes})
-	for _, rtt := range cfg.rtts {
-		scenarios = append(scenarios, scenario{mode: "per-row", rtt: rtt, changes: cfg.perRowChanges})
-	}
-
+	began := time.Now()
 	var results []result
 	var readers []readerResult
-	for _, w := range workloads {
-		rr, err := e.readerCeiling(ctx, w, cfg.changes)
-		if err != nil {
-			return err
+	for i, src := range cfg.sources {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
+		var (
+			rs  []result
+			rr  []readerResult
+			err error
+		)
+		switch src {
+		case srcPGTrigger:
+			rs, rr, err = e.benchPGTrigger(ctx)
+		case srcPGLogical:
+			rs, rr, err = e.benchPGLogical(ctx)
+		case srcMyTrigger:
+			rs, rr, err = e.benchMyTrigger(ctx)
+		case srcBinlog:
+			rs, rr, err = e.benchBinlog(ctx)
+		}
+		results = append(results, rs...)
 		readers = append(readers, rr...)
-		for _, sc := range scenarios {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			fmt.Fprintf(os.Stderr, "==> %s, %s, %s, %d changes\n", w.name, sc.mode, sc.link(), sc.changes)
-			r, err := e.measure(ctx, w, sc)
-			if err != nil {
-				return fmt.Errorf("%s %s %s: %w", w.name, sc.mode, sc.link(), err)
-			}
-			fmt.Fprintf(os.Stderr, "    %.1f s, %.0f changes/s, batch %d, verified %v\n", r.elapsed.Seconds(), r.rate, r.batch, r.verified)
-			results = append(results, r)
+		if err != nil {
+			return fmt.Errorf("%s: %w", src, err)
+		}
+		// Servers no later source needs stop now, so they do not take CPU
+		// from the next runs.
+		rest := cfg.sources[i+1:]
+		if !slices.ContainsFunc(rest, isPGSource) {
+			e.stopPostgres()
 		}
 	}
-	report := render(cfg, results, readers)
+	report := render(cfg, results, readers, time.Since(began))
 	fmt.Print(report)
 	if cfg.out != "" {
 		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
@@ -207,77 +295,60 @@ func run(ctx context.Context, cfg config) error {
 	return nil
 }
 
-// freshPair creates a new database with the bench table on each server.
-func (e *env) freshPair(ctx context.Context) (srcURL, dstURL string, err error) {
+// quietHandler drops the warning a seeded stream start always logs: the
+// bench writes the start position into the state file (a log-read stream
+// with no checkpoint refuses to start without --from-now), so the fresh
+// target has none.
+type quietHandler struct{ slog.Handler }
+
+func (h quietHandler) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "target has no checkpoint for this stream") {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h quietHandler) WithAttrs(a []slog.Attr) slog.Handler {
+	return quietHandler{h.Handler.WithAttrs(a)}
+}
+
+func (h quietHandler) WithGroup(n string) slog.Handler { return quietHandler{h.Handler.WithGroup(n)} }
+
+func (e *env) nextName() string {
 	e.dbs++
-	name := fmt.Sprintf("bench_%d", e.dbs)
-	if err := e.src.CreateDatabase(ctx, name); err != nil {
-		return "", "", err
-	}
-	if err := e.dst.CreateDatabase(ctx, name); err != nil {
-		return "", "", err
-	}
-	srcURL, dstURL = e.src.URL(name), e.dst.URL(name)
-	for _, u := range []string{srcURL, dstURL} {
-		if err := execAll(ctx, u, tableDDL); err != nil {
-			return "", "", err
-		}
-	}
-	return srcURL, dstURL, nil
+	return fmt.Sprintf("bench_%d", e.dbs)
 }
 
-// prepare makes a fresh source/target pair holding the workload's base rows
-// and a backlog of n captured changes on the source.
-func (e *env) prepare(ctx context.Context, w workload, n int) (srcURL, dstURL string, err error) {
-	srcURL, dstURL, err = e.freshPair(ctx)
-	if err != nil {
-		return "", "", err
-	}
-	if b := w.base(n); b > 0 {
-		for _, u := range []string{srcURL, dstURL} {
-			if err := execAll(ctx, u, insertRange(1, b, 0)); err != nil {
-				return "", "", fmt.Errorf("seed base rows: %w", err)
-			}
-		}
-	}
-	conn, err := connect(ctx, srcURL)
-	if err != nil {
-		return "", "", err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	names := []sluice.TableName{{Schema: "public", Name: "items"}}
-	if err := pgtrigger.Install(ctx, conn, pgtrigger.DefaultSchema, names); err != nil {
-		return "", "", fmt.Errorf("install capture: %w", err)
-	}
-	if err := w.run(ctx, conn, n); err != nil {
-		return "", "", fmt.Errorf("workload %s: %w", w.name, err)
-	}
-	var logged int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM sluice.changelog`).Scan(&logged); err != nil {
-		return "", "", fmt.Errorf("count changelog: %w", err)
-	}
-	if logged != n {
-		return "", "", fmt.Errorf("changelog holds %d changes, want %d", logged, n)
-	}
-	return srcURL, dstURL, nil
+// streamRun is one timed sluice run over a backlog already on the source.
+type streamRun struct {
+	source   string
+	workload string
+	sc       scenario
+	id       string // stream id (for pglogical also the slot's name)
+	srcURL   string
+	dstURL   string // direct
+	dstAddr  string // the target server, behind the proxy
+	mode     string // daemon source mode
+	tables   []sluice.TableName
+	// seed, when set, is written to the state file as the stream's
+	// checkpoint before sluice starts: a log-based reader then reads the
+	// backlog from there.
+	seed sluice.Position
 }
 
-// measure runs one scenario: backlog first, then sluice until all of it is
-// applied, then checksums.
-func (e *env) measure(ctx context.Context, w workload, sc scenario) (result, error) {
-	res := result{workload: w.name, sc: sc}
-	srcURL, dstURL, err := e.prepare(ctx, w, sc.changes)
-	if err != nil {
-		return res, err
-	}
-	targetURL := dstURL
+// stream runs sluice until the whole backlog is applied and returns the
+// timing; the caller verifies the target.
+func (e *env) stream(ctx context.Context, r streamRun) (result, error) {
+	sc := r.sc
+	res := result{source: r.source, workload: r.workload, sc: sc}
+	targetURL := r.dstURL
 	if !sc.direct {
-		proxy, err := wanproxy.Start(e.dst.Addr(), sc.rtt/2)
+		proxy, err := wanproxy.Start(r.dstAddr, sc.rtt/2)
 		if err != nil {
 			return res, err
 		}
 		defer proxy.Close()
-		if targetURL, err = withHost(dstURL, proxy.Addr()); err != nil {
+		if targetURL, err = withHost(r.dstURL, proxy.Addr()); err != nil {
 			return res, err
 		}
 	}
@@ -286,9 +357,16 @@ func (e *env) measure(ctx context.Context, w workload, sc scenario) (result, err
 		return res, fmt.Errorf("state dir: %w", err)
 	}
 	defer os.RemoveAll(stateDir)
-	tables, err := daemon.ParseTables([]string{table})
-	if err != nil {
-		return res, err
+	if !r.seed.IsZero() {
+		store, err := checkpoint.Open(stateDir)
+		if err != nil {
+			return res, err
+		}
+		err = store.Commit(sluice.Checkpoint{Stream: r.id, Position: r.seed, Time: time.Now().UTC()})
+		store.Close()
+		if err != nil {
+			return res, fmt.Errorf("seed start position: %w", err)
+		}
 	}
 
 	runtime.GC()
@@ -300,14 +378,14 @@ func (e *env) measure(ctx context.Context, w workload, sc scenario) (result, err
 	sampler := startSampler(runCtx)
 	go func() {
 		done <- daemon.RunStream(runCtx, daemon.StreamOptions{
-			ID:           "bench",
-			SourceURL:    srcURL,
+			ID:           r.id,
+			SourceURL:    r.srcURL,
 			TargetURL:    targetURL,
-			Tables:       tables,
+			Tables:       r.tables,
 			StateDir:     stateDir,
 			ApplyMode:    sc.mode,
-			SourceMode:   "trigger",
-			PollInterval: 50 * time.Millisecond,
+			SourceMode:   r.mode,
+			PollInterval: pollInterval,
 			Logger:       e.log,
 			OnStart: func(s *stream.Stream) {
 				cur.Store(s)
@@ -317,8 +395,10 @@ func (e *env) measure(ctx context.Context, w workload, sc scenario) (result, err
 	}()
 
 	var t0 time.Time
+	var c0 cpuMark
 	select {
 	case t0 = <-started:
+		c0 = markCPU()
 	case err := <-done:
 		return res, fmt.Errorf("sluice stopped before streaming: %w", err)
 	case <-ctx.Done():
@@ -357,6 +437,7 @@ func (e *env) measure(ctx context.Context, w workload, sc scenario) (result, err
 	}
 	// The backlog is applied when its last batch committed; the caught-up
 	// flag only comes one idle poll later.
+	res.cpu = c0.since()
 	res.elapsed = last.LastCommit.Sub(t0)
 	res.rate = float64(last.Applied) / res.elapsed.Seconds()
 	res.batch = last.BatchSize
@@ -373,42 +454,41 @@ func (e *env) measure(ctx context.Context, w workload, sc scenario) (result, err
 	if last.Applied != uint64(sc.changes) {
 		res.note = fmt.Sprintf("applied %d", last.Applied)
 	}
-	ok, err := sameTables(ctx, srcURL, dstURL)
-	if err != nil {
-		return res, err
-	}
-	res.verified = ok
 	return res, nil
 }
 
-// readerResult is a read-only pass of the source reader over a backlog.
-type readerResult struct {
-	workload string
-	page     int
-	changes  int
-	elapsed  time.Duration
+func logRun(r result) {
+	fmt.Fprintf(os.Stderr, "    %.2f s, %.0f changes/s, batch %d, CPU cores sluice/box %s, verified %v\n", r.elapsed.Seconds(), r.rate, r.batch, r.cpu, r.verified)
 }
 
-// readerCeiling times the trigger reader alone over a backlog of n changes,
-// with the page size the stream uses at its smallest (1000) and a larger
-// one: the fastest sluice could apply if the target were free.
-func (e *env) readerCeiling(ctx context.Context, w workload, n int) ([]readerResult, error) {
-	fmt.Fprintf(os.Stderr, "==> %s: reader ceiling over %d changes\n", w.name, n)
-	srcURL, _, err := e.prepare(ctx, w, n)
-	if err != nil {
-		return nil, err
-	}
-	tables, err := daemon.ParseTables([]string{table})
-	if err != nil {
-		return nil, err
-	}
+// reader is what a ceiling pass needs of a source reader.
+type reader interface {
+	Read(ctx context.Context, max int) ([]sluice.Change, error)
+	Close() error
+}
+
+// ceilingPages are the Read sizes a ceiling pass uses: the stream's
+// smallest page (1000) and a larger one.
+// pollInterval is how long a reader's Read waits for changes.
+const pollInterval = 50 * time.Millisecond
+
+var ceilingPages = []int{1000, 10000}
+
+// readPasses times a reader alone over a backlog of n changes, once per
+// page size, each with a freshly opened reader: Read until n changes came,
+// acknowledge nothing. An empty Read (the reader waited a poll interval)
+// does not end the pass: a log reader may still be connecting; the pass
+// fails if nothing comes for 30 s.
+func readPasses(ctx context.Context, source, wl string, n int, open func() (reader, error)) ([]readerResult, error) {
 	var out []readerResult
-	for _, page := range []int{1000, 10000} {
-		rd, err := pgtrigger.Open(ctx, srcURL, pgtrigger.Config{Tables: tables, PollInterval: 50 * time.Millisecond, Logger: e.log}, sluice.Position{})
+	for _, page := range ceilingPages {
+		rd, err := open()
 		if err != nil {
 			return nil, fmt.Errorf("open reader: %w", err)
 		}
-		start := time.Now()
+		c0 := markCPU()
+		start := c0.wall
+		lastData := start
 		got := 0
 		for got < n {
 			cs, err := rd.Read(ctx, page)
@@ -417,113 +497,24 @@ func (e *env) readerCeiling(ctx context.Context, w workload, n int) ([]readerRes
 				return nil, fmt.Errorf("read: %w", err)
 			}
 			if len(cs) == 0 {
-				break
+				if time.Since(lastData) > 30*time.Second {
+					break
+				}
+				continue
 			}
+			lastData = time.Now()
 			got += len(cs)
 		}
 		el := time.Since(start)
+		cpu := c0.since()
 		rd.Close()
 		if got != n {
 			return nil, fmt.Errorf("reader returned %d of %d changes", got, n)
 		}
-		fmt.Fprintf(os.Stderr, "    page %d: %.2f s, %.0f changes/s\n", page, el.Seconds(), float64(n)/el.Seconds())
-		out = append(out, readerResult{workload: w.name, page: page, changes: n, elapsed: el})
+		fmt.Fprintf(os.Stderr, "    reader alone, page %d: %.2f s, %.0f changes/s, CPU cores bench/box %s\n", page, el.Seconds(), float64(n)/el.Seconds(), cpu)
+		out = append(out, readerResult{source: source, workload: wl, page: page, changes: n, elapsed: el, cpu: cpu})
 	}
 	return out, nil
-}
-
-// insertOnly inserts n new rows, 100 per statement, one transaction each.
-func insertOnly(ctx context.Context, conn *pgx.Conn, n int) error {
-	for lo := 1; lo <= n; lo += 100 {
-		hi := min(lo+99, n)
-		if _, err := conn.Exec(ctx, insertRange(lo, hi, 1)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// mixed writes n changes over the n base rows: per source transaction of
-// 100 changes, 50 inserts of new rows, 30 updates and 20 deletes of
-// distinct base rows.
-func mixed(ctx context.Context, conn *pgx.Conn, n int) error {
-	nextIns, nextUpd := n+1, 1
-	nextDel := n*3/10 + 1 // past every id the updates can reach
-	for done := 0; done < n; {
-		chunk := min(100, n-done)
-		ins := chunk / 2
-		upd := chunk * 3 / 10
-		del := chunk - ins - upd
-		tx, err := conn.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		stmts := []string{}
-		if ins > 0 {
-			stmts = append(stmts, insertRange(nextIns, nextIns+ins-1, 1))
-		}
-		if upd > 0 {
-			stmts = append(stmts, fmt.Sprintf(`UPDATE items SET qty = qty + 1, label = label || '+', price = price * 1.01, at = at + interval '1 hour' WHERE id BETWEEN %d AND %d`, nextUpd, nextUpd+upd-1))
-		}
-		if del > 0 {
-			stmts = append(stmts, fmt.Sprintf(`DELETE FROM items WHERE id BETWEEN %d AND %d`, nextDel, nextDel+del-1))
-		}
-		for _, s := range stmts {
-			if _, err := tx.Exec(ctx, s); err != nil {
-				tx.Rollback(ctx) //nolint:errcheck // the Exec error is the one to report
-				return err
-			}
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return err
-		}
-		nextIns += ins
-		nextUpd += upd
-		nextDel += del
-		done += chunk
-	}
-	return nil
-}
-
-// insertRange is one multi-row INSERT of ids lo..hi with deterministic
-// values; gen varies the values between the base rows and later inserts.
-func insertRange(lo, hi, gen int) string {
-	return fmt.Sprintf(`INSERT INTO items (id, qty, label, price, at)
-SELECT g, (g * 7 + %[3]d) %% 1000, 'item-' || g || '-' || %[3]d, ((g %% 10000) * 1.25)::numeric(12,2),
-	timestamptz '2024-01-01 00:00:00+00' + g * interval '1 second'
-FROM generate_series(%[1]d, %[2]d) g`, lo, hi, gen)
-}
-
-func connect(ctx context.Context, u string) (*pgx.Conn, error) {
-	cc, err := pgx.ParseConfig(u)
-	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", daemon.MaskURL(u), err)
-	}
-	cc.RuntimeParams["TimeZone"] = "UTC"
-	conn, err := pgx.ConnectConfig(ctx, cc)
-	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", daemon.MaskURL(u), err)
-	}
-	return conn, nil
-}
-
-func execAll(ctx context.Context, u string, stmts ...string) error {
-	conn, err := connect(ctx, u)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	for _, s := range stmts {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			return fmt.Errorf("%s: %w", firstLine(s), err)
-		}
-	}
-	return nil
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
 }
 
 func withHost(raw, host string) (string, error) {
@@ -535,24 +526,9 @@ func withHost(raw, host string) (string, error) {
 	return u.String(), nil
 }
 
-// sameTables compares the bench table's checksum on both sides.
-func sameTables(ctx context.Context, srcURL, dstURL string) (bool, error) {
-	var sums [2]dbtest.TableSum
-	for i, u := range []string{srcURL, dstURL} {
-		conn, err := connect(ctx, u)
-		if err != nil {
-			return false, err
-		}
-		sums[i], err = dbtest.Checksum(ctx, conn, table)
-		conn.Close(context.WithoutCancel(ctx))
-		if err != nil {
-			return false, err
-		}
-	}
-	if sums[0] != sums[1] {
-		fmt.Fprintf(os.Stderr, "    MISMATCH: source %d rows %s, target %d rows %s\n", sums[0].Rows, sums[0].Sum, sums[1].Rows, sums[1].Sum)
-	}
-	return sums[0] == sums[1], nil
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
 }
 
 // sampler records the Go heap and the process RSS peaks while a run lasts.
@@ -603,6 +579,49 @@ func vmRSS() uint64 {
 	return 0
 }
 
+// cpuMark is the process's and the whole box's CPU time at one instant.
+type cpuMark struct {
+	wall      time.Time
+	self, box time.Duration
+}
+
+func markCPU() cpuMark {
+	m := cpuMark{wall: time.Now()}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		m.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	// /proc/stat's first line: cpu user nice system idle iowait irq softirq
+	// steal ..., in clock ticks (USER_HZ, 100 on Linux).
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		f := strings.Fields(line)
+		for i := 1; i < len(f) && i <= 8; i++ {
+			if i == 4 || i == 5 { // idle, iowait
+				continue
+			}
+			v, _ := strconv.ParseInt(f[i], 10, 64)
+			m.box += time.Duration(v) * 10 * time.Millisecond
+		}
+	}
+	return m
+}
+
+// cpuUse is the CPU used since m, in cores: by this process (sluice and
+// the bench driver) and by the whole box (the databases too).
+type cpuUse struct{ self, box float64 }
+
+func (m cpuMark) since() cpuUse {
+	n := markCPU()
+	w := n.wall.Sub(m.wall).Seconds()
+	if w <= 0 {
+		return cpuUse{}
+	}
+	return cpuUse{self: (n.self - m.self).Seconds() / w, box: (n.box - m.box).Seconds() / w}
+}
+
+func (c cpuUse) String() string { return fmt.Sprintf("%.2f / %.2f", c.self, c.box) }
+
 func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 func ms(d time.Duration) string {
@@ -613,55 +632,114 @@ func us(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Microsecond), 'f', 1, 64) + " µs"
 }
 
-// render is the markdown report.
-func render(cfg config, results []result, readers []readerResult) string {
+// thousands formats a rate with thousands separators.
+func thousands(f float64) string {
+	s := strconv.FormatInt(int64(f+0.5), 10)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n## sluice bench: PostgreSQL → PostgreSQL (trigger source), %s, %d CPUs\n\n", time.Now().Format("2006-01-02 15:04"), runtime.NumCPU())
-	fmt.Fprintf(&b, "Backlog built in the source changelog before sluice starts; time from stream start to the commit of the last change. RTT is the WAN proxy's (half each way); \"direct\" bypasses the proxy.\n\n")
-	fmt.Fprintln(&b, "| workload | mode | link | changes | seconds | changes/s | final batch | batches | fitted fixed cost | fitted per change | mean tx time | peak Go heap | peak RSS | verified |")
-	fmt.Fprintln(&b, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-	for _, r := range results {
-		v := "verified"
-		if !r.verified {
-			v = "**MISMATCH**"
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
 		}
-		if r.note != "" {
-			v += " (" + r.note + ")"
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.2f | %.0f | %d | %d | %s | %s | %s | %s | %s | %s |\n",
-			r.workload, r.sc.mode, r.sc.link(), r.sc.changes, r.elapsed.Seconds(), r.rate, r.batch, r.batches,
-			ms(r.fixed), us(r.perChange), ms(r.meanTx), mib(r.heapPeak), mib(r.rssPeak), v)
+		b.WriteRune(c)
 	}
-	fmt.Fprintln(&b, "\n### Reader ceiling (trigger reader alone, read-only pass over the backlog)")
-	fmt.Fprintln(&b, "\n| workload | page size | changes | seconds | changes/s |")
-	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|")
-	for _, r := range readers {
-		fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.0f |\n", r.workload, r.page, r.changes, r.elapsed.Seconds(), float64(r.changes)/r.elapsed.Seconds())
-	}
-	fmt.Fprintln(&b, "\n### Ratios")
-	fmt.Fprintln(&b)
-	find := func(w, mode string, rtt time.Duration, direct bool) (result, bool) {
+	return b.String()
+}
+
+// render is the markdown report.
+func render(cfg config, results []result, readers []readerResult, took time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## sluice bench, %s, %d CPUs (run took %s)\n\n", time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(), took.Round(time.Second))
+	fmt.Fprintf(&b, "Backlog built on the source before sluice starts (trigger sources: in the changelog; log sources: in the slot / binlog past a recorded start position); time from stream start to the commit of the last change. RTT is the WAN proxy's (half each way); \"direct\" bypasses the proxy. CPU cores: CPU time over wall time while the run or pass lasted, of this process (sluice in process, plus the bench's own polling) and of the whole %d-core box (the databases included); a box figure near %d means the box, not the link, is the limit.\n", runtime.NumCPU(), runtime.NumCPU())
+	for _, src := range cfg.sources {
+		var rs []result
 		for _, r := range results {
-			if r.workload == w && r.sc.mode == mode && r.sc.rtt == rtt && r.sc.direct == direct {
+			if r.source == src {
+				rs = append(rs, r)
+			}
+		}
+		if len(rs) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n### %s (`%s`)\n\n", sourceTitles[src], src)
+		fmt.Fprintln(&b, "| workload | mode | link | changes | seconds | changes/s | final batch | batches | fitted fixed cost | fitted per change | mean tx time | CPU cores sluice / box | peak Go heap | peak RSS | verified |")
+		fmt.Fprintln(&b, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+		for _, r := range rs {
+			v := "verified"
+			if !r.verified {
+				v = "**MISMATCH**"
+			}
+			if r.note != "" {
+				v += " (" + r.note + ")"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | %.2f | %.0f | %d | %d | %s | %s | %s | %s | %s | %s | %s |\n",
+				r.workload, r.sc.mode, r.sc.link(), r.sc.changes, r.elapsed.Seconds(), r.rate, r.batch, r.batches,
+				ms(r.fixed), us(r.perChange), ms(r.meanTx), r.cpu, mib(r.heapPeak), mib(r.rssPeak), v)
+		}
+	}
+	if len(readers) > 0 {
+		fmt.Fprintln(&b, "\n### Reader ceilings (each reader alone over a backlog: read and decode, nothing applied, nothing acknowledged)")
+		fmt.Fprintln(&b, "\n| source | workload | page size | changes | seconds | changes/s | CPU cores bench / box |")
+		fmt.Fprintln(&b, "|---|---|---:|---:|---:|---:|---:|")
+		for _, r := range readers {
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %.2f | %.0f | %s |\n", r.source, r.workload, r.page, r.changes, r.elapsed.Seconds(), r.rate(), r.cpu)
+		}
+	}
+
+	find := func(src, w, mode string, rtt time.Duration, direct bool) (result, bool) {
+		for _, r := range results {
+			if r.source == src && r.workload == w && r.sc.mode == mode && r.sc.rtt == rtt && r.sc.direct == direct {
 				return r, true
 			}
 		}
 		return result{}, false
 	}
-	far := cfg.rtts[len(cfg.rtts)-1]
-	for _, w := range workloads {
-		p, ok1 := find(w.name, "pipelined", far, false)
-		pr, ok2 := find(w.name, "per-row", far, false)
-		if ok1 && ok2 && pr.rate > 0 {
-			fmt.Fprintf(&b, "* %s: pipelined / per-row at %v: **%.0f×** (%.0f vs %.1f changes/s)\n", w.name, far, p.rate/pr.rate, p.rate, pr.rate)
+	ceiling := func(src, w string) (lo, hi float64, ok bool) {
+		for _, r := range readers {
+			if r.source == src && r.workload == w {
+				if !ok || r.rate() < lo {
+					lo = r.rate()
+				}
+				hi = max(hi, r.rate())
+				ok = true
+			}
 		}
-		z, ok3 := find(w.name, "pipelined", 0, false)
-		if ok1 && ok3 && z.rate > 0 && far != 0 {
-			fmt.Fprintf(&b, "* %s: pipelined %v / 0 ms proxy: **%.2f** (%.0f vs %.0f changes/s)\n", w.name, far, p.rate/z.rate, p.rate, z.rate)
+		return lo, hi, ok
+	}
+	mark := func(ok bool) string {
+		if ok {
+			return "✓"
 		}
-		d, ok4 := find(w.name, "pipelined", 0, true)
-		if ok3 && ok4 && d.rate > 0 {
-			fmt.Fprintf(&b, "* %s: pipelined 0 ms proxy / direct: **%.2f** (%.0f vs %.0f changes/s)\n", w.name, z.rate/d.rate, z.rate, d.rate)
+		return "**✗ under the bar**"
+	}
+
+	fmt.Fprintln(&b, "\n### Bars and ratios")
+	fmt.Fprintln(&b)
+	for _, src := range cfg.sources {
+		for _, w := range workloads {
+			p96, ok96 := find(src, w.name, "pipelined", barRTT, false)
+			if ok96 && p96.verified {
+				bar := rateBars[w.name]
+				fmt.Fprintf(&b, "* %s, %s: pipelined at 96 ms **%s changes/s** (bar ≥ %s) %s\n", src, w.name, thousands(p96.rate), thousands(bar), mark(p96.rate >= bar))
+			}
+			if isLogSource(src) {
+				lo, hi, okc := ceiling(src, w.name)
+				if okc && ok96 && p96.rate > 0 {
+					fmt.Fprintf(&b, "* %s, %s: reader ceiling ÷ apply rate at 96 ms: **%.1f×** (ceiling %s–%s changes/s by page size, taking the lower; apply %s/s; bar ≥ %d×) %s\n",
+						src, w.name, lo/p96.rate, thousands(lo), thousands(hi), thousands(p96.rate), ceilingFactor, mark(lo/p96.rate >= ceilingFactor))
+				}
+			}
+			z, ok0 := find(src, w.name, "pipelined", 0, false)
+			if ok96 && ok0 && z.rate > 0 {
+				fmt.Fprintf(&b, "* %s, %s: pipelined 96 ms / 0 ms proxy: **%.2f** (%s vs %s changes/s)\n", src, w.name, p96.rate/z.rate, thousands(p96.rate), thousands(z.rate))
+			}
+			pr, okpr := find(src, w.name, "per-row", barRTT, false)
+			if ok96 && okpr && pr.rate > 0 {
+				fmt.Fprintf(&b, "* %s, %s: pipelined / per-row at 96 ms: **%.0f×** (%s vs %.1f changes/s; bar ≥ 100×)\n", src, w.name, p96.rate/pr.rate, thousands(p96.rate), pr.rate)
+			}
+			d, okd := find(src, w.name, "pipelined", 0, true)
+			if ok0 && okd && d.rate > 0 {
+				fmt.Fprintf(&b, "* %s, %s: pipelined 0 ms proxy / direct: **%.2f** (%s vs %s changes/s)\n", src, w.name, z.rate/d.rate, thousands(z.rate), thousands(d.rate))
+			}
 		}
 	}
 	fmt.Fprintln(&b)

@@ -41,6 +41,19 @@ type TableBatch struct {
 	// Upserts holds the final full images (aligned with Table.Columns) of
 	// rows that end the batch present. An image may hold Unchanged values.
 	Upserts []sluice.Row
+	// Moves holds, in source order, primary-key updates whose new image
+	// has Unchanged values that no earlier image in the batch can fill
+	// (PostgreSQL does not send unchanged TOASTed values, and the old key
+	// does not carry them). A target applies each before the table's
+	// deletes and upserts, in place: it deletes any row at To and changes
+	// the key of the row at From to To, so the unchanged values stay; the
+	// row's upsert then writes the columns that were sent.
+	Moves []Move
+}
+
+// Move changes a row's primary key in place.
+type Move struct {
+	From, To sluice.Row // keys, aligned with Table.Key
 }
 
 type keyState struct {
@@ -74,6 +87,7 @@ func Compact(changes []sluice.Change) *Batch {
 	var order []*keyState
 	tableOrder := map[*sluice.Table]int{}
 	var tables []*sluice.Table
+	moves := map[*sluice.Table][]Move{}
 
 	touch := func(t *sluice.Table, key sluice.Row) *keyState {
 		if _, ok := tableOrder[t]; !ok {
@@ -114,7 +128,14 @@ func Compact(changes []sluice.Change) *Batch {
 				old.image = nil
 			}
 			st := touch(c.Table, newKey)
-			if prev == nil {
+			moved := false
+			if prev == nil && !keysEqual(oldKey, newKey) && hasUnchanged(c.Row) {
+				// The values the source did not send are only on the
+				// target, in the row at the old key: move that row.
+				moves[c.Table] = append(moves[c.Table], Move{From: oldKey, To: newKey})
+				moved = true
+			}
+			if prev == nil && !moved {
 				prev = st.image
 			}
 			st.deleted = false
@@ -128,7 +149,8 @@ func Compact(changes []sluice.Change) *Batch {
 
 	tbs := make([]*TableBatch, len(tables))
 	for i, t := range tables {
-		tbs[i] = &TableBatch{Table: t}
+		tbs[i] = &TableBatch{Table: t, Moves: moves[t]}
+		b.Rows += len(moves[t])
 	}
 	for _, st := range order {
 		tb := tbs[tableOrder[st.table]]
@@ -142,7 +164,7 @@ func Compact(changes []sluice.Change) *Batch {
 		}
 	}
 	for _, tb := range tbs {
-		if len(tb.Deletes)+len(tb.Upserts) > 0 {
+		if len(tb.Deletes)+len(tb.Upserts)+len(tb.Moves) > 0 {
 			b.Tables = append(b.Tables, tb)
 		}
 	}
@@ -168,6 +190,15 @@ func fillUnchanged(img, prev sluice.Row) sluice.Row {
 		return img
 	}
 	return out
+}
+
+func hasUnchanged(r sluice.Row) bool {
+	for _, v := range r {
+		if v.Unchanged {
+			return true
+		}
+	}
+	return false
 }
 
 func keysEqual(a, b sluice.Row) bool {

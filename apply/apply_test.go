@@ -145,3 +145,40 @@ func TestCompactRedefinedTable(t *testing.T) {
 		t.Errorf("Rows = %d, want 2", b.Rows)
 	}
 }
+
+func TestCompactMovesKeyChangeWithUnchangedValues(t *testing.T) {
+	tbl := &sluice.Table{Name: sluice.TableName{Name: "docs"}, Columns: []sluice.Column{{Name: "id"}, {Name: "n"}, {Name: "body"}}, Key: []int{0}}
+	unchanged := sluice.Value{Unchanged: true}
+	cs := []sluice.Change{
+		// The key changes and the big body was not sent: only the target
+		// has it, so the row must be moved in place.
+		{Table: tbl, Op: sluice.OpUpdate, Key: sluice.Row{sluice.Text("1")}, Row: sluice.Row{sluice.Text("101"), sluice.Text("5"), unchanged}},
+		{Table: tbl, Op: sluice.OpUpdate, Key: sluice.Row{sluice.Text("101")}, Row: sluice.Row{sluice.Text("101"), sluice.Text("6"), unchanged}},
+		// Here an earlier image in the batch has the body: no move needed.
+		{Table: tbl, Op: sluice.OpInsert, Row: sluice.Row{sluice.Text("2"), sluice.Text("1"), sluice.Text("big")}},
+		{Table: tbl, Op: sluice.OpUpdate, Key: sluice.Row{sluice.Text("2")}, Row: sluice.Row{sluice.Text("202"), sluice.Text("1"), unchanged}},
+	}
+	b := Compact(cs)
+	if len(b.Tables) != 1 {
+		t.Fatalf("tables = %d", len(b.Tables))
+	}
+	tb := b.Tables[0]
+	if len(tb.Moves) != 1 || tb.Moves[0].From[0].Text != "1" || tb.Moves[0].To[0].Text != "101" {
+		t.Fatalf("moves = %+v, want one move 1 → 101", tb.Moves)
+	}
+	var got101, got202 sluice.Row
+	for _, r := range tb.Upserts {
+		switch r[0].Text {
+		case "101":
+			got101 = r
+		case "202":
+			got202 = r
+		}
+	}
+	if got101 == nil || got101[1].Text != "6" || !got101[2].Unchanged {
+		t.Fatalf("upsert of 101 = %v, want n=6 with body unchanged", got101)
+	}
+	if got202 == nil || got202[2].Text != "big" {
+		t.Fatalf("upsert of 202 = %v, want the body filled from the insert", got202)
+	}
+}

@@ -757,6 +757,12 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 		if err != nil {
 			return nil, err
 		}
+		for _, mv := range tb.Moves {
+			if stmts, err = d.appendDeletes(stmts, []sluice.Row{mv.To}, 0); err != nil {
+				return nil, err
+			}
+			stmts = append(stmts, d.moveStatement(mv))
+		}
 		stmts, err = d.appendDeletes(stmts, tb.Deletes, limit)
 		if err != nil {
 			return nil, err
@@ -923,4 +929,31 @@ func rowCount(n int) string {
 		return "1 row"
 	}
 	return strconv.Itoa(n) + " rows"
+}
+
+// moveStatement changes the primary key of the row at mv.From to mv.To in
+// place, keeping the values the source did not send.
+func (d *tableDesc) moveStatement(mv apply.Move) statement {
+	var b strings.Builder
+	b.WriteString("UPDATE ")
+	b.WriteString(d.ident)
+	b.WriteString(" SET ")
+	for i, c := range d.key {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quoteIdent(c.Name))
+		b.WriteString(" = ")
+		writeValue(&b, c.Kind, mv.To[i])
+	}
+	b.WriteString(" WHERE ")
+	for i, c := range d.key {
+		if i > 0 {
+			b.WriteString(" AND ")
+		}
+		b.WriteString(quoteIdent(c.Name))
+		b.WriteString(" = ")
+		writeValue(&b, c.Kind, mv.From[i])
+	}
+	return statement{sql: b.String(), what: fmt.Sprintf("key change %s → %s in %s", d.src.FormatKey(mv.From), d.src.FormatKey(mv.To), d.display)}
 }

@@ -499,6 +499,12 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 		if err != nil {
 			return nil, err
 		}
+		for _, mv := range tb.Moves {
+			if stmts, err = d.appendDeletes(stmts, []sluice.Row{mv.To}, true); err != nil {
+				return nil, err
+			}
+			stmts = append(stmts, d.moveStatement(mv))
+		}
 		stmts, err = d.appendDeletes(stmts, tb.Deletes, perRow)
 		if err != nil {
 			return nil, err
@@ -646,4 +652,34 @@ func rowCount(n int) string {
 		return "1 row"
 	}
 	return strconv.Itoa(n) + " rows"
+}
+
+// moveStatement changes the primary key of the row at mv.From to mv.To in
+// place, keeping the values the source did not send.
+func (d *tableDesc) moveStatement(mv apply.Move) statement {
+	var b strings.Builder
+	b.WriteString("UPDATE ")
+	b.WriteString(d.ident)
+	b.WriteString(" SET ")
+	n := len(d.src.Key)
+	args := make([]any, 0, 2*n)
+	for i, k := range d.src.Key {
+		c := d.cols[k]
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s = $%d::text::%s", ident(c.Name), i+1, c.cast())
+		args = append(args, mv.To[i].Text)
+	}
+	b.WriteString(" WHERE ")
+	for i, k := range d.src.Key {
+		c := d.cols[k]
+		if i > 0 {
+			b.WriteString(" AND ")
+		}
+		fmt.Fprintf(&b, "%s = $%d::text::%s", ident(c.Name), n+i+1, c.cast())
+		args = append(args, mv.From[i].Text)
+	}
+	return statement{sql: b.String(), args: args,
+		what: fmt.Sprintf("key change %s → %s in %s", d.src.FormatKey(mv.From), d.src.FormatKey(mv.To), d.display)}
 }

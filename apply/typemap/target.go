@@ -124,13 +124,22 @@ func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 		if err != nil {
 			return err
 		}
-		ob := &apply.TableBatch{Table: m.out, Deletes: make([]sluice.Row, len(tb.Deletes)), Upserts: make([]sluice.Row, len(tb.Upserts))}
+		ob := &apply.TableBatch{Table: m.out, Deletes: make([]sluice.Row, len(tb.Deletes)), Upserts: make([]sluice.Row, len(tb.Upserts)),
+			Moves: make([]apply.Move, len(tb.Moves))}
+		keyConv := make([]Conv, len(tb.Table.Key))
+		for x, c := range tb.Table.Key {
+			keyConv[x] = m.convs[c]
+		}
 		for j, k := range tb.Deletes {
-			conv := make([]Conv, len(k))
-			for x, c := range tb.Table.Key {
-				conv[x] = m.convs[c]
+			if ob.Deletes[j], err = convertRow(k, keyConv, tb.Table, k, tb.Table.KeyNames()); err != nil {
+				return err
 			}
-			if ob.Deletes[j], err = convertRow(k, conv, tb.Table, k, tb.Table.KeyNames()); err != nil {
+		}
+		for j, mv := range tb.Moves {
+			if ob.Moves[j].From, err = convertRow(mv.From, keyConv, tb.Table, mv.From, tb.Table.KeyNames()); err != nil {
+				return err
+			}
+			if ob.Moves[j].To, err = convertRow(mv.To, keyConv, tb.Table, mv.To, tb.Table.KeyNames()); err != nil {
 				return err
 			}
 		}

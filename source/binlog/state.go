@@ -551,6 +551,7 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 		if err != nil {
 			return err
 		}
+		s.pos.base() // fill the cache on the original, not on the copy below
 		p := *s.pos
 		p.txn, p.k = s.txn, s.k
 		c.Pos = sluice.Position{Kind: Kind, Token: p.token()}

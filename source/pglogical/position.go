@@ -55,8 +55,8 @@ func parsePosition(pos sluice.Position) (p position, ok bool, err error) {
 	if i < 0 {
 		return position{}, false, fmt.Errorf("position %s: want lsn/count, e.g. 0/16B3748/0", pos)
 	}
-	lsn, err := pglogrepl.ParseLSN(pos.Token[:i])
-	if err != nil || !strings.Contains(pos.Token[:i], "/") {
+	lsn, err := parseLSN(pos.Token[:i])
+	if err != nil {
 		return position{}, false, fmt.Errorf("position %s: %q is not an LSN", pos, pos.Token[:i])
 	}
 	k, err := strconv.ParseInt(pos.Token[i+1:], 10, 64)
@@ -64,4 +64,23 @@ func parsePosition(pos sluice.Position) (p position, ok bool, err error) {
 		return position{}, false, fmt.Errorf("position %s: change count %q is not a non-negative integer", pos, pos.Token[i+1:])
 	}
 	return position{lsn: lsn, k: k}, true, nil
+}
+
+// parseLSN reads an LSN's text form "hi/lo" (hex). pglogrepl.ParseLSN uses
+// fmt.Sscanf, which cost a sixth of the reader's CPU when every change's
+// position is parsed.
+func parseLSN(s string) (pglogrepl.LSN, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("LSN %q: want hi/lo in hex", s)
+	}
+	h, err := strconv.ParseUint(hi, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("LSN %q: %w", s, err)
+	}
+	l, err := strconv.ParseUint(lo, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("LSN %q: %w", s, err)
+	}
+	return pglogrepl.LSN(h<<32 | l), nil
 }

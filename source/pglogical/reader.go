@@ -53,7 +53,6 @@ const (
 	maxBackoff    = 5 * time.Second
 )
 
-var parseLSN = pglogrepl.ParseLSN
 
 type itemKind uint8
 

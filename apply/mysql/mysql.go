@@ -693,18 +693,31 @@ func (t *Target) wasKilled(ctx context.Context, old int64) bool {
 	if old == 0 {
 		return false
 	}
-	var command string
-	err := t.conn.QueryRowContext(ctx, "SELECT COMMAND FROM information_schema.PROCESSLIST WHERE ID = "+strconv.FormatInt(old, 10)).Scan(&command)
-	if t.implicitTx {
-		t.conn.ExecContext(ctx, "ROLLBACK")
-	}
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return true
-	case err != nil:
-		return false
-	case strings.EqualFold(command, "Killed"):
-		return true
+	// The client can see its connection close a moment before the killed
+	// session leaves the process list, so a session still listed as busy
+	// is watched for a second before it is taken for an orphan.
+	deadline := time.Now().Add(time.Second)
+	for {
+		var command, state string
+		err := t.conn.QueryRowContext(ctx, "SELECT COMMAND, COALESCE(STATE, '') FROM information_schema.PROCESSLIST WHERE ID = "+strconv.FormatInt(old, 10)).Scan(&command, &state)
+		if t.implicitTx {
+			t.conn.ExecContext(ctx, "ROLLBACK")
+		}
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return true
+		case err != nil:
+			return false
+		case strings.EqualFold(command, "Killed") || strings.Contains(strings.ToLower(state), "kill"):
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	if _, err := t.conn.ExecContext(ctx, "KILL "+strconv.FormatInt(old, 10)); err != nil {
 		t.log.Debug("kill orphaned session", "id", old, "err", err)

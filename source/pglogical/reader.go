@@ -230,6 +230,26 @@ func (r *Reader) Tables() []*sluice.Table { return slices.Clone(r.tables) }
 // the slot's confirmed position (the server never sends transactions that
 // committed before it); resume tells what to skip of what it resends.
 func (r *Reader) startReplication(ctx context.Context) error {
+	// A walsender of the previous session (this process's after a
+	// reconnect, or a sluice that just stopped or was killed) can hold the
+	// slot for a moment after its connection closed: wait for it a little
+	// before calling the slot taken.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := r.startReplicationOnce(ctx)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (r *Reader) startReplicationOnce(ctx context.Context) error {
 	conn, err := pgconn.ConnectConfig(ctx, r.replCfg.Copy())
 	if err != nil {
 		return connectErr(r.addr, r.replCfg.User, r.db, err)

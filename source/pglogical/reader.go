@@ -53,7 +53,6 @@ const (
 	maxBackoff    = 5 * time.Second
 )
 
-
 type itemKind uint8
 
 const (

@@ -107,7 +107,6 @@ type Reader struct {
 	mids        []txStart // transactions handed out in part, not yet acked past
 	flush       pglogrepl.LSN
 	recvWake    context.CancelFunc // interrupts the receiver's wait for a message
-	lastWarn    time.Time
 
 	sqlMu   sync.Mutex
 	sqlConn *pgx.Conn

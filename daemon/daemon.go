@@ -69,6 +69,11 @@ type StreamOptions struct {
 	// OnStart, when set, is called with the running stream once every
 	// check has passed and changes are about to flow.
 	OnStart func(*stream.Stream)
+	// MetricsListen, when set, is the address (host:port) of an HTTP
+	// server with Prometheus /metrics, /healthz and /readyz (service.go).
+	// The systemd notify protocol needs no option: it is spoken whenever
+	// $NOTIFY_SOCKET is set, with watchdog pings under $WATCHDOG_USEC.
+	MetricsListen string
 }
 
 // RunStream runs one stream until ctx ends (it then finishes or rolls back
@@ -94,6 +99,12 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 	if o.KillBudget <= 0 {
 		o.KillBudget = 15 * time.Second
 	}
+
+	svc, err := startService(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	defer svc.close()
 
 	store, err := checkpoint.Open(o.StateDir)
 	if err != nil {
@@ -186,6 +197,8 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 		MaxQueueBytes:       o.MaxQueueBytes,
 		ShutdownTimeout:     o.ShutdownTimeout,
 		Logger:              log,
+		IdleWait:            svc.idleWait,
+		OnBatch:             svc.onBatch(),
 	})
 	mode := o.ApplyMode
 	if mode == "" {
@@ -196,6 +209,7 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 	if o.OnStart != nil {
 		o.OnStart(st)
 	}
+	svc.started(st)
 
 	reportCtx, stopReport := context.WithCancel(ctx)
 	reported := make(chan struct{})
@@ -204,6 +218,7 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 		report(reportCtx, st, store.Dir(), log, o.Progress)
 	}()
 	runErr := st.Run(ctx)
+	svc.stopped()
 	stopReport()
 	<-reported
 	final := st.Stats()

@@ -324,12 +324,19 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 	s := m.s
 	limit, attempts := 0, 0
 	for ctx.Err() == nil {
+		s.beat(l.id)
 		want := l.ctrl.Size()
 		if limit > 0 {
 			want = limit
 		}
-		items := l.q.peek(ctx, want, idlePing)
+		items := l.q.peek(ctx, want, s.cfg.IdleWait)
 		if len(items) == 0 {
+			if l.id == 0 && time.Since(l.lastPing) >= idlePing {
+				// Lane 0 keeps measuring an idle target, as the single
+				// apply loop does, and notices one that stopped answering.
+				s.idlePing(ctx, l.target)
+				l.lastPing = time.Now()
+			}
 			continue
 		}
 		if l.target == nil {
@@ -439,7 +446,13 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item) error {
 	d := time.Since(start)
 	s.mu.Lock()
 	s.stats.LastTxTime, s.stats.LastBatch = d, len(items)
+	if err == nil {
+		s.stats.PingError = ""
+	}
 	s.mu.Unlock()
+	if s.cfg.OnBatch != nil {
+		s.cfg.OnBatch(cs, d, err)
+	}
 	if err != nil {
 		return fmt.Errorf("lane %d: apply batch of %d changes (%d rows): %w", l.id, len(items), b.Rows, err)
 	}

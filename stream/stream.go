@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-cdc/sluice"
@@ -77,6 +78,14 @@ type Config struct {
 	// retryable error before the stream stops with that error.
 	MaxAttempts int
 	Logger      *slog.Logger
+	// IdleWait is the longest an idle apply loop (or lane) waits for
+	// changes before it goes round again; it bounds how stale Heartbeat
+	// gets while nothing happens. Zero means 5 s.
+	IdleWait time.Duration
+	// OnBatch, when set, is called after every target transaction with
+	// the batch's changes (not to be kept), its duration and its error
+	// (nil: committed on the target). For metrics.
+	OnBatch func(cs []sluice.Change, d time.Duration, err error)
 }
 
 // Stats is a stream's live state.
@@ -112,6 +121,9 @@ type Stats struct {
 	LastError  string
 	LastCommit time.Time
 	StartedAt  time.Time
+	// PingError is set when the last RTT ping of the target failed, and
+	// cleared when the target answers again (a ping or a commit).
+	PingError string
 }
 
 // Stream moves changes from a reader to a target.
@@ -127,6 +139,11 @@ type Stream struct {
 	oldest     time.Time // source time of the oldest change taken but not committed
 	rateWin    []ratePoint
 	readCount  uint64 // changes taken from the reader
+
+	// beats[i] is when apply loop i (the single loop, or lane i) last went
+	// round, in Unix nanoseconds; loops is how many loops run.
+	beats []atomic.Int64
+	loops atomic.Int32
 }
 
 type ratePoint struct {
@@ -156,7 +173,10 @@ func New(cfg Config) *Stream {
 		log = slog.Default()
 	}
 	log = log.With("stream", cfg.ID)
-	s := &Stream{cfg: cfg, log: log, q: newQueue(cfg.MaxQueueBytes)}
+	if cfg.IdleWait <= 0 || cfg.IdleWait > idlePing {
+		cfg.IdleWait = idlePing
+	}
+	s := &Stream{cfg: cfg, log: log, q: newQueue(cfg.MaxQueueBytes), beats: make([]atomic.Int64, max(cfg.MaxLanes, 1))}
 	s.stats = Stats{
 		Stream:    cfg.ID,
 		Position:  cfg.Start.Position,
@@ -188,6 +208,26 @@ func (s *Stream) Stats() Stats {
 	return st
 }
 
+// Heartbeat returns when the least recently active apply loop (the single
+// loop, or with lanes the slowest lane) last went round: a loop wedged in
+// a target call stops it moving, an idle one still moves every IdleWait.
+// Zero before Run.
+func (s *Stream) Heartbeat() time.Time {
+	n := int(s.loops.Load())
+	if n == 0 {
+		return time.Time{}
+	}
+	oldest := int64(0)
+	for i := range s.beats[:n] {
+		if b := s.beats[i].Load(); oldest == 0 || b < oldest {
+			oldest = b
+		}
+	}
+	return time.Unix(0, oldest)
+}
+
+func (s *Stream) beat(i int) { s.beats[i].Store(time.Now().UnixNano()) }
+
 // Run streams until ctx ends (then it finishes or rolls back the batch in
 // flight and returns nil) or a non-retryable error stops it.
 func (s *Stream) Run(ctx context.Context) error {
@@ -207,7 +247,16 @@ func (s *Stream) Run(ctx context.Context) error {
 		s.watchStall(applyCtx, stopApply)
 	}()
 	var err error
-	if s.cfg.MaxLanes > 1 && s.cfg.NewTarget != nil && s.cfg.NewSizer != nil {
+	laned := s.cfg.MaxLanes > 1 && s.cfg.NewTarget != nil && s.cfg.NewSizer != nil
+	loops := 1
+	if laned {
+		loops = s.cfg.MaxLanes
+	}
+	for i := range loops {
+		s.beat(i)
+	}
+	s.loops.Store(int32(loops))
+	if laned {
 		err = s.runLanes(applyCtx, readErr)
 	} else {
 		err = s.applyLoop(applyCtx, readErr)
@@ -340,6 +389,7 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 	attempts := 0
 	lastPing := time.Now()
 	for {
+		s.beat(0)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -360,13 +410,11 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 						}
 						readErr = nil
 					case <-wait:
-					case <-time.After(idlePing):
+					case <-time.After(s.cfg.IdleWait):
 					}
 				}
 				if wait != nil && time.Since(lastPing) >= idlePing {
-					if rtt, err := s.cfg.Target.Ping(ctx); err == nil {
-						s.setRTT(rtt)
-					}
+					s.idlePing(ctx, s.cfg.Target)
 					lastPing = time.Now()
 				}
 			}
@@ -441,9 +489,25 @@ func (s *Stream) lastTxTime() time.Duration {
 	return s.stats.LastTxTime
 }
 
+// idlePing measures the RTT of an idle stream's target and notes whether
+// it answered.
+func (s *Stream) idlePing(ctx context.Context, t Target) {
+	rtt, err := t.Ping(ctx)
+	if err == nil {
+		s.setRTT(rtt)
+		return
+	}
+	if ctx.Err() == nil {
+		s.mu.Lock()
+		s.stats.PingError = err.Error()
+		s.mu.Unlock()
+	}
+}
+
 func (s *Stream) setRTT(d time.Duration) {
 	s.mu.Lock()
 	s.stats.RTT = d
+	s.stats.PingError = ""
 	s.mu.Unlock()
 	s.cfg.Batch.SetRTT(d)
 }
@@ -480,7 +544,13 @@ func (s *Stream) applyBatch(ctx context.Context, cs []sluice.Change) error {
 	s.mu.Lock()
 	s.stats.LastTxTime = d
 	s.stats.LastBatch = len(cs)
+	if err == nil {
+		s.stats.PingError = ""
+	}
 	s.mu.Unlock()
+	if s.cfg.OnBatch != nil {
+		s.cfg.OnBatch(cs, d, err)
+	}
 	if err != nil {
 		return fmt.Errorf("apply batch of %d changes (%d rows): %w", len(cs), b.Rows, err)
 	}

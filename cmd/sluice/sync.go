@@ -55,6 +55,7 @@ func syncCommand() *cli.Command {
 					&cli.DurationFlag{Name: "poll-interval", Value: 200 * time.Millisecond, EnvVars: env("POLL_INTERVAL"), Usage: "how long the reader waits for new changes before it lets the applier flush (trigger mode: how often it polls the changelog)"},
 					&cli.Int64Flag{Name: "max-queue-bytes", Value: 64 << 20, EnvVars: env("MAX_QUEUE_BYTES"), Usage: "memory for changes read but not yet applied; when full the reader waits"},
 					&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, EnvVars: env("SHUTDOWN_TIMEOUT"), Usage: "on SIGINT/SIGTERM, how long the batch in flight may take to commit before it is rolled back"},
+					&cli.StringFlag{Name: "metrics-listen", EnvVars: env("METRICS_LISTEN"), Usage: "serve Prometheus /metrics, /healthz and /readyz over HTTP at this address (host:port, e.g. 127.0.0.1:9187); off when empty"},
 					&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 					&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: env("LOG_FORMAT"), Usage: "text, json, or auto (text with a live progress line on a terminal, json otherwise)"},
 				},
@@ -136,6 +137,7 @@ func syncStart(c *cli.Context) error {
 		PollInterval:    c.Duration("poll-interval"),
 		MaxQueueBytes:   c.Int64("max-queue-bytes"),
 		ShutdownTimeout: c.Duration("shutdown-timeout"),
+		MetricsListen:   c.String("metrics-listen"),
 		Logger:          log,
 		Progress:        progress,
 	})

@@ -14,6 +14,10 @@
 // a markdown table. Each reader is also timed alone over a backlog (read and
 // decode only, nothing applied, nothing acknowledged): its ceiling. It is a
 // report, not a test: it does not fail when the numbers are low.
+//
+// -sections picks the report's parts: "sources" (the above) and
+// "controller" (controller.go: pinned batch sizes against the model and
+// AIMD controllers under a transaction killer at several RTTs, issue 5).
 package main
 
 import (
@@ -82,7 +86,18 @@ type config struct {
 	perRow        bool
 	out           string
 	verbose       bool
+	// sections are the report's parts, in order: "sources" (the
+	// throughput runs per source above) and "controller" (controller.go).
+	sections []string
+	ctl      ctlConfig
 }
+
+const (
+	secSources    = "sources"
+	secController = "controller"
+)
+
+var allSections = []string{secSources, secController}
 
 func main() {
 	var cfg config
@@ -96,6 +111,15 @@ func main() {
 	flag.BoolVar(&cfg.perRow, "per-row", true, "pgtrigger: also run per-row")
 	flag.StringVar(&cfg.out, "out", "", "also write the markdown report to this file")
 	flag.BoolVar(&cfg.verbose, "v", false, "show sluice's own log")
+	var sections, ctlRTTs, ctlSizes string
+	flag.StringVar(&sections, "sections", strings.Join(allSections, ","), "comma-separated report sections to run: "+strings.Join(allSections, ", ")+" (e.g. -sections controller)")
+	flag.StringVar(&ctlRTTs, "controller-rtt", "20ms,96ms,300ms", "controller section: round-trip times")
+	flag.StringVar(&ctlSizes, "controller-sizes", "1000,5000,20000,100000", "controller section: pinned batch sizes for the static runs")
+	flag.IntVar(&cfg.ctl.changes, "controller-changes", 100000, "controller section: backlog size (mixed 50/30/20)")
+	flag.DurationVar(&cfg.ctl.killAfter, "controller-kill-after", 4*time.Second, "controller section: the target's transaction killer terminates transactions older than this (production's 20 s, scaled)")
+	flag.DurationVar(&cfg.ctl.killBudget, "controller-kill-budget", time.Second, "controller section: sluice's --kill-budget")
+	flag.DurationVar(&cfg.ctl.runLimit, "controller-run-limit", 20*time.Second, "controller section: stop a run after this and report its partial rate")
+	flag.IntVar(&cfg.ctl.maxLanes, "controller-max-lanes", 8, "controller section: --max-lanes of the model run with lanes")
 	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file")
 	flag.Parse()
 	var err error
@@ -104,6 +128,18 @@ func main() {
 	}
 	if err == nil {
 		cfg.sources, err = parseSources(sources)
+	}
+	if err == nil {
+		cfg.sections, err = parseSections(sections)
+	}
+	if err == nil {
+		cfg.ctl.rtts, err = parseRTTs("-controller-rtt", ctlRTTs)
+	}
+	if err == nil {
+		cfg.ctl.sizes, err = parseSizes(ctlSizes)
+	}
+	if err == nil && (cfg.ctl.changes < 1 || cfg.ctl.maxLanes < 1 || cfg.ctl.killAfter <= 0 || cfg.ctl.killBudget <= 0 || cfg.ctl.runLimit <= 0) {
+		err = errors.New("controller section: -controller-changes, -controller-max-lanes, -controller-kill-after, -controller-kill-budget and -controller-run-limit must be positive")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -169,6 +205,45 @@ func parseSources(s string) ([]string, error) {
 	}
 	if len(out) == 0 {
 		return nil, errors.New("-sources: no source given")
+	}
+	return out, nil
+}
+
+func parseSections(s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.ToLower(strings.TrimSpace(f))
+		if f == "" {
+			continue
+		}
+		if !slices.Contains(allSections, f) {
+			return nil, fmt.Errorf("-sections: unknown section %q (want %s)", f, strings.Join(allSections, ", "))
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-sections: no section given")
+	}
+	return out, nil
+}
+
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-controller-sizes: %q is not a batch size", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-controller-sizes: no size given")
 	}
 	return out, nil
 }
@@ -254,7 +329,12 @@ func run(ctx context.Context, cfg config) error {
 	began := time.Now()
 	var results []result
 	var readers []readerResult
-	for i, src := range cfg.sources {
+	var sources []string
+	if slices.Contains(cfg.sections, secSources) {
+		sources = cfg.sources
+	}
+	runCtl := slices.Contains(cfg.sections, secController)
+	for i, src := range sources {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -280,12 +360,27 @@ func run(ctx context.Context, cfg config) error {
 		}
 		// Servers no later source needs stop now, so they do not take CPU
 		// from the next runs.
-		rest := cfg.sources[i+1:]
-		if !slices.ContainsFunc(rest, isPGSource) {
+		rest := sources[i+1:]
+		if !runCtl && !slices.ContainsFunc(rest, isPGSource) {
 			e.stopPostgres()
 		}
 	}
-	report := render(cfg, results, readers, time.Since(began))
+	var report string
+	if len(sources) > 0 {
+		report = render(cfg, results, readers, time.Since(began))
+	}
+	if runCtl {
+		e.stopMariaDB()
+		ctlBegan := time.Now()
+		ctl, err := e.benchController(ctx)
+		if len(ctl) > 0 || err == nil {
+			report += renderController(cfg.ctl, ctl, time.Since(ctlBegan))
+		}
+		if err != nil {
+			fmt.Print(report)
+			return fmt.Errorf("controller: %w", err)
+		}
+	}
 	fmt.Print(report)
 	if cfg.out != "" {
 		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {

@@ -165,11 +165,16 @@ func (b *Batch) Observe(n int, d time.Duration) {
 		return
 	}
 	next := b.dither(b.choose())
-	// Move at most 2× per batch either way so that one odd sample cannot
-	// jump the size; shrink faster only when the current size is predicted
-	// to overrun the budget.
-	if next > 2*b.size {
-		next = 2 * b.size
+	// Move at most 4× up per batch (2× once the predicted time passes half
+	// the budget) so that one odd sample cannot jump the size; shrink
+	// faster than halving only when the current size is predicted to
+	// overrun the budget.
+	growth := 4
+	if a, s, ok := b.fit(); ok && a+s*float64(4*b.size) > 0.5*b.budget().Seconds() {
+		growth = 2
+	}
+	if next > growth*b.size {
+		next = growth * b.size
 	}
 	if next < b.size/2 {
 		if a, s, ok := b.fit(); !ok || a+s*float64(b.size/2) < 0.8*b.budget().Seconds() {
@@ -258,12 +263,26 @@ func (b *Batch) choose() int {
 	a, s, ok := b.fit()
 	budget := 0.8 * b.budget().Seconds()
 	if !ok {
-		// Too little measured to fit: keep doubling while the last batch
-		// used little of the budget.
-		if b.model.lastT < budget/4 {
+		// Too little measured to fit. With the RTT known, the last batch's
+		// time beyond one round trip estimates the per-change cost: aim
+		// for half the budget. Without it, double while the last batch
+		// used under half the budget. Shrink only a batch that came near
+		// the budget: halving on latency alone is what makes a naive
+		// controller converge to a stall on a slow link.
+		last := b.model.last()
+		switch {
+		case b.model.lastT > budget:
+			return b.size / 2
+		case b.rtt > 0 && last.n > 0:
+			perChange := (last.t - b.rtt.Seconds()) / last.n
+			if perChange <= 0 {
+				return 4 * b.size
+			}
+			return int((0.5*b.budget().Seconds() - b.rtt.Seconds()) / perChange)
+		case b.model.lastT < budget/2:
 			return 2 * b.size
 		}
-		return b.size / 2
+		return b.size
 	}
 	if s <= 0 {
 		return b.cfg.Max
@@ -294,6 +313,14 @@ type costModel struct {
 type sample struct{ n, t float64 }
 
 const modelWindow = 16
+
+// last returns the newest sample.
+func (m *costModel) last() sample {
+	if m.samples == 0 {
+		return sample{}
+	}
+	return m.ring[(m.samples-1)%modelWindow]
+}
 
 func (m *costModel) add(n, t float64) {
 	if m.samples >= 4 {

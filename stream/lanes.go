@@ -166,6 +166,7 @@ func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 	}()
 	lanesCtl := controller.NewLanes(controller.LanesConfig{Min: s.cfg.MinLanes, Max: s.cfg.MaxLanes})
 	m.active = lanesCtl.N()
+	m.sizeQueues()
 	s.mu.Lock()
 	s.stats.Lanes = m.active
 	s.mu.Unlock()
@@ -195,6 +196,20 @@ func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 		err = cause
 	}
 	return err
+}
+
+// sizeQueues shares half the queue budget among the active lanes, so that
+// a lane's batches are not capped by a share sized for lanes that are not
+// running.
+func (m *multi) sizeQueues() {
+	m.mu.Lock()
+	per := m.s.cfg.MaxQueueBytes / int64(2*m.active)
+	m.mu.Unlock()
+	for _, l := range m.lanes {
+		l.q.mu.Lock()
+		l.q.max = max(per, 1<<20)
+		l.q.mu.Unlock()
+	}
 }
 
 func (m *multi) laneOf(t *sluice.Table, key sluice.Row, n int) int {
@@ -274,6 +289,7 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error, ctl *control
 				m.mu.Lock()
 				m.active = n
 				m.mu.Unlock()
+				m.sizeQueues()
 				s.mu.Lock()
 				s.stats.Lanes = n
 				s.mu.Unlock()

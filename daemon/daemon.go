@@ -168,6 +168,17 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 	}
 	ctrl := newSizer()
 	tables := rd.Tables()
+	// Tables with unique keys besides the primary key stay in one lane.
+	whole := map[sluice.TableName]bool{}
+	if o.MaxLanes > 1 {
+		for _, t := range tables {
+			has, err := tgt.HasUniqueKeys(ctx, t.Name)
+			if err != nil {
+				return recordErr(ctx, store, o.ID, err)
+			}
+			whole[t.Name] = has
+		}
+	}
 	newTarget := func(ctx context.Context) (stream.Target, error) {
 		t, err := openTarget(ctx, targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,
 			MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, Logger: log})
@@ -193,6 +204,7 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 		MaxLanes:            o.MaxLanes,
 		NewTarget:           newTarget,
 		NewSizer:            newSizer,
+		WholeTable:          func(t *sluice.Table) bool { return whole[t.Name] },
 		Start:               start,
 		MaxQueueBytes:       o.MaxQueueBytes,
 		ShutdownTimeout:     o.ShutdownTimeout,

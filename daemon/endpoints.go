@@ -234,6 +234,7 @@ type crossTarget interface {
 }
 
 type target interface {
+	HasUniqueKeys(ctx context.Context, name sluice.TableName) (bool, error)
 	stream.Target
 	Preflight(ctx context.Context, tables []*sluice.Table) error
 	ReadCheckpoint(ctx context.Context, stream string) (sluice.Checkpoint, bool, error)

@@ -304,8 +304,14 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error, ctl *control
 		for i := range cs {
 			c := cs[i]
 			n := m.active
-			target := m.laneOf(c.Table, c.NewKey(), n)
-			moves := c.Op == sluice.OpUpdate && c.Key != nil && m.laneOf(c.Table, c.Key, n) != target
+			var target int
+			moves := false
+			if s.cfg.WholeTable != nil && s.cfg.WholeTable(c.Table) {
+				target = m.laneOf(c.Table, nil, n)
+			} else {
+				target = m.laneOf(c.Table, c.NewKey(), n)
+				moves = c.Op == sluice.OpUpdate && c.Key != nil && m.laneOf(c.Table, c.Key, n) != target
+			}
 			if moves {
 				if err := m.drain(ctx); err != nil {
 					return nil

@@ -158,3 +158,75 @@ func TestLanesKeepRowOrderAndWatermark(t *testing.T) {
 		t.Fatalf("reader acked %v, want the last change", rd.acked)
 	}
 }
+
+// countingTarget records which connection applied each table's rows.
+type countingTarget struct {
+	laneTarget
+	id   int
+	used map[string]map[int]bool
+	mu   *sync.Mutex
+}
+
+func (t *countingTarget) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint) error {
+	t.mu.Lock()
+	for _, tb := range b.Tables {
+		if t.used[tb.Table.Name.Name] == nil {
+			t.used[tb.Table.Name.Name] = map[int]bool{}
+		}
+		t.used[tb.Table.Name.Name][t.id] = true
+	}
+	t.mu.Unlock()
+	return t.laneTarget.Apply(ctx, b, cp)
+}
+
+func TestWholeTableStaysInOneLane(t *testing.T) {
+	uniq := &sluice.Table{Name: sluice.TableName{Schema: "public", Name: "users"}, Columns: table.Columns, Key: []int{0}}
+	var cs []sluice.Change
+	for i := 0; i < 2000; i++ {
+		tb := table
+		if i%2 == 0 {
+			tb = uniq
+		}
+		id := strconv.Itoa(i)
+		cs = append(cs, sluice.Change{Table: tb, Op: sluice.OpInsert, Row: sluice.Row{sluice.Text(id), sluice.Text("v")},
+			Pos: sluice.Position{Kind: "test", Token: id}})
+	}
+	db := &sharedRows{rows: map[string]string{}}
+	used := map[string]map[int]bool{}
+	var mu sync.Mutex
+	next := 0
+	newTarget := func(context.Context) (Target, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		next++
+		return &countingTarget{laneTarget: laneTarget{db}, id: next, used: used, mu: &mu}, nil
+	}
+	first, _ := newTarget(context.Background())
+	newSizer := func() Sizer {
+		return controller.NewBatch(controller.BatchConfig{Initial: 20, Max: 50, Budget: time.Second})
+	}
+	s := New(Config{
+		ID: "whole", Reader: &scriptReader{cs: cs}, Target: first, Store: &memStore{target: &rowTarget{rows: map[string]string{}}},
+		Batch: newSizer(), MinLanes: 4, MaxLanes: 4, NewTarget: newTarget, NewSizer: newSizer,
+		WholeTable: func(t *sluice.Table) bool { return t.Name.Name == "users" },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	for s.Stats().Applied < uint64(len(cs)) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := len(used["users"]); n != 1 {
+		t.Fatalf("users (unique keys) was applied by %d connections, want 1", n)
+	}
+	if n := len(used["t"]); n < 2 {
+		t.Fatalf("t was applied by %d connections; keyed routing should spread it", n)
+	}
+}

@@ -66,6 +66,10 @@ type Config struct {
 	MinLanes, MaxLanes int
 	NewTarget          func(ctx context.Context) (Target, error)
 	NewSizer           func() Sizer
+	// WholeTable reports tables whose changes must all go to one lane:
+	// tables with unique keys besides the primary key, where a change that
+	// releases a unique value and one that takes it must keep their order.
+	WholeTable func(*sluice.Table) bool
 	// Start is the checkpoint the reader was opened at; the stream counts
 	// commits and applied changes on from it.
 	Start sluice.Checkpoint

@@ -311,3 +311,31 @@ func (t *Target) ColumnTypes(ctx context.Context, name sluice.TableName) (map[st
 	}
 	return out, nil
 }
+
+// HasUniqueKeys reports whether the target table has a unique index
+// besides its primary key. Lanes keep such a table's changes in one lane:
+// a change that releases a unique value and one that takes it must not be
+// applied out of order by different connections.
+func (t *Target) HasUniqueKeys(ctx context.Context, name sluice.TableName) (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.ensureConn(ctx); err != nil {
+		return false, err
+	}
+	schema := name.Schema
+	if schema == "" {
+		schema = t.database
+	}
+	var sb, nb strings.Builder
+	quoteString(&sb, schema)
+	quoteString(&nb, name.Name)
+	var n int
+	err := t.reading(ctx, func() error {
+		return t.conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = "+sb.String()+
+			" AND TABLE_NAME = "+nb.String()+" AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY'").Scan(&n)
+	})
+	if err != nil {
+		return false, fmt.Errorf("read unique indexes of target table %s: %w", name, err)
+	}
+	return n > 0, nil
+}

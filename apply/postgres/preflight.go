@@ -229,3 +229,24 @@ func (t *Target) ColumnTypes(ctx context.Context, name sluice.TableName) (map[st
 	}
 	return out, nil
 }
+
+// HasUniqueKeys reports whether the target table has a unique index or
+// constraint besides its primary key. Lanes keep such a table's changes in
+// one lane: a change that releases a unique value and one that takes it
+// must not be applied out of order by different connections.
+func (t *Target) HasUniqueKeys(ctx context.Context, name sluice.TableName) (bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.ensureConn(ctx); err != nil {
+		return false, err
+	}
+	var has bool
+	err := t.reading(ctx, func() error {
+		return t.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = to_regclass($1) AND indisunique AND NOT indisprimary)`,
+			tableIdent(name)).Scan(&has)
+	})
+	if err != nil {
+		return false, fmt.Errorf("read unique indexes of target table %s: %w", name, err)
+	}
+	return has, nil
+}

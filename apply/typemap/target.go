@@ -21,6 +21,9 @@ type Inner interface {
 	// ColumnTypes returns the target table's column types as the target
 	// spells them, or nil when the table does not exist.
 	ColumnTypes(ctx context.Context, name sluice.TableName) (map[string]string, error)
+	// HasUniqueKeys reports whether the target table has unique keys
+	// besides its primary key.
+	HasUniqueKeys(ctx context.Context, name sluice.TableName) (bool, error)
 }
 
 // Target writes a source of one engine to a target of another: it checks
@@ -179,4 +182,12 @@ func convertRow(r sluice.Row, convs []Conv, tbl *sluice.Table, key sluice.Row, n
 		return r, nil
 	}
 	return out, nil
+}
+
+// HasUniqueKeys asks the inner target about the table as it is named there.
+func (t *Target) HasUniqueKeys(ctx context.Context, name sluice.TableName) (bool, error) {
+	if !t.keepSchema {
+		name.Schema = ""
+	}
+	return t.Inner.HasUniqueKeys(ctx, name)
 }

@@ -7,9 +7,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sluice-cdc/sluice"
@@ -111,6 +113,94 @@ func RunStream(ctx context.Context, o StreamOptions) error {
 		return err
 	}
 	defer store.Close()
+	return runStream(ctx, o, log, fixed, svc, store)
+}
+
+// Run runs several streams in one process, each in its own goroutine with
+// its own source, target, checkpoint record and controller, sharing one
+// state dir (the state file admits one process). A stream that fails is
+// logged, its error recorded in its state record and status file, and the
+// others go on. Run returns when every stream has returned: nil if ctx
+// ended them or they stopped cleanly, otherwise the streams' errors.
+// Every stream must name the same StateDir; with one stream Run is
+// RunStream.
+func Run(ctx context.Context, streams []StreamOptions) error {
+	if len(streams) == 1 {
+		return RunStream(ctx, streams[0])
+	}
+	if len(streams) == 0 {
+		return fmt.Errorf("no streams to run")
+	}
+	ids := map[string]bool{}
+	for _, o := range streams {
+		if o.StateDir != streams[0].StateDir {
+			return fmt.Errorf("streams %s and %s name different state dirs (%s, %s): one process keeps one state dir", streams[0].ID, o.ID, streams[0].StateDir, o.StateDir)
+		}
+		if o.MetricsListen != "" {
+			// TODO(issue 6 item 4): one /metrics and /readyz for every stream.
+			return fmt.Errorf("--metrics-listen serves one stream for now: run one stream per process to use it")
+		}
+		if ids[o.ID] {
+			return fmt.Errorf("stream id %q is used twice: each stream needs its own", o.ID)
+		}
+		ids[o.ID] = true
+	}
+	store, err := checkpoint.Open(streams[0].StateDir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	errs := make([]error, len(streams))
+	var wg sync.WaitGroup
+	for i, o := range streams {
+		wg.Go(func() {
+			errs[i] = runOne(ctx, o, store)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// runOne runs one of several streams and records its failure.
+func runOne(ctx context.Context, o StreamOptions, store *checkpoint.Store) (err error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		err = fmt.Errorf("stream %s: %w", o.ID, err)
+		log.Error("stream stopped; the other streams go on", "stream", o.ID, "err", err.Error())
+		_ = store.SetError(o.ID, err.Error())
+		if serr := recordStatusError(store.Dir(), o.ID, err.Error()); serr != nil {
+			log.Warn("write status file", "stream", o.ID, "err", serr)
+		}
+	}()
+	if len(o.Tables) == 0 {
+		return fmt.Errorf("no tables selected")
+	}
+	fixed := 0
+	if o.NoAutoTune {
+		if o.BatchSize <= 0 {
+			return fmt.Errorf("--no-auto-tune needs --apply-batch-size N (N ≥ 1)")
+		}
+		fixed = o.BatchSize
+	}
+	if o.KillBudget <= 0 {
+		o.KillBudget = 15 * time.Second
+	}
+	svc, err := startService(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	defer svc.close()
+	return runStream(ctx, o, log, fixed, svc, store)
+}
+
+// runStream runs a stream on an open state file.
+func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int, svc *service, store *checkpoint.Store) error {
 
 	srcEngine, err := EngineOf(o.SourceURL)
 	if err != nil {

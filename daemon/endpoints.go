@@ -54,8 +54,14 @@ func EngineOf(rawURL string) (Engine, error) {
 // errors.
 func MaskURL(raw string) string {
 	if !strings.Contains(raw, "://") {
-		// user:pass@tcp(host)/db
-		if at := strings.Index(raw, "@"); at > 0 {
+		// user:pass@tcp(host)/db; as go-sql-driver reads it, the password
+		// runs from the first ':' to the last '@' before the last '/' (it
+		// may itself hold '@' and '/').
+		end := len(raw)
+		if slash := strings.LastIndex(raw, "/"); slash >= 0 {
+			end = slash
+		}
+		if at := strings.LastIndex(raw[:end], "@"); at > 0 {
 			if colon := strings.Index(raw[:at], ":"); colon >= 0 {
 				return raw[:colon+1] + "xxxxx" + raw[at:]
 			}

@@ -126,3 +126,26 @@ func ReadStatus(dir string) ([]Status, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Stream < out[j].Stream })
 	return out, nil
 }
+
+// recordStatusError marks a stream's status file stopped with err, keeping
+// the figures it last showed (or writing a fresh one).
+func recordStatusError(dir, id, msg string) error {
+	s := Status{Stream: id}
+	if b, err := os.ReadFile(statusPath(dir, id)); err == nil {
+		_ = json.Unmarshal(b, &s)
+	}
+	s.Stream, s.Running, s.LastError, s.Updated, s.PID = id, false, msg, time.Now().UTC(), os.Getpid()
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := statusPath(dir, id)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("status dir: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	return os.Rename(tmp, path)
+}

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/urfave/cli/v2"
 )
@@ -30,35 +31,9 @@ func syncCommand() *cli.Command {
 		Usage: "stream changes from a source to a target",
 		Subcommands: []*cli.Command{
 			{
-				Name:  "start",
-				Usage: "stream changes until stopped (SIGINT/SIGTERM finish the batch in flight, checkpoint and exit 0)",
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "source", Required: true, EnvVars: env("SOURCE"), Usage: "source database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or user:pass@tcp(host:3306)/db"},
-					&cli.StringFlag{Name: "target", Required: true, EnvVars: env("TARGET"), Usage: "target database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or user:pass@tcp(host:3306)/db"},
-					&cli.StringSliceFlag{Name: "tables", Required: true, EnvVars: env("TABLES"), Usage: "tables to replicate, comma-separated: schema.table or table (PostgreSQL: schema public; MySQL: the connection's database)"},
-					streamIDFlag(),
-					stateDirFlag(),
-					&cli.StringFlag{Name: "source-mode", Value: "auto", EnvVars: env("SOURCE_MODE"), Usage: "how to read the source: logical (PostgreSQL logical replication), binlog (MySQL/MariaDB binary log), trigger (changelog table filled by triggers, where replication is not allowed), or auto: the log-based reader (or the one that wrote the stream's checkpoint)"},
-					&cli.BoolFlag{Name: "from-now", EnvVars: env("FROM_NOW"), Usage: "start a log-read stream that has no checkpoint at the source's current position: the target must already hold the source's rows (sluice does not copy existing rows yet)"},
-					&cli.IntFlag{Name: "apply-batch-size", Value: 1000, EnvVars: env("APPLY_BATCH_SIZE"), Usage: "changes per target transaction: the first size with auto-tuning, the fixed size with --no-auto-tune"},
-					&cli.BoolFlag{Name: "no-auto-tune", EnvVars: env("NO_AUTO_TUNE"), Usage: "pin the batch size to --apply-batch-size; the cost model is still measured and reported"},
-					&cli.StringFlag{Name: "apply-mode", Value: "pipelined", EnvVars: env("APPLY_MODE"), Usage: "pipelined: a batch is one transaction in one round trip; per-row: one statement per round trip, as naive appliers do (for comparison)"},
-					&cli.StringFlag{Name: "multi-statements", Value: "auto", EnvVars: env("MULTI_STATEMENTS"), Usage: "MySQL targets: send each batch as one multi-statement packet (auto detects whether the server allows it; on; off)"},
-					&cli.BoolFlag{Name: "disable-fk-checks", EnvVars: env("DISABLE_FK_CHECKS"), Usage: "MySQL targets: run the applier session with foreign_key_checks=0 (batches reorder changes across tables)"},
-					&cli.StringFlag{Name: "controller", Value: "model", EnvVars: env("CONTROLLER"), Usage: "batch-size controller: model (sized from the fitted cost of a batch, under the kill budget) or aimd (naive additive increase, halve on a slow or killed batch; for comparison)"},
-					&cli.IntFlag{Name: "min-lanes", Value: 1, EnvVars: env("MIN_LANES"), Usage: "fewest lanes (concurrent target connections) applying changes"},
-					&cli.IntFlag{Name: "max-lanes", Value: 16, EnvVars: env("MAX_LANES"), Usage: "most lanes: the count grows while total throughput grows and backs off when latency rises without it"},
-					&cli.Float64Flag{Name: "stall-ratio", Value: 0.1, EnvVars: env("STALL_RATIO"), Usage: "a stall is durable progress below this fraction of the source's change rate (or none) for --stall-window"},
-					&cli.DurationFlag{Name: "stall-window", Value: 2 * time.Minute, EnvVars: env("STALL_WINDOW"), Usage: "how long progress must stay too low before sluice reports a stall (as an error log line, in sync status)"},
-					&cli.BoolFlag{Name: "exit-on-stall", EnvVars: env("EXIT_ON_STALL"), Usage: "exit non-zero when the stream stalls, so a supervisor notices"},
-					&cli.DurationFlag{Name: "kill-budget", Value: 15 * time.Second, EnvVars: env("KILL_BUDGET"), Usage: "longest a target transaction may be predicted to take; keep it well under the target's transaction kill timeout"},
-					&cli.DurationFlag{Name: "poll-interval", Value: 200 * time.Millisecond, EnvVars: env("POLL_INTERVAL"), Usage: "how long the reader waits for new changes before it lets the applier flush (trigger mode: how often it polls the changelog)"},
-					&cli.Int64Flag{Name: "max-queue-bytes", Value: 64 << 20, EnvVars: env("MAX_QUEUE_BYTES"), Usage: "memory for changes read but not yet applied; when full the reader waits"},
-					&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, EnvVars: env("SHUTDOWN_TIMEOUT"), Usage: "on SIGINT/SIGTERM, how long the batch in flight may take to commit before it is rolled back"},
-					&cli.StringFlag{Name: "metrics-listen", EnvVars: env("METRICS_LISTEN"), Usage: "serve Prometheus /metrics, /healthz and /readyz over HTTP at this address (host:port, e.g. 127.0.0.1:9187); off when empty"},
-					&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
-					&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: env("LOG_FORMAT"), Usage: "text, json, or auto (text with a live progress line on a terminal, json otherwise)"},
-				},
+				Name:   "start",
+				Usage:  "stream changes until stopped (SIGINT/SIGTERM finish the batch in flight, checkpoint and exit 0)",
+				Flags:  syncStartFlags(),
 				Action: syncStart,
 			},
 			{
@@ -72,6 +47,41 @@ func syncCommand() *cli.Command {
 				Action: syncStatus,
 			},
 		},
+	}
+}
+
+// syncStartFlags are the flags of `sync start` and `config check`: every
+// one is also a config file key (config.Keys), and --config names the file.
+func syncStartFlags() []cli.Flag {
+	return []cli.Flag{
+		configFlag(),
+		&cli.StringFlag{Name: "source", EnvVars: env("SOURCE"), Usage: "source database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or user:pass@tcp(host:3306)/db"},
+		&cli.StringFlag{Name: "target", EnvVars: env("TARGET"), Usage: "target database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or user:pass@tcp(host:3306)/db"},
+		&cli.StringSliceFlag{Name: "tables", EnvVars: env("TABLES"), Usage: "tables to replicate, comma-separated: schema.table or table (PostgreSQL: schema public; MySQL: the connection's database)"},
+		&cli.StringFlag{Name: "source-password-file", EnvVars: env("SOURCE_PASSWORD_FILE"), Usage: "file holding the source's password (replaces any in --source; see also $SLUICE_SOURCE_PASSWORD and systemd credentials)"},
+		&cli.StringFlag{Name: "target-password-file", EnvVars: env("TARGET_PASSWORD_FILE"), Usage: "file holding the target's password (replaces any in --target; see also $SLUICE_TARGET_PASSWORD and systemd credentials)"},
+		streamIDFlag(),
+		stateDirFlag(),
+		&cli.StringFlag{Name: "source-mode", Value: "auto", EnvVars: env("SOURCE_MODE"), Usage: "how to read the source: logical (PostgreSQL logical replication), binlog (MySQL/MariaDB binary log), trigger (changelog table filled by triggers, where replication is not allowed), or auto: the log-based reader (or the one that wrote the stream's checkpoint)"},
+		&cli.BoolFlag{Name: "from-now", EnvVars: env("FROM_NOW"), Usage: "start a log-read stream that has no checkpoint at the source's current position: the target must already hold the source's rows (sluice does not copy existing rows yet)"},
+		&cli.IntFlag{Name: "apply-batch-size", Value: 1000, EnvVars: env("APPLY_BATCH_SIZE"), Usage: "changes per target transaction: the first size with auto-tuning, the fixed size with --no-auto-tune"},
+		&cli.BoolFlag{Name: "no-auto-tune", EnvVars: env("NO_AUTO_TUNE"), Usage: "pin the batch size to --apply-batch-size; the cost model is still measured and reported"},
+		&cli.StringFlag{Name: "apply-mode", Value: "pipelined", EnvVars: env("APPLY_MODE"), Usage: "pipelined: a batch is one transaction in one round trip; per-row: one statement per round trip, as naive appliers do (for comparison)"},
+		&cli.StringFlag{Name: "multi-statements", Value: "auto", EnvVars: env("MULTI_STATEMENTS"), Usage: "MySQL targets: send each batch as one multi-statement packet (auto detects whether the server allows it; on; off)"},
+		&cli.BoolFlag{Name: "disable-fk-checks", EnvVars: env("DISABLE_FK_CHECKS"), Usage: "MySQL targets: run the applier session with foreign_key_checks=0 (batches reorder changes across tables)"},
+		&cli.StringFlag{Name: "controller", Value: "model", EnvVars: env("CONTROLLER"), Usage: "batch-size controller: model (sized from the fitted cost of a batch, under the kill budget) or aimd (naive additive increase, halve on a slow or killed batch; for comparison)"},
+		&cli.IntFlag{Name: "min-lanes", Value: 1, EnvVars: env("MIN_LANES"), Usage: "fewest lanes (concurrent target connections) applying changes"},
+		&cli.IntFlag{Name: "max-lanes", Value: 16, EnvVars: env("MAX_LANES"), Usage: "most lanes: the count grows while total throughput grows and backs off when latency rises without it"},
+		&cli.Float64Flag{Name: "stall-ratio", Value: 0.1, EnvVars: env("STALL_RATIO"), Usage: "a stall is durable progress below this fraction of the source's change rate (or none) for --stall-window"},
+		&cli.DurationFlag{Name: "stall-window", Value: 2 * time.Minute, EnvVars: env("STALL_WINDOW"), Usage: "how long progress must stay too low before sluice reports a stall (as an error log line, in sync status)"},
+		&cli.BoolFlag{Name: "exit-on-stall", EnvVars: env("EXIT_ON_STALL"), Usage: "exit non-zero when the stream stalls, so a supervisor notices"},
+		&cli.DurationFlag{Name: "kill-budget", Value: 15 * time.Second, EnvVars: env("KILL_BUDGET"), Usage: "longest a target transaction may be predicted to take; keep it well under the target's transaction kill timeout"},
+		&cli.DurationFlag{Name: "poll-interval", Value: 200 * time.Millisecond, EnvVars: env("POLL_INTERVAL"), Usage: "how long the reader waits for new changes before it lets the applier flush (trigger mode: how often it polls the changelog)"},
+		&cli.Int64Flag{Name: "max-queue-bytes", Value: 64 << 20, EnvVars: env("MAX_QUEUE_BYTES"), Usage: "memory for changes read but not yet applied; when full the reader waits"},
+		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, EnvVars: env("SHUTDOWN_TIMEOUT"), Usage: "on SIGINT/SIGTERM, how long the batch in flight may take to commit before it is rolled back"},
+		&cli.StringFlag{Name: "metrics-listen", EnvVars: env("METRICS_LISTEN"), Usage: "serve Prometheus /metrics, /healthz and /readyz over HTTP at this address (host:port, e.g. 127.0.0.1:9187); off when empty"},
+		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
+		&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: env("LOG_FORMAT"), Usage: "text, json, or auto (text with a live progress line on a terminal, json otherwise)"},
 	}
 }
 
@@ -102,45 +112,72 @@ func newLogger(w *os.File, level, format string) (*slog.Logger, bool, error) {
 }
 
 func syncStart(c *cli.Context) error {
-	log, tty, err := newLogger(os.Stderr, c.String("log-level"), c.String("log-format"))
+	streams, err := resolveStreams(c)
 	if err != nil {
 		return err
 	}
-	tables, err := daemon.ParseTables(c.StringSlice("tables"))
+	log, tty, err := newLogger(os.Stderr, streams[0].LogLevel, streams[0].LogFormat)
 	if err != nil {
 		return err
 	}
 	var progress io.Writer
-	if tty {
+	if tty && len(streams) == 1 {
 		progress = os.Stderr
 	}
-	return daemon.RunStream(c.Context, daemon.StreamOptions{
-		ID:              c.String("stream-id"),
-		SourceURL:       c.String("source"),
-		TargetURL:       c.String("target"),
+	opts := make([]daemon.StreamOptions, len(streams))
+	for i, s := range streams {
+		srcFrom, tgtFrom, err := s.ApplySecrets()
+		if err != nil {
+			return err
+		}
+		if srcFrom != "" || tgtFrom != "" {
+			log.Info("passwords", "stream", s.StreamID, "source_password", orURL(srcFrom), "target_password", orURL(tgtFrom))
+		}
+		if opts[i], err = streamOptions(s); err != nil {
+			return err
+		}
+		opts[i].Logger, opts[i].Progress = log, progress
+	}
+	return daemon.Run(c.Context, opts)
+}
+
+func orURL(from string) string {
+	if from == "" {
+		return "from the connection string"
+	}
+	return "from " + from
+}
+
+func streamOptions(s config.Stream) (daemon.StreamOptions, error) {
+	tables, err := daemon.ParseTables(s.Tables)
+	if err != nil {
+		return daemon.StreamOptions{}, fmt.Errorf("stream %s: %w", s.StreamID, err)
+	}
+	return daemon.StreamOptions{
+		ID:              s.StreamID,
+		SourceURL:       s.Source,
+		TargetURL:       s.Target,
 		Tables:          tables,
-		StateDir:        c.String("state-dir"),
-		SourceMode:      c.String("source-mode"),
-		FromNow:         c.Bool("from-now"),
-		ApplyMode:       c.String("apply-mode"),
-		MultiStatements: c.String("multi-statements"),
-		DisableFKChecks: c.Bool("disable-fk-checks"),
-		BatchSize:       c.Int("apply-batch-size"),
-		NoAutoTune:      c.Bool("no-auto-tune"),
-		KillBudget:      c.Duration("kill-budget"),
-		Controller:      c.String("controller"),
-		StallRatio:      c.Float64("stall-ratio"),
-		StallWindow:     c.Duration("stall-window"),
-		ExitOnStall:     c.Bool("exit-on-stall"),
-		MinLanes:        c.Int("min-lanes"),
-		MaxLanes:        c.Int("max-lanes"),
-		PollInterval:    c.Duration("poll-interval"),
-		MaxQueueBytes:   c.Int64("max-queue-bytes"),
-		ShutdownTimeout: c.Duration("shutdown-timeout"),
-		MetricsListen:   c.String("metrics-listen"),
-		Logger:          log,
-		Progress:        progress,
-	})
+		StateDir:        s.StateDir,
+		SourceMode:      s.SourceMode,
+		FromNow:         s.FromNow,
+		ApplyMode:       s.ApplyMode,
+		MultiStatements: s.MultiStatements,
+		DisableFKChecks: s.DisableFKChecks,
+		BatchSize:       s.ApplyBatchSize,
+		NoAutoTune:      s.NoAutoTune,
+		KillBudget:      s.KillBudget,
+		Controller:      s.Controller,
+		StallRatio:      s.StallRatio,
+		StallWindow:     s.StallWindow,
+		ExitOnStall:     s.ExitOnStall,
+		MinLanes:        s.MinLanes,
+		MaxLanes:        s.MaxLanes,
+		PollInterval:    s.PollInterval,
+		MaxQueueBytes:   s.MaxQueueBytes,
+		ShutdownTimeout: s.ShutdownTimeout,
+		MetricsListen:   s.MetricsListen,
+	}, nil
 }
 
 func syncStatus(c *cli.Context) error {

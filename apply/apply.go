@@ -6,6 +6,7 @@ package apply
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/sluice-cdc/sluice"
@@ -249,6 +250,42 @@ func itoa(n int) string {
 		n /= 10
 	}
 	return string(buf[i:])
+}
+
+// Mode chooses how a target sends a batch.
+type Mode int
+
+const (
+	// Pipelined sends a batch in a constant number of round trips: one
+	// pipelined transaction on PostgreSQL; coalesced multi-row statements,
+	// in one multi-statement packet where allowed, on MySQL.
+	Pipelined Mode = iota
+	// PerRow sends one statement per row operation, each its own round
+	// trip, as naive appliers do. It exists for comparison and for the
+	// static-batch diagnostic.
+	PerRow
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Pipelined:
+		return "pipelined"
+	case PerRow:
+		return "per-row"
+	}
+	return "mode(" + itoa(int(m)) + ")"
+}
+
+// ParseMode reads "pipelined" or "per-row"; empty (an unset option) means
+// the default, pipelined.
+func ParseMode(s string) (Mode, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "pipelined", "":
+		return Pipelined, nil
+	case "per-row":
+		return PerRow, nil
+	}
+	return 0, fmt.Errorf("apply mode %q: want pipelined or per-row", s)
 }
 
 // RetryableError marks an apply failure after which the target rolled the

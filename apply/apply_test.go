@@ -182,3 +182,18 @@ func TestCompactMovesKeyChangeWithUnchangedValues(t *testing.T) {
 		t.Fatalf("upsert of 202 = %v, want the body filled from the insert", got202)
 	}
 }
+
+func TestParseMode(t *testing.T) {
+	for s, want := range map[string]Mode{"": Pipelined, "pipelined": Pipelined, "per-row": PerRow, " Per-Row ": PerRow} {
+		got, err := ParseMode(s)
+		if err != nil || got != want {
+			t.Errorf("ParseMode(%q) = %v, %v; want %v", s, got, err, want)
+		}
+		if m, _ := ParseMode(want.String()); m != want {
+			t.Errorf("ParseMode(%v.String()) = %v", want, m)
+		}
+	}
+	if _, err := ParseMode("batched"); err == nil || !strings.Contains(err.Error(), "pipelined or per-row") {
+		t.Errorf("ParseMode(batched) error = %v", err)
+	}
+}

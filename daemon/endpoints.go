@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
 	mysqltarget "github.com/sluice-cdc/sluice/apply/mysql"
 	"github.com/sluice-cdc/sluice/apply/postgres"
 	"github.com/sluice-cdc/sluice/apply/typemap"
@@ -252,23 +253,19 @@ func openTarget(ctx context.Context, o targetOptions) (target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--target: %w", err)
 	}
+	mode, err := apply.ParseMode(o.Mode)
+	if err != nil {
+		return nil, fmt.Errorf("--apply-mode: %w", err)
+	}
 	var tgt crossTarget
 	switch eng {
 	case EnginePostgres:
-		mode, err := postgres.ParseMode(o.Mode)
-		if err != nil {
-			return nil, fmt.Errorf("--apply-mode: %w", err)
-		}
 		t, err := postgres.Open(ctx, o.URL, postgres.Config{Mode: mode, Logger: o.Logger})
 		if err != nil {
 			return nil, err
 		}
 		tgt = t
 	case EngineMySQL:
-		mode, err := mysqltarget.ParseMode(o.Mode)
-		if err != nil {
-			return nil, fmt.Errorf("--apply-mode: %w", err)
-		}
 		cfg := mysqltarget.Config{Mode: mode, DisableForeignKeyChecks: o.DisableFKChecks, Logger: o.Logger}
 		switch o.MultiStatements {
 		case "", "auto":

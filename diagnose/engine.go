@@ -34,18 +34,14 @@ type applier interface {
 // openApplier opens sluice's own target for the engine in the given mode,
 // dialing through dial.
 func openApplier(ctx context.Context, eng daemon.Engine, url string, mode Mode, dial dialFunc) (applier, error) {
+	m, err := apply.ParseMode(string(mode))
+	if err != nil {
+		return nil, err
+	}
 	switch eng {
 	case daemon.EnginePostgres:
-		m, err := postgres.ParseMode(string(mode))
-		if err != nil {
-			return nil, err
-		}
 		return postgres.Open(ctx, url, postgres.Config{Mode: m, Dial: dial})
 	case daemon.EngineMySQL:
-		m, err := mysqltarget.ParseMode(string(mode))
-		if err != nil {
-			return nil, err
-		}
 		return mysqltarget.Open(ctx, url, mysqltarget.Config{Mode: m, Dial: dial})
 	}
 	return nil, fmt.Errorf("--target: %s targets are not supported", eng)

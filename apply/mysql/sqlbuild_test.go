@@ -90,21 +90,6 @@ func TestGoldenSQL(t *testing.T) {
 	}
 }
 
-func TestParseMode(t *testing.T) {
-	for s, want := range map[string]Mode{"": Pipelined, "pipelined": Pipelined, "per-row": PerRow, " Per-Row ": PerRow} {
-		got, err := ParseMode(s)
-		if err != nil || got != want {
-			t.Errorf("ParseMode(%q) = %v, %v; want %v", s, got, err, want)
-		}
-		if m, _ := ParseMode(want.String()); m != want {
-			t.Errorf("ParseMode(%v.String()) = %v", want, m)
-		}
-	}
-	if _, err := ParseMode("batched"); err == nil || !strings.Contains(err.Error(), "pipelined or per-row") {
-		t.Errorf("ParseMode(batched) error = %v", err)
-	}
-}
-
 func TestParseConn(t *testing.T) {
 	for _, s := range []string{"mysql://u%40x:p%3A%40w@db.example:3307/shop?timeout=5s", "u@x:p:@w@tcp(db.example:3307)/shop?timeout=5s"} {
 		c, err := parseConn(s)

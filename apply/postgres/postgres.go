@@ -23,40 +23,13 @@ import (
 	"github.com/sluice-cdc/sluice/apply"
 )
 
-// Mode chooses how a batch is sent.
-type Mode int
+// Mode chooses how a batch is sent (see apply.Mode).
+type Mode = apply.Mode
 
 const (
-	// Pipelined sends a whole batch as one pipelined transaction: one round
-	// trip.
-	Pipelined Mode = iota
-	// PerRow sends one statement per row operation, each its own round
-	// trip, as naive appliers do. It exists for comparison and for the
-	// static-batch diagnostic.
-	PerRow
+	Pipelined = apply.Pipelined
+	PerRow    = apply.PerRow
 )
-
-func (m Mode) String() string {
-	switch m {
-	case Pipelined:
-		return "pipelined"
-	case PerRow:
-		return "per-row"
-	}
-	return "mode(" + strconv.Itoa(int(m)) + ")"
-}
-
-// ParseMode reads "pipelined" or "per-row"; empty (an unset option) means
-// the default, pipelined.
-func ParseMode(s string) (Mode, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "pipelined", "":
-		return Pipelined, nil
-	case "per-row":
-		return PerRow, nil
-	}
-	return 0, fmt.Errorf("apply mode %q: want pipelined or per-row", s)
-}
 
 // Config configures a Target.
 type Config struct {

@@ -71,21 +71,6 @@ func TestTextArray(t *testing.T) {
 	}
 }
 
-func TestParseMode(t *testing.T) {
-	for s, want := range map[string]Mode{"": Pipelined, "pipelined": Pipelined, "per-row": PerRow, " Per-Row ": PerRow} {
-		got, err := ParseMode(s)
-		if err != nil || got != want {
-			t.Errorf("ParseMode(%q) = %v, %v; want %v", s, got, err, want)
-		}
-		if m, _ := ParseMode(want.String()); m != want {
-			t.Errorf("ParseMode(%v.String()) = %v", want, m)
-		}
-	}
-	if _, err := ParseMode("batched"); err == nil || !strings.Contains(err.Error(), "pipelined or per-row") {
-		t.Errorf("ParseMode(batched) error = %v", err)
-	}
-}
-
 // FuzzBuildUpsert checks that whatever the names, every identifier in the
 // generated SQL is a correctly quoted identifier: stripping the quoted
 // identifiers leaves only the fixed SQL text of the statement, so no name can

@@ -6,6 +6,7 @@
 package sluice
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -248,4 +249,29 @@ type Checkpoint struct {
 	// Applied counts the source changes committed on the target so far.
 	Applied uint64
 	Time    time.Time
+}
+
+// TableError is an error about one table: log lines carry the table as a
+// field of their own (see ErrTable). Its text is Err's, which names the
+// table already.
+type TableError struct {
+	Table TableName
+	Err   error
+}
+
+func (e *TableError) Error() string { return e.Err.Error() }
+func (e *TableError) Unwrap() error { return e.Err }
+
+// TableOf names the table, for errors.As through ErrTable.
+func (e *TableError) TableOf() (TableName, bool) { return e.Table, true }
+
+// ErrTable returns the table an error concerns: the first error in its
+// chain with a TableOf method that names one (a *TableError, or a target's
+// own error type).
+func ErrTable(err error) (TableName, bool) {
+	var te interface{ TableOf() (TableName, bool) }
+	if errors.As(err, &te) {
+		return te.TableOf()
+	}
+	return TableName{}, false
 }

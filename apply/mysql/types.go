@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-cdc/sluice/internal/mysqltype"
 )
 
 // myType is a MySQL column type reduced to what decides whether values fit:
@@ -31,7 +33,7 @@ func parseType(s string) myType {
 		inner := s[open+1 : end]
 		rest := lower[min(end+1, len(lower)):]
 		if base == "enum" || base == "set" {
-			t.Members = parseMembers(inner)
+			t.Members = mysqltype.Members(inner)
 		} else {
 			for _, m := range strings.Split(inner, ",") {
 				if n, err := strconv.Atoi(strings.TrimSpace(m)); err == nil {
@@ -71,30 +73,6 @@ func closingParen(s string, open int) int {
 		}
 	}
 	return len(s)
-}
-
-// parseMembers reads 'a','b”c' into its members.
-func parseMembers(s string) []string {
-	var out []string
-	var cur strings.Builder
-	inQuote := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\'' && inQuote && i+1 < len(s) && s[i+1] == '\'':
-			cur.WriteByte('\'')
-			i++
-		case c == '\'':
-			if inQuote {
-				out = append(out, cur.String())
-				cur.Reset()
-			}
-			inQuote = !inQuote
-		case inQuote:
-			cur.WriteByte(c)
-		}
-	}
-	return out
 }
 
 // canonicalType maps synonyms to one name and fills default modifiers.
@@ -200,54 +178,6 @@ func (t myType) String() string {
 	return s
 }
 
-// intBits is the width of an integer type in bits; 0 for other types.
-func intBits(base string) int {
-	switch base {
-	case "tinyint":
-		return 8
-	case "smallint":
-		return 16
-	case "mediumint":
-		return 24
-	case "int":
-		return 32
-	case "bigint":
-		return 64
-	}
-	return 0
-}
-
-// stringBytes is the most bytes a TEXT or BLOB type holds; 0 for others.
-func stringBytes(base string) int64 {
-	switch base {
-	case "tinytext", "tinyblob":
-		return 255
-	case "text", "blob":
-		return 65535
-	case "mediumtext", "mediumblob":
-		return 16<<20 - 1
-	case "longtext", "longblob", "json":
-		return 4<<30 - 1
-	}
-	return 0
-}
-
-func isTextType(base string) bool {
-	switch base {
-	case "tinytext", "text", "mediumtext", "longtext":
-		return true
-	}
-	return false
-}
-
-func isBlobType(base string) bool {
-	switch base {
-	case "tinyblob", "blob", "mediumblob", "longblob":
-		return true
-	}
-	return false
-}
-
 // maxCharBytes bounds the bytes of one character, for comparing a
 // varchar(n) with a TEXT type: utf8mb4 takes up to 4.
 const maxCharBytes = 4
@@ -257,7 +187,7 @@ const maxCharBytes = 4
 // text (or, for wider fractional seconds and BIT, the same value). When not,
 // it says why in a phrase that follows "values may not fit: ...".
 func fits(src, dst myType) (bool, string) {
-	if sb, db := intBits(src.Base), intBits(dst.Base); sb > 0 || db > 0 {
+	if sb, db := mysqltype.IntBits(src.Base), mysqltype.IntBits(dst.Base); sb > 0 || db > 0 {
 		if sb == 0 || db == 0 {
 			return false, "the types differ"
 		}
@@ -291,18 +221,18 @@ func fits(src, dst myType) (bool, string) {
 			return false, "the target length limit is shorter"
 		}
 		return true, ""
-	case (src.Base == "char" || src.Base == "varchar") && isTextType(dst.Base):
-		if int64(src.Mods[0])*maxCharBytes > stringBytes(dst.Base) {
+	case (src.Base == "char" || src.Base == "varchar") && mysqltype.IsText(dst.Base):
+		if int64(src.Mods[0])*maxCharBytes > mysqltype.StringBytes(dst.Base) {
 			return false, "the target text type holds fewer bytes"
 		}
 		return true, ""
-	case isTextType(src.Base) && dst.Base == "varchar":
-		if int64(dst.Mods[0]) < stringBytes(src.Base) {
+	case mysqltype.IsText(src.Base) && dst.Base == "varchar":
+		if int64(dst.Mods[0]) < mysqltype.StringBytes(src.Base) {
 			return false, "the source text type holds more than the target length limit"
 		}
 		return true, ""
-	case isTextType(src.Base) && isTextType(dst.Base), isBlobType(src.Base) && isBlobType(dst.Base):
-		if stringBytes(dst.Base) < stringBytes(src.Base) {
+	case mysqltype.IsText(src.Base) && mysqltype.IsText(dst.Base), mysqltype.IsBlob(src.Base) && mysqltype.IsBlob(dst.Base):
+		if mysqltype.StringBytes(dst.Base) < mysqltype.StringBytes(src.Base) {
 			return false, "the target type holds fewer bytes"
 		}
 		return true, ""
@@ -314,8 +244,8 @@ func fits(src, dst myType) (bool, string) {
 			return false, "the target length limit is shorter"
 		}
 		return true, ""
-	case (src.Base == "binary" || src.Base == "varbinary") && isBlobType(dst.Base):
-		if int64(src.Mods[0]) > stringBytes(dst.Base) {
+	case (src.Base == "binary" || src.Base == "varbinary") && mysqltype.IsBlob(dst.Base):
+		if int64(src.Mods[0]) > mysqltype.StringBytes(dst.Base) {
 			return false, "the target blob type holds fewer bytes"
 		}
 		return true, ""

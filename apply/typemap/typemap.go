@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluice-cdc/sluice/internal/mysqltype"
 )
 
 // Conv converts one non-NULL value from the source's text form to the
@@ -37,7 +39,7 @@ func Column(from, to Engine, srcType, dstType string) (Conv, error) {
 // pgToMy maps a PostgreSQL column to a MySQL-family column.
 func pgToMy(s, d colType) (Conv, *refusal) {
 	if s.array {
-		if isMyText(d.base) && d.base != "tinytext" || d.base == "json" {
+		if mysqltype.IsText(d.base) && d.base != "tinytext" || d.base == "json" {
 			if d.base == "json" {
 				return nil, refuse("a PostgreSQL array's text form ('{1,2}') is not JSON", "make the target column longtext to keep the array's text form")
 			}
@@ -58,7 +60,7 @@ func pgToMy(s, d colType) (Conv, *refusal) {
 	}
 	switch s.base {
 	case "smallint", "integer", "bigint":
-		if b := myIntBits(d.base); b > 0 && !d.unsigned && b >= pgIntBits(s.base) {
+		if b := mysqltype.IntBits(d.base); b > 0 && !d.unsigned && b >= pgIntBits(s.base) {
 			return nil, nil
 		}
 		if d.base == "decimal" && d.mod(0, 10)-d.mod(1, 0) >= 19 {
@@ -89,7 +91,7 @@ func pgToMy(s, d colType) (Conv, *refusal) {
 		}
 		return nil, refuse("double precision values need a DOUBLE column", "make the target column double")
 	case "boolean":
-		if myIntBits(d.base) > 0 || d.base == "bit" && d.mod(0, 1) == 1 {
+		if mysqltype.IntBits(d.base) > 0 || d.base == "bit" && d.mod(0, 1) == 1 {
 			return boolToInt, nil
 		}
 		return nil, refuse("boolean needs a TINYINT(1) column", "make the target column tinyint(1)")
@@ -105,8 +107,8 @@ func pgToMy(s, d colType) (Conv, *refusal) {
 			if d.mod(0, 1) >= n {
 				return noNUL, nil
 			}
-		case isMyText(d.base):
-			if myTextBytes(d.base) >= int64(4*n) {
+		case mysqltype.IsText(d.base):
+			if mysqltype.StringBytes(d.base) >= int64(4*n) {
 				return noNUL, nil
 			}
 		}
@@ -152,12 +154,12 @@ func pgToMy(s, d colType) (Conv, *refusal) {
 func myToPg(s, d colType) (Conv, *refusal) {
 	if d.base == "text" && !d.array {
 		switch {
-		case isMyBlob(s.base) || s.base == "binary" || s.base == "varbinary" || s.base == "bit":
+		case mysqltype.IsBlob(s.base) || s.base == "binary" || s.base == "varbinary" || s.base == "bit":
 			return nil, refuse("binary values in a text column would have to be valid UTF-8", "make the target column bytea")
 		}
 		return utf8NoNUL, nil
 	}
-	if bits := myIntBits(s.base); bits > 0 {
+	if bits := mysqltype.IntBits(s.base); bits > 0 {
 		if s.base == "tinyint" && s.mod(0, 0) == 1 && !s.unsigned && d.base == "boolean" {
 			return intToBool, nil
 		}

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-cdc/sluice/internal/mysqltype"
 )
 
 // Engine names a database engine family.
@@ -62,7 +64,7 @@ func parse(e Engine, s string) colType {
 			inner := s[open+1 : end]
 			name = strings.TrimSpace(s[:open]) + s[end+1:]
 			if strings.HasPrefix(strings.TrimSpace(s[:open]), "enum") || strings.HasPrefix(strings.TrimSpace(s[:open]), "set") {
-				t.labels = splitLabels(inner)
+				t.labels = mysqltype.Members(inner)
 			} else {
 				for _, m := range strings.Split(inner, ",") {
 					if n, err := strconv.Atoi(strings.TrimSpace(m)); err == nil {
@@ -91,29 +93,6 @@ func parse(e Engine, s string) colType {
 		}
 	}
 	return t
-}
-
-func splitLabels(s string) []string {
-	var out []string
-	var cur strings.Builder
-	in := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\'' && in && i+1 < len(s) && s[i+1] == '\'':
-			cur.WriteByte('\'')
-			i++
-		case c == '\'':
-			if in {
-				out = append(out, cur.String())
-				cur.Reset()
-			}
-			in = !in
-		case in:
-			cur.WriteByte(c)
-		}
-	}
-	return out
 }
 
 func pgCanonical(s string) string {
@@ -150,23 +129,6 @@ func pgCanonical(s string) string {
 	return s
 }
 
-// Integer ranges, as (bits, unsigned).
-func myIntBits(base string) int {
-	switch base {
-	case "tinyint":
-		return 8
-	case "smallint":
-		return 16
-	case "mediumint":
-		return 24
-	case "int":
-		return 32
-	case "bigint":
-		return 64
-	}
-	return 0
-}
-
 func pgIntBits(base string) int {
 	switch base {
 	case "smallint":
@@ -177,29 +139,6 @@ func pgIntBits(base string) int {
 		return 64
 	}
 	return 0
-}
-
-// myTextBytes is the byte capacity of MySQL's text and blob types.
-func myTextBytes(base string) int64 {
-	switch base {
-	case "tinytext", "tinyblob":
-		return 255
-	case "text", "blob":
-		return 65535
-	case "mediumtext", "mediumblob":
-		return 16 << 20
-	case "longtext", "longblob", "json":
-		return 4 << 30
-	}
-	return 0
-}
-
-func isMyText(base string) bool {
-	return base == "tinytext" || base == "text" || base == "mediumtext" || base == "longtext"
-}
-
-func isMyBlob(base string) bool {
-	return base == "tinyblob" || base == "blob" || base == "mediumblob" || base == "longblob"
 }
 
 // refusal is why a column pair is refused.

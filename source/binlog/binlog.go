@@ -60,6 +60,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/source"
 )
 
 // Kind is the Position.Kind of binlog positions.
@@ -87,8 +88,11 @@ type Config struct {
 	HeartbeatPeriod time.Duration
 	// PollInterval is how long Read waits for changes (default 200 ms).
 	PollInterval time.Duration
-	// BufferChanges bounds the changes decoded ahead of Read (default 16384).
+	// BufferChanges bounds the changes decoded ahead of Read (default
+	// 16384), and BufferBytes their bytes (default
+	// source.DefaultBufferBytes).
 	BufferChanges int
+	BufferBytes   int64
 	Logger        *slog.Logger
 }
 
@@ -103,6 +107,7 @@ type Reader struct {
 	repl   map[string]*sluice.Table // "schema.table" -> described table
 
 	out     chan batch // decoded changes, bounded
+	budget  *source.Budget
 	pending []sluice.Change
 	failed  error
 
@@ -119,6 +124,7 @@ type Reader struct {
 
 type batch struct {
 	changes []sluice.Change
+	size    int64 // bytes taken from the budget
 	err     error
 }
 
@@ -197,6 +203,7 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position
 		return fail(err)
 	}
 	r.out = make(chan batch, max(1, cfg.BufferChanges/256))
+	r.budget = source.NewBudget(cfg.BufferBytes)
 	rctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.done = make(chan struct{})
@@ -292,6 +299,7 @@ func (r *Reader) Read(ctx context.Context, maxN int) ([]sluice.Change, error) {
 				r.failed = errors.New("binlog: reader closed")
 				return nil, r.failed
 			}
+			r.budget.Give(b.size)
 			if b.err != nil {
 				r.failed = b.err
 			}
@@ -306,6 +314,7 @@ func (r *Reader) Read(ctx context.Context, maxN int) ([]sluice.Change, error) {
 				r.failed = errors.New("binlog: reader closed")
 				break
 			}
+			r.budget.Give(b.size)
 			if b.err != nil {
 				r.failed = b.err
 			}

@@ -647,3 +647,38 @@ func TestBackpressureNoReconnect(t *testing.T) {
 		t.Errorf("%d reconnects under backpressure", n)
 	}
 }
+
+// TestReadAheadBoundedByBytes: with 40 rows of 256 KiB waiting and a 2 MiB
+// read-ahead budget, the reader decodes at most the budget (plus one
+// batch) while nothing is read, and every row still arrives when they are.
+func TestReadAheadBoundedByBytes(t *testing.T) {
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	db := sqlDB(t, m.DSN(dbn))
+	exec(t, db, "CREATE TABLE big (id INT PRIMARY KEY, v LONGTEXT)")
+	const rows, size, budget = 40, 256 << 10, 2 << 20
+	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "big")}, BufferBytes: budget}, sluice.Position{})
+	for i := 1; i <= rows; i++ {
+		// One transaction per row: each is its own batch.
+		exec(t, db, fmt.Sprintf("INSERT INTO big VALUES (%d, REPEAT('x', %d))", i, size))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for r.budget.Used() < budget-2*size {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reader decoded only %d bytes ahead", r.budget.Used())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the reader's state
+	}
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); {
+		if used := r.budget.Used(); used > budget+2*size {
+			t.Fatalf("the reader decoded %d bytes ahead, budget %d", used, budget)
+		}
+		time.Sleep(20 * time.Millisecond) // sampling interval
+	}
+	cs := readN(t, r, rows, true)
+	for i, c := range cs {
+		if len(c.Row[1].Text) != size {
+			t.Fatalf("row %d: %d bytes, want %d", i, len(c.Row[1].Text), size)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/sluice-cdc/sluice"
 )
 
 // ddlCheck looks at a statement logged as a QUERY event (DDL) and returns
@@ -90,8 +92,8 @@ func ddlCheckCols(query, defaultDB string, isRepl func(schema, table string) boo
 			schema, table, j := tableAt(i)
 			if isRepl(schema, table) {
 				what := map[string]string{"DROP": "dropped", "TRUNCATE": "truncated", "RENAME": "renamed"}[verb]
-				return fmt.Errorf("table %s.%s was %s on the source (%s): the stream cannot follow it; "+
-					"make the target match, then resume after this statement or restart from a new position", schema, table, what, clip(query))
+				return &sluice.TableError{Table: sluice.TableName{Schema: schema, Name: table}, Err: fmt.Errorf("table %s.%s was %s on the source (%s): the stream cannot follow it; "+
+					"make the target match, then resume after this statement or restart from a new position", schema, table, what, clip(query))}
 			}
 			// skip to the next name in the list ("a TO b, c TO d" or "a, b")
 			i = j

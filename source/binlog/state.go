@@ -163,10 +163,24 @@ func (s *state) resumeToken() string {
 	return p.token()
 }
 
+// send hands decoded changes to Read, waiting while the bytes decoded
+// ahead are over the budget or the channel is full.
 func (s *state) send(ctx context.Context, cs []sluice.Change, err error) {
+	var size int64
+	for i := range cs {
+		size += int64(cs[i].Size())
+	}
+	for !s.r.budget.TryTake(size) {
+		select {
+		case <-s.r.budget.Freed():
+		case <-ctx.Done():
+			return
+		}
+	}
 	select {
-	case s.r.out <- batch{changes: cs, err: err}:
+	case s.r.out <- batch{changes: cs, size: size, err: err}:
 	case <-ctx.Done():
+		s.r.budget.Give(size)
 	}
 }
 

@@ -885,3 +885,36 @@ func TestBackpressureAndDropMidTransaction(t *testing.T) {
 		t.Fatalf("last change %s", describeChanges(got[n:]))
 	}
 }
+
+// TestReadAheadBoundedByBytes: with 40 rows of 1 MB waiting and a 4 MB
+// read-ahead budget, the reader decodes at most the budget (plus the one
+// change it holds back for its position) while nothing is read, and every
+// row still arrives when they are.
+func TestReadAheadBoundedByBytes(t *testing.T) {
+	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, big text)`)
+	cfg := f.cfg
+	cfg.BufferBytes = 4 << 20
+	r := f.open(t, cfg, sluice.Position{})
+	const rows, size = 40, 1 << 20
+	f.exec(t, fmt.Sprintf(`INSERT INTO t SELECT g, repeat(md5(g::text), %d) FROM generate_series(1, %d) g`, size/32, rows))
+	// Wait until the read-ahead is full, then watch it stay bounded.
+	deadline := time.Now().Add(20 * time.Second)
+	for r.budget.Used() < 3<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reader decoded only %d bytes ahead", r.budget.Used())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the reader's state
+	}
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); {
+		if used := r.budget.Used(); used > cfg.BufferBytes+2*size {
+			t.Fatalf("the reader decoded %d bytes ahead, budget %d", used, cfg.BufferBytes)
+		}
+		time.Sleep(20 * time.Millisecond) // sampling interval
+	}
+	got := collect(t, r, rows, 7)
+	for i, c := range got {
+		if len(c.Row[1].Text) != size {
+			t.Fatalf("row %d: %d bytes, want %d", i, len(c.Row[1].Text), size)
+		}
+	}
+}

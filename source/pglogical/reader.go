@@ -46,8 +46,9 @@ import (
 )
 
 const (
-	// bufferChanges bounds the changes decoded but not yet read: the
-	// receiver stops reading the socket when the buffer is full.
+	// bufferChanges bounds the changes decoded but not yet read, and
+	// source.DefaultBufferBytes their bytes: the receiver stops reading the
+	// socket when either is reached.
 	bufferChanges = 4096
 	minBackoff    = 100 * time.Millisecond
 	maxBackoff    = 5 * time.Second
@@ -67,6 +68,7 @@ const (
 type item struct {
 	kind   itemKind
 	change sluice.Change
+	size   int64 // the change's bytes taken from the budget
 	lsn    pglogrepl.LSN
 	err    error
 }
@@ -92,6 +94,7 @@ type Reader struct {
 	db      string
 	tables  []*sluice.Table
 	items   chan item
+	budget  *source.Budget
 	wake    chan struct{} // an Ack moved the flush LSN: send a status update
 
 	cancel context.CancelFunc
@@ -168,6 +171,7 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 		addr:    addrOf(replCfg.Host, replCfg.Port),
 		db:      replCfg.Database,
 		items:   make(chan item, bufferChanges),
+		budget:  source.NewBudget(cfg.BufferBytes),
 		wake:    make(chan struct{}, 1),
 		rels:    map[uint32]*relState{},
 		ignored: map[uint32]bool{},
@@ -312,6 +316,7 @@ func (r *Reader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
 		}
 		switch it.kind {
 		case itemChange:
+			r.budget.Give(it.size)
 			out = append(out, it.change)
 			r.emitted(it.change.Pos)
 		case itemIdle:
@@ -781,21 +786,38 @@ func (r *Reader) push(ctx context.Context, p position) error {
 	c := *r.held
 	r.held = nil
 	c.Pos = p.sluice()
-	it := item{kind: itemChange, change: c}
-	select {
-	case r.items <- it:
-		r.resume = p
-		return nil
-	default:
-	}
-	t := time.NewTicker(max(r.cfg.StatusInterval/2, 100*time.Millisecond))
-	defer t.Stop()
-	for {
+	it := item{kind: itemChange, change: c, size: int64(c.Size())}
+	if r.budget.TryTake(it.size) {
 		select {
 		case r.items <- it:
 			r.resume = p
 			return nil
+		default:
+		}
+	} else {
+		it.size = -1 // not taken yet
+	}
+	t := time.NewTicker(max(r.cfg.StatusInterval/2, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		var send chan item
+		if it.size < 0 {
+			if n := int64(c.Size()); r.budget.TryTake(n) {
+				it.size = n
+			}
+		}
+		if it.size >= 0 {
+			send = r.items
+		}
+		select {
+		case send <- it:
+			r.resume = p
+			return nil
+		case <-r.budget.Freed():
 		case <-ctx.Done():
+			if it.size > 0 {
+				r.budget.Give(it.size)
+			}
 			return ctx.Err()
 		case <-t.C:
 			if err := r.sendStatus(false); err != nil {
@@ -909,8 +931,8 @@ func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage) err
 	cur := rs.table
 	name := sluice.TableName{Schema: m.Namespace, Name: m.RelationName}
 	stopf := func(format string, args ...any) error {
-		return r.stop(ctx, fmt.Errorf(format+" (stream stopped at %s, nothing after it applied): make the target match, then restart sluice",
-			append(args, r.errPos())...))
+		return r.stop(ctx, &sluice.TableError{Table: cur.Name, Err: fmt.Errorf(format+" (stream stopped at %s, nothing after it applied): make the target match, then restart sluice",
+			append(args, r.errPos())...)})
 	}
 	if name != cur.Name {
 		return stopf("source table %s was renamed to %s at LSN %s", cur.Name, name, r.tx.commit)

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/source/internal/pgcatalog"
 	"github.com/sluice-cdc/sluice/source/pgtrigger"
 )
 
@@ -47,7 +48,10 @@ type Config struct {
 	// PollInterval is how long Read waits for changes before it returns an
 	// empty slice. Default 200ms.
 	PollInterval time.Duration
-	Logger       *slog.Logger
+	// BufferBytes bounds the bytes of changes decoded ahead of Read.
+	// Default source.DefaultBufferBytes.
+	BufferBytes int64
+	Logger      *slog.Logger
 }
 
 const (
@@ -234,15 +238,9 @@ type colType struct {
 // describe looks a table up in the catalog and checks it can be streamed:
 // it exists, has a primary key and a replica identity that sends that key.
 func describe(ctx context.Context, conn *pgx.Conn, db string, name sluice.TableName) (*tableInfo, error) {
-	var oid uint32
-	var ident string
-	err := conn.QueryRow(ctx, `SELECT c.oid, c.relreplident::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, name.Schema, name.Name).Scan(&oid, &ident)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("source table %s does not exist in database %s: create it or fix the table list", name, db)
-	}
+	oid, ident, err := pgcatalog.Table(ctx, conn, db, name)
 	if err != nil {
-		return nil, fmt.Errorf("look up source table %s: %w", name, err)
+		return nil, err
 	}
 	rows, err := conn.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull, a.atttypid, a.atttypmod,
 			coalesce(nullif(t.typbasetype, 0), t.oid)
@@ -266,17 +264,9 @@ func describe(ctx context.Context, conn *pgx.Conn, db string, name sluice.TableN
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("describe source table %s: %w", name, err)
 	}
-	rows, err = conn.Query(ctx, `SELECT a.attname
-		FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
-		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-		WHERE i.indrelid = $1 AND i.indisprimary
-		ORDER BY k.ord`, oid)
+	keys, err := pgcatalog.PrimaryKey(ctx, conn, name, oid)
 	if err != nil {
-		return nil, fmt.Errorf("read primary key of source table %s: %w", name, err)
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("read primary key of source table %s: %w", name, err)
+		return nil, err
 	}
 	if len(keys) == 0 {
 		hint := ""

@@ -2,12 +2,10 @@ package pgtrigger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/source/internal/pgcatalog"
 )
 
 // tableInfo is a source table as the catalog describes it.
@@ -26,14 +24,9 @@ func (t *tableInfo) keyNames() []string { return t.table.KeyNames() }
 // fails with a message naming the table and the fix when the table is
 // missing or has no primary key.
 func lookupTable(ctx context.Context, q queryer, db string, name sluice.TableName) (*tableInfo, error) {
-	var oid uint32
-	err := q.QueryRow(ctx, `SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`, name.Schema, name.Name).Scan(&oid)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("source table %s does not exist in database %s: create it or fix the table list", name, db)
-	}
+	oid, _, err := pgcatalog.Table(ctx, q, db, name)
 	if err != nil {
-		return nil, fmt.Errorf("look up source table %s: %w", name, err)
+		return nil, err
 	}
 	rows, err := q.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull,
 			coalesce(nullif(t.typbasetype, 0), t.oid) = 'json'::regtype
@@ -57,19 +50,9 @@ func lookupTable(ctx context.Context, q queryer, db string, name sluice.TableNam
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("describe source table %s: %w", name, err)
 	}
-	// indkey lists the key's attnums in key order, which need not be the
-	// column order.
-	rows, err = q.Query(ctx, `SELECT a.attname
-		FROM pg_index i CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
-		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
-		WHERE i.indrelid = $1 AND i.indisprimary
-		ORDER BY k.ord`, oid)
+	keys, err := pgcatalog.PrimaryKey(ctx, q, name, oid)
 	if err != nil {
-		return nil, fmt.Errorf("read primary key of source table %s: %w", name, err)
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("read primary key of source table %s: %w", name, err)
+		return nil, err
 	}
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("table %s has no primary key; sluice needs one to apply changes idempotently: add one", name)

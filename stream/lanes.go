@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-cdc/sluice"
@@ -48,11 +49,18 @@ func newLaneQueue(max int64) *laneQueue {
 	return &laneQueue{max: max, notEmpty: make(chan struct{}), notFull: make(chan struct{})}
 }
 
-func (q *laneQueue) push(ctx context.Context, it item) error {
+// push appends it, waiting while the queue holds its share of the
+// stream's queue bytes, maxBytes (when > 0) or maxItems changes. A push
+// into an empty queue always goes through.
+func (q *laneQueue) push(ctx context.Context, it item, maxItems int, maxBytes int64) error {
 	n := int64(it.c.Size())
 	for {
 		q.mu.Lock()
-		if len(q.items) == 0 || q.bytes+n <= q.max {
+		limit := q.max
+		if maxBytes > 0 {
+			limit = min(limit, maxBytes)
+		}
+		if len(q.items) == 0 || (q.bytes+n <= limit && len(q.items) < maxItems) {
 			q.items = append(q.items, it)
 			q.bytes += n
 			close(q.notEmpty)
@@ -119,6 +127,9 @@ type lane struct {
 	// fifo holds the numbers of changes routed here and not committed.
 	fifo     []uint64
 	lastPing time.Time
+	// txStart is when the lane's transaction in flight began, zero
+	// between transactions (guarded by multi.mu).
+	txStart time.Time
 }
 
 // multi is the shared state of a laned stream.
@@ -126,6 +137,13 @@ type multi struct {
 	s     *Stream
 	seed  maphash.Seed
 	lanes []*lane
+	ctl   *controller.Lanes
+	// want is the lane count the controller chose, why its reason;
+	// resizeCh wakes the dispatcher when want changes. The dispatcher
+	// alone changes active, after draining.
+	want     atomic.Int32
+	why      atomic.Pointer[string]
+	resizeCh chan struct{}
 
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced on every commit
@@ -134,8 +152,6 @@ type multi struct {
 	wPos      sluice.Position
 	positions map[uint64]sluice.Position
 	active    int
-	txSum     time.Duration
-	txCount   int
 	cpSeq     uint64 // last checkpoint sequence handed out
 	fileSeq   uint64 // last sequence written to the state file
 	ackMu     sync.Mutex
@@ -164,8 +180,10 @@ func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 			}
 		}
 	}()
-	lanesCtl := controller.NewLanes(controller.LanesConfig{Min: s.cfg.MinLanes, Max: s.cfg.MaxLanes})
-	m.active = lanesCtl.N()
+	m.ctl = controller.NewLanes(controller.LanesConfig{Min: s.cfg.MinLanes, Max: s.cfg.MaxLanes, Window: s.cfg.LaneWindow})
+	m.active = m.ctl.N()
+	m.want.Store(int32(m.active))
+	m.resizeCh = make(chan struct{}, 1)
 	m.sizeQueues()
 	s.mu.Lock()
 	s.stats.Lanes = m.active
@@ -183,7 +201,12 @@ func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 			}
 		}(l)
 	}
-	err := m.dispatch(runCtx, readErr, lanesCtl)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.watchLanes(runCtx)
+	}()
+	err := m.dispatch(runCtx, readErr)
 	if err != nil {
 		cancel(err)
 	}
@@ -257,10 +280,8 @@ func (m *multi) drain(ctx context.Context) error {
 
 // dispatch routes changes from the stream's queue to the lanes and adapts
 // the lane count.
-func (m *multi) dispatch(ctx context.Context, readErr <-chan error, ctl *controller.Lanes) error {
+func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 	s := m.s
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -270,29 +291,9 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error, ctl *control
 				return err
 			}
 			readErr = nil
-		case <-tick.C:
-			m.mu.Lock()
-			mean := time.Duration(0)
-			if m.txCount > 0 {
-				mean = m.txSum / time.Duration(m.txCount)
-			}
-			m.txSum, m.txCount = 0, 0
-			applied := s.cfg.Start.Applied + m.w
-			backlog := m.uncommitted()
-			m.mu.Unlock()
-			ql, _ := s.q.size()
-			if n := ctl.Observe(time.Now(), applied, mean, backlog || ql > 0); n != m.active {
-				if err := m.drain(ctx); err != nil {
-					return nil
-				}
-				s.log.Info("lane count changed", "from", m.active, "to", n)
-				m.mu.Lock()
-				m.active = n
-				m.mu.Unlock()
-				m.sizeQueues()
-				s.mu.Lock()
-				s.stats.Lanes = n
-				s.mu.Unlock()
+		case <-m.resizeCh:
+			if err := m.resizeIfWanted(ctx); err != nil {
+				return err
 			}
 			continue
 		case <-s.q.waitNonEmptyChan():
@@ -302,6 +303,12 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error, ctl *control
 			return nil
 		}
 		for i := range cs {
+			// A decision taken while this slice was being routed (the
+			// dispatcher may wait long on a lane that a locked target
+			// holds up) takes effect before the next change.
+			if err := m.resizeIfWanted(ctx); err != nil {
+				return err
+			}
 			c := cs[i]
 			n := m.active
 			var target int
@@ -329,7 +336,11 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error, ctl *control
 			l := m.lanes[target]
 			l.fifo = append(l.fifo, seq)
 			m.mu.Unlock()
-			if err := l.q.push(ctx, item{seq: seq, c: c}); err != nil {
+			// A lane holds a few batches' worth, not its whole share of the
+			// queue: what is routed must be committed before the lane
+			// count can change, and the rest waits unrouted in the
+			// stream's queue, where it costs nothing to re-route.
+			if err := l.q.push(ctx, item{seq: seq, c: c}, laneAhead*max(l.ctrl.Size(), 1), laneAhead*s.cfg.MaxBatchBytes); err != nil {
 				return nil
 			}
 			if moves {
@@ -340,6 +351,122 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error, ctl *control
 		}
 	}
 }
+
+// watchLanes feeds the lane controller a few times a window and hands its
+// decisions to the dispatcher. It runs apart from the dispatcher because
+// the dispatcher can wait a long time for room in a lane whose target is
+// slow, and that is exactly when the controller must keep measuring.
+func (m *multi) watchLanes(ctx context.Context) {
+	s := m.s
+	// Several looks per window, so a window closes close to its length.
+	tick := time.NewTicker(m.ctl.Window() / 5)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if int(m.want.Load()) != m.lanesActive() {
+				// A switch is pending (the dispatcher drains the lanes
+				// first): what is measured now belongs to neither count,
+				// and the window restarts once it is done.
+				continue
+			}
+			m.mu.Lock()
+			var inFlight time.Duration
+			for _, l := range m.lanes {
+				if !l.txStart.IsZero() {
+					inFlight = max(inFlight, now.Sub(l.txStart))
+				}
+			}
+			applied := s.cfg.Start.Applied + m.w
+			backlog := m.uncommitted()
+			active := m.active
+			m.mu.Unlock()
+			ql, _ := s.q.size()
+			n := m.ctl.Observe(now, applied, inFlight, backlog || ql > 0)
+			if d, ok := m.ctl.LastDecision(); ok {
+				s.log.Debug("lane window", "lanes", active, "next", d.N, "rate", int(d.Rate), "tx_latency", d.Latency,
+					"window", d.To.Sub(d.From), "why", d.Reason)
+				m.why.Store(&d.Reason)
+			}
+			if int(m.want.Swap(int32(n))) != n {
+				select {
+				case m.resizeCh <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
+
+func (m *multi) lanesActive() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.active
+}
+
+// resizeIfWanted switches to the lane count the controller last chose, if
+// it differs from the running one.
+func (m *multi) resizeIfWanted(ctx context.Context) error {
+	n := int(m.want.Load())
+	if n == m.active || n == 0 {
+		return nil
+	}
+	why := ""
+	if p := m.why.Load(); p != nil {
+		why = *p
+	}
+	return m.resize(ctx, n, why)
+}
+
+// resize switches to n lanes: it drains the lanes (the routing changes
+// with n, and one row's changes must stay in order) and opens the
+// connections of lanes that never ran before switching, then restarts the
+// lane controller's measurement, so that neither the drain nor a new
+// connection's handshake over a slow link is booked against the new count.
+func (m *multi) resize(ctx context.Context, n int, why string) error {
+	s := m.s
+	if err := m.drain(ctx); err != nil {
+		return nil
+	}
+	for _, l := range m.lanes[:n] {
+		// Safe without a lock: a drained lane has nothing queued, so its
+		// goroutine does not touch target until the first push, which
+		// happens after this.
+		if l.target != nil {
+			continue
+		}
+		t, err := s.cfg.NewTarget(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("open lane %d target connection: %w", l.id, err)
+		}
+		if rtt, err := t.Ping(ctx); err == nil {
+			l.ctrl.SetRTT(rtt)
+		}
+		l.target = t
+	}
+	s.log.Info("lane count changed", "from", m.active, "to", n, "why", why)
+	m.mu.Lock()
+	m.active = n
+	applied := s.cfg.Start.Applied + m.w
+	m.mu.Unlock()
+	m.sizeQueues()
+	s.mu.Lock()
+	s.stats.Lanes = n
+	s.mu.Unlock()
+	m.ctl.Restart(time.Now(), applied)
+	return nil
+}
+
+// laneAhead is how many of its batches a lane may have routed to it ahead
+// of the one it applies: enough that it never waits for the dispatcher,
+// few enough that draining every lane (to change their count) takes a few
+// transactions, not the whole queue.
+const laneAhead = 3
 
 // runLane applies a lane's queue in batches until ctx ends.
 func (m *multi) runLane(ctx context.Context, l *lane) error {
@@ -352,6 +479,7 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 			want = limit
 		}
 		items := l.q.peek(ctx, want, s.cfg.IdleWait)
+		items = items[:bytePrefix(items, s.cfg.MaxBatchBytes, itemSize)]
 		if len(items) == 0 {
 			if l.id == 0 && time.Since(l.lastPing) >= idlePing {
 				// Lane 0 keeps measuring an idle target, as the single
@@ -410,7 +538,7 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 		}
 		limit = l.ctrl.Failed(len(items), s.lastTxTime(), killed)
 		backoff := min(100*time.Millisecond<<min(attempts, 6), 5*time.Second)
-		s.log.Warn("batch rolled back; retrying smaller", "lane", l.id, "changes", len(items), "retry_with", limit, "attempt", attempts, "killed", killed, "err", err)
+		s.log.Warn("batch rolled back; retrying smaller", append(ErrAttrs(err), "lane", l.id, "changes", len(items), "retry_with", limit, "attempt", attempts, "killed", killed)...)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -419,6 +547,8 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 	}
 	return nil
 }
+
+func itemSize(it *item) int64 { return int64(it.c.Size()) }
 
 func uniqueViolation(err error) bool {
 	msg := err.Error()
@@ -456,16 +586,21 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item) error {
 	}
 	m.mu.Unlock()
 
-	applyCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	applyCtx, cancel := s.inFlight(ctx)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(s.cfg.ShutdownTimeout, cancel)
-		context.AfterFunc(applyCtx, func() { t.Stop() })
-	})
-	defer stop()
-	start := time.Now()
+	start := s.txBegan(l.id)
+	m.mu.Lock()
+	l.txStart = start
+	m.mu.Unlock()
 	err := l.target.Apply(applyCtx, b, cp)
 	d := time.Since(start)
+	s.mu.Lock()
+	delete(s.txRunning, l.id)
+	s.mu.Unlock()
+	m.mu.Lock()
+	l.txStart = time.Time{}
+	m.mu.Unlock()
+	m.ctl.Tx(d)
 	s.mu.Lock()
 	s.stats.LastTxTime, s.stats.LastBatch = d, len(items)
 	if err == nil {
@@ -482,8 +617,6 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item) error {
 
 	m.mu.Lock()
 	l.fifo = l.fifo[len(items):]
-	m.txSum += d
-	m.txCount++
 	w := m.next - 1
 	for _, o := range m.lanes {
 		if len(o.fifo) > 0 && o.fifo[0]-1 < w {
@@ -506,6 +639,7 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item) error {
 	m.changed = make(chan struct{})
 	m.mu.Unlock()
 	l.ctrl.Observe(len(items), time.Since(start))
+	s.log.Debug("batch committed", "lane", l.id, "changes", len(items), "rows", b.Rows, "tx_time", d)
 	if !advanced {
 		return nil
 	}

@@ -230,3 +230,75 @@ func TestWholeTableStaysInOneLane(t *testing.T) {
 		t.Fatalf("t was applied by %d connections; keyed routing should spread it", n)
 	}
 }
+
+// rttTarget is a target on a slow link whose server is never the limit:
+// every transaction costs one round trip, whatever it carries, and
+// several connections run side by side.
+type rttTarget struct {
+	db  *sharedRows
+	rtt time.Duration
+}
+
+func (t *rttTarget) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint) error {
+	time.Sleep(t.rtt)
+	return (&laneTarget{t.db}).Apply(ctx, b, cp)
+}
+
+func (t *rttTarget) Ping(context.Context) (time.Duration, error) { return t.rtt, nil }
+
+// TestLanesGrowWhenRoundTripBound: with batches capped by MaxBatchBytes,
+// one lane is bound by the round trip (cap/RTT), and every added lane adds
+// as much again. The lane count must climb well above one, and the
+// backlog must drain faster than one lane could.
+func TestLanesGrowWhenRoundTripBound(t *testing.T) {
+	const (
+		n   = 6000
+		rtt = 20 * time.Millisecond
+	)
+	var cs []sluice.Change
+	for i := range n {
+		id := strconv.Itoa(i)
+		cs = append(cs, sluice.Change{Table: table, Op: sluice.OpInsert, Row: sluice.Row{sluice.Text(id), sluice.Text("v" + id)},
+			Pos: sluice.Position{Kind: "test", Token: id}})
+	}
+	maxBytes := 20 * int64(cs[0].Size()) // ~20 changes a batch: one lane ≈ 1,000/s
+	db := &sharedRows{rows: map[string]string{}}
+	newSizer := func() Sizer {
+		return controller.NewBatch(controller.BatchConfig{Initial: 500, Budget: time.Second})
+	}
+	s := New(Config{
+		ID: "rtt", Reader: &scriptReader{cs: cs}, Target: &rttTarget{db, rtt},
+		Store: &memStore{target: &rowTarget{rows: map[string]string{}}}, Batch: newSizer(),
+		MinLanes: 1, MaxLanes: 4, LaneWindow: 300 * time.Millisecond,
+		NewTarget:     func(context.Context) (Target, error) { return &rttTarget{db, rtt}, nil },
+		NewSizer:      newSizer,
+		MaxBatchBytes: maxBytes,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- s.Run(ctx) }()
+	peak := 0
+	for s.Stats().Applied < n && ctx.Err() == nil {
+		peak = max(peak, s.Stats().Lanes)
+		time.Sleep(5 * time.Millisecond) // sampling interval
+	}
+	took := time.Since(start)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats().Applied; got != n {
+		t.Fatalf("applied %d of %d changes", got, n)
+	}
+	// One lane needs n/20 round trips: 300 × 20 ms = 6 s.
+	oneLane := time.Duration(n/20) * rtt
+	t.Logf("%d changes in %v with up to %d lanes (one lane: ~%v)", n, took.Round(time.Millisecond), peak, oneLane)
+	if peak < 3 {
+		t.Fatalf("lanes peaked at %d: a round-trip-bound lane should be joined by more", peak)
+	}
+	if took > oneLane*3/4 {
+		t.Fatalf("took %v, one lane alone takes ~%v: the added lanes did not raise throughput", took, oneLane)
+	}
+}

@@ -66,6 +66,10 @@ type Config struct {
 	MinLanes, MaxLanes int
 	NewTarget          func(ctx context.Context) (Target, error)
 	NewSizer           func() Sizer
+	// LaneWindow is how long the lane controller measures each lane count
+	// before deciding on the next; zero means controller.LanesConfig's
+	// default.
+	LaneWindow time.Duration
 	// WholeTable reports tables whose changes must all go to one lane:
 	// tables with unique keys besides the primary key, where a change that
 	// releases a unique value and one that takes it must keep their order.
@@ -75,6 +79,11 @@ type Config struct {
 	Start sluice.Checkpoint
 	// MaxQueueBytes bounds the changes held between reader and applier.
 	MaxQueueBytes int64
+	// MaxBatchBytes is the most bytes of changes (as the queue counts them,
+	// sluice.Change.Size) one target transaction may carry; a batch always
+	// carries at least one change. Zero: no limit but the queue's. The
+	// batch controller's size stays the bound in changes.
+	MaxBatchBytes int64
 	// ShutdownTimeout is how long a batch in flight when the context ends
 	// may take to commit before it is rolled back.
 	ShutdownTimeout time.Duration
@@ -86,6 +95,11 @@ type Config struct {
 	// changes before it goes round again; it bounds how stale Heartbeat
 	// gets while nothing happens. Zero means 5 s.
 	IdleWait time.Duration
+	// OldestTransaction, when set, describes the oldest open transaction on
+	// the target besides the applier's (over a connection of its own): a
+	// stall's diagnosis names it, since a session holding locks is a
+	// common reason a target stops taking batches.
+	OldestTransaction func(ctx context.Context) (string, error)
 	// OnBatch, when set, is called after every target transaction with
 	// the batch's changes (not to be kept), its duration and its error
 	// (nil: committed on the target). For metrics.
@@ -128,6 +142,9 @@ type Stats struct {
 	// PingError is set when the last RTT ping of the target failed, and
 	// cleared when the target answers again (a ping or a commit).
 	PingError string
+	// InFlight is how long the oldest target transaction still running
+	// has been running; zero when none is.
+	InFlight time.Duration
 }
 
 // Stream moves changes from a reader to a target.
@@ -143,6 +160,9 @@ type Stream struct {
 	oldest     time.Time // source time of the oldest change taken but not committed
 	rateWin    []ratePoint
 	readCount  uint64 // changes taken from the reader
+	// txRunning holds when each apply loop's (lane's) transaction in
+	// flight began.
+	txRunning map[int]time.Time
 
 	// beats[i] is when apply loop i (the single loop, or lane i) last went
 	// round, in Unix nanoseconds; loops is how many loops run.
@@ -206,6 +226,9 @@ func (s *Stream) Stats() Stats {
 		oldest = s.q.headTime()
 	}
 	st.CaughtUp = s.readerIdle && st.QueueLen == 0 && oldest.IsZero()
+	for _, t := range s.txRunning {
+		st.InFlight = max(st.InFlight, time.Since(t))
+	}
 	if !oldest.IsZero() {
 		st.Lag = time.Since(oldest)
 	}
@@ -285,6 +308,62 @@ func (s *Stream) Run(ctx context.Context) error {
 
 var errStalled = errors.New("stream stalled")
 
+// txBegan records that apply loop (lane) i begins a target transaction,
+// and returns when; the loop deletes s.txRunning[i] when it ends.
+func (s *Stream) txBegan(i int) time.Time {
+	now := time.Now()
+	s.mu.Lock()
+	if s.txRunning == nil {
+		s.txRunning = map[int]time.Time{}
+	}
+	s.txRunning[i] = now
+	s.mu.Unlock()
+	return now
+}
+
+// inFlight returns the context a batch is applied under. A batch in flight
+// when ctx ends for a clean stop gets ShutdownTimeout to commit: the stop
+// should not waste the work, and the position it commits is still written
+// atomically with the rows. When ctx ends because the stream stalled under
+// ExitOnStall, the batch in flight is the one stuck: it is rolled back at
+// once.
+func (s *Stream) inFlight(ctx context.Context) (context.Context, context.CancelFunc) {
+	applyCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), errStalled) {
+			cancel()
+			return
+		}
+		t := time.AfterFunc(s.cfg.ShutdownTimeout, cancel)
+		context.AfterFunc(applyCtx, func() { t.Stop() })
+	})
+	return applyCtx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// oldestTransaction looks up the oldest open transaction on the target
+// for a stall's diagnosis, as a suffix of it; empty without the hook, when
+// there is none, or when the lookup fails (logged: the diagnosis must not
+// wait on a target that does not answer).
+func (s *Stream) oldestTransaction(ctx context.Context) string {
+	if s.cfg.OldestTransaction == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	what, err := s.cfg.OldestTransaction(ctx)
+	if err != nil {
+		s.log.Warn("stall diagnosis: cannot read the oldest transaction on the target", "err", err)
+		return ""
+	}
+	if what == "" {
+		return ""
+	}
+	return "; oldest transaction on the target: " + what
+}
+
 // watchStall checks durable progress against the source's rate every
 // second. A stall is logged as an error with the diagnosis when it starts
 // and again every window while it lasts, and shown in Stats; with
@@ -293,6 +372,7 @@ func (s *Stream) watchStall(ctx context.Context, stop context.CancelCauseFunc) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var lastLog time.Time
+	var oldest string // the oldest target transaction, as last looked up
 	for {
 		select {
 		case <-ctx.Done():
@@ -309,7 +389,7 @@ func (s *Stream) watchStall(ctx context.Context, stop context.CancelCauseFunc) {
 			s.stats.SourceRate = state.SourceRate
 			s.stats.Stalled = state.Stalled
 			if !state.Stalled {
-				s.stats.StallReason = ""
+				s.stats.StallReason, oldest = "", ""
 				s.mu.Unlock()
 				continue
 			}
@@ -319,9 +399,20 @@ func (s *Stream) watchStall(ctx context.Context, stop context.CancelCauseFunc) {
 			}
 			reason := controller.Diagnose(state, st.RTT, s.cfg.RoundTripsPerChange, 1, st.BatchSize,
 				st.LastTxTime, s.cfg.Batch.Budget(), st.Kills, fixed, perChange)
+			if budget := s.cfg.Batch.Budget(); st.InFlight > budget {
+				reason += fmt.Sprintf("; a target transaction has been running for %s, over the %s kill budget, and no transaction killer ended it: it waits on the target (a lock held by another session, or a saturated server)",
+					st.InFlight.Round(time.Second), budget)
+			}
+			s.mu.Unlock()
+			logNow := lastLog.IsZero() || now.Sub(lastLog) >= s.cfg.Stall.Window()
+			if logNow || s.cfg.ExitOnStall {
+				oldest = s.oldestTransaction(ctx)
+			}
+			reason += oldest
+			s.mu.Lock()
 			s.stats.StallReason = reason
 			s.mu.Unlock()
-			if lastLog.IsZero() || now.Sub(lastLog) >= s.cfg.Stall.Window() {
+			if logNow {
 				lastLog = now
 				s.log.Error("stream stalled: it cannot keep up with the source", "diagnosis", reason,
 					"source_rate", state.SourceRate, "apply_rate", state.ApplyRate, "lag", st.Lag.String())
@@ -436,7 +527,7 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 		if len(pending) == 0 {
 			continue
 		}
-		n := min(want, len(pending))
+		n := bytePrefix(pending[:min(want, len(pending))], s.cfg.MaxBatchBytes, changeSize)
 		err := s.applyBatch(ctx, pending[:n])
 		if err == nil && time.Since(lastPing) >= idlePing {
 			// A busy stream measures the RTT between batches too, so the
@@ -478,13 +569,32 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 		}
 		limit = s.cfg.Batch.Failed(n, s.lastTxTime(), killed)
 		backoff := min(100*time.Millisecond<<min(attempts, 6), 5*time.Second)
-		s.log.Warn("batch rolled back; retrying smaller", "changes", n, "retry_with", limit, "attempt", attempts, "killed", killed, "backoff", backoff, "err", err)
+		s.log.Warn("batch rolled back; retrying smaller", append(ErrAttrs(err), "changes", n, "retry_with", limit, "attempt", attempts, "killed", killed, "backoff", backoff)...)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(backoff):
 		}
 	}
+}
+
+func changeSize(c *sluice.Change) int64 { return int64(c.Size()) }
+
+// bytePrefix returns how many of xs, from the front, fit in maxBytes by
+// size: at least one (a change larger than the cap must still be applied,
+// alone), all of them when maxBytes ≤ 0.
+func bytePrefix[T any](xs []T, maxBytes int64, size func(*T) int64) int {
+	if maxBytes <= 0 || len(xs) <= 1 {
+		return len(xs)
+	}
+	var sum int64
+	for i := range xs {
+		sum += size(&xs[i])
+		if sum > maxBytes {
+			return max(i, 1)
+		}
+	}
+	return len(xs)
 }
 
 func (s *Stream) lastTxTime() time.Duration {
@@ -531,21 +641,14 @@ func (s *Stream) applyBatch(ctx context.Context, cs []sluice.Change) error {
 	}
 	s.mu.Unlock()
 
-	// A batch in flight when ctx ends gets ShutdownTimeout to commit: a
-	// clean stop should not waste the work, and the position it commits is
-	// still written atomically with the rows.
-	applyCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	applyCtx, cancel := s.inFlight(ctx)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(s.cfg.ShutdownTimeout, cancel)
-		context.AfterFunc(applyCtx, func() { t.Stop() })
-	})
-	defer stop()
 
-	start := time.Now()
+	start := s.txBegan(0)
 	err := s.cfg.Target.Apply(applyCtx, b, cp)
 	d := time.Since(start)
 	s.mu.Lock()
+	delete(s.txRunning, 0)
 	s.stats.LastTxTime = d
 	s.stats.LastBatch = len(cs)
 	if err == nil {

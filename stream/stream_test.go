@@ -212,3 +212,105 @@ func TestStreamGivesUpAfterRepeatedKills(t *testing.T) {
 		t.Fatalf("err %v, checkpoint %+v; want an error and no checkpoint", err, store.cp)
 	}
 }
+
+func TestBytePrefix(t *testing.T) {
+	size := func(n *int64) int64 { return *n }
+	tests := []struct {
+		name  string
+		sizes []int64
+		max   int64
+		want  int
+	}{
+		{"no cap", []int64{100, 100, 100}, 0, 3},
+		{"all fit", []int64{100, 100, 100}, 300, 3},
+		{"cut", []int64{100, 100, 100}, 250, 2},
+		{"first alone over the cap", []int64{500, 10}, 100, 1},
+		{"empty", nil, 100, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := bytePrefix(tt.sizes, tt.max, size); got != tt.want {
+				t.Fatalf("bytePrefix(%v, %d) = %d, want %d", tt.sizes, tt.max, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestMaxBatchBytes runs the single apply loop and lanes with a batch size
+// (in changes) far above what the byte cap allows: every transaction must
+// stay under the cap, and everything must still be applied once.
+func TestMaxBatchBytes(t *testing.T) {
+	const n = 2000
+	var cs []sluice.Change
+	for i := range n {
+		id := strconv.Itoa(i)
+		cs = append(cs, sluice.Change{Table: table, Op: sluice.OpInsert, Row: sluice.Row{sluice.Text(id), sluice.Text("v" + id)},
+			Pos: sluice.Position{Kind: "test", Token: id}})
+	}
+	one := int64(cs[0].Size())
+	maxBytes := 8 * one // about 8 changes, against a batch size of 500
+	tests := []struct {
+		name  string
+		lanes int
+	}{
+		{"single loop", 1},
+		{"lanes", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := &sharedRows{rows: map[string]string{}}
+			newSizer := func() Sizer {
+				return controller.NewBatch(controller.BatchConfig{Initial: 500, Min: 500, Max: 500, Budget: time.Second})
+			}
+			var mu sync.Mutex
+			var over []int64
+			largest := 0
+			s := New(Config{
+				ID: "bytes", Reader: &scriptReader{cs: cs}, Target: &laneTarget{db},
+				Store: &memStore{target: &rowTarget{rows: map[string]string{}}}, Batch: newSizer(),
+				MinLanes: tt.lanes, MaxLanes: tt.lanes,
+				NewTarget:     func(context.Context) (Target, error) { return &laneTarget{db}, nil },
+				NewSizer:      newSizer,
+				MaxBatchBytes: maxBytes,
+				OnBatch: func(batch []sluice.Change, _ time.Duration, err error) {
+					var sum int64
+					for i := range batch {
+						sum += int64(batch[i].Size())
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if sum > maxBytes && len(batch) > 1 {
+						over = append(over, sum)
+					}
+					largest = max(largest, len(batch))
+				},
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- s.Run(ctx) }()
+			for s.Stats().Applied < n && ctx.Err() == nil {
+				time.Sleep(5 * time.Millisecond) // polling interval
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Stats().Applied; got != n {
+				t.Fatalf("applied %d of %d changes", got, n)
+			}
+			if len(db.rows) != n {
+				t.Fatalf("target has %d rows, want %d", len(db.rows), n)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(over) > 0 {
+				t.Fatalf("%d transactions carried more than %d bytes, e.g. %d", len(over), maxBytes, over[0])
+			}
+			// The cap must cut batches, not shrink them to single changes.
+			if largest < 2 {
+				t.Fatalf("largest batch %d changes: the byte cap should allow several", largest)
+			}
+		})
+	}
+}

@@ -82,6 +82,8 @@ type Settings struct {
 	StallWindow        *Duration `toml:"stall_window"`
 	ExitOnStall        *bool     `toml:"exit_on_stall"`
 	KillBudget         *Duration `toml:"kill_budget"`
+	TargetTxTimeout    *Duration `toml:"target_tx_timeout"`
+	MaxBatchBytes      *int64    `toml:"max_batch_bytes"`
 	PollInterval       *Duration `toml:"poll_interval"`
 	MaxQueueBytes      *int64    `toml:"max_queue_bytes"`
 	ShutdownTimeout    *Duration `toml:"shutdown_timeout"`
@@ -246,6 +248,8 @@ type Stream struct {
 	StallWindow        time.Duration
 	ExitOnStall        bool
 	KillBudget         time.Duration
+	TargetTxTimeout    time.Duration
+	MaxBatchBytes      int64
 	PollInterval       time.Duration
 	MaxQueueBytes      int64
 	ShutdownTimeout    time.Duration
@@ -349,9 +353,6 @@ func Validate(where string, streams []Stream) error {
 			seen[s.StreamID] = i
 		}
 	}
-	if len(streams) > 1 && streams[0].MetricsListen != "" {
-		errs = append(errs, "metrics_listen serves one stream for now: run one stream per process to use it")
-	}
 	if len(errs) > 0 {
 		if where == "" {
 			return errors.New(strings.Join(errs, "; "))
@@ -383,6 +384,12 @@ func (s Stream) Masked(mask func(string) string) []string {
 			txt = "[" + strings.Join(q, ", ") + "]"
 		case time.Duration:
 			txt = fmt.Sprintf("%q", x.String())
+			switch {
+			case x == 0 && key == "kill_budget":
+				txt += "  # a quarter of target_tx_timeout"
+			case x == 0 && key == "target_tx_timeout":
+				txt += "  # detected from the target at start (Vitess 20s, its own limit, else 60s)"
+			}
 		default:
 			txt = fmt.Sprint(x)
 		}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -59,8 +60,15 @@ type StreamOptions struct {
 	// means one lane.
 	MinLanes, MaxLanes int
 	// KillBudget is the longest a target transaction may be predicted to
-	// take.
-	KillBudget      time.Duration
+	// take. Zero means a quarter of TargetTxTimeout.
+	KillBudget time.Duration
+	// TargetTxTimeout is how long the target lets a transaction run before
+	// it kills it. Zero means: detect it (Vitess/PlanetScale 20 s, the
+	// target's own configured limit), else 60 s.
+	TargetTxTimeout time.Duration
+	// MaxBatchBytes bounds the bytes of changes one target transaction
+	// carries; zero means only the queue bounds it.
+	MaxBatchBytes   int64
 	PollInterval    time.Duration
 	MaxQueueBytes   int64
 	ShutdownTimeout time.Duration
@@ -81,103 +89,248 @@ type StreamOptions struct {
 // RunStream runs one stream until ctx ends (it then finishes or rolls back
 // the batch in flight, checkpoints and returns nil) or an error stops it.
 func RunStream(ctx context.Context, o StreamOptions) error {
-	log := o.Logger
+	return Run(ctx, []StreamOptions{o}, nil)
+}
+
+// Run runs one or several streams in one process until ctx ends, each in
+// its own goroutine with its own source, target, checkpoint record and
+// controller, sharing one state dir (the state file admits one process),
+// one metrics endpoint and one systemd service.
+//
+// When ctx ends every stream finishes or rolls back its batch in flight
+// and checkpoints, and Run returns nil unless a stream failed to stop
+// cleanly. A lone stream that fails ends Run with its error, so that the
+// supervisor (systemd's Restart=on-failure) restarts the process. Among
+// several, a stream that fails is logged, its error recorded in its state
+// record, status file and metrics, and it is started again after a
+// backoff (5 s, doubling up to 5 min) while the others go on; only a stall
+// under ExitOnStall ends the process, so that the supervisor notices.
+//
+// Each value received from reloads is the complete new list of streams
+// (the configuration file read again on SIGHUP): see reload.go for what
+// changes take effect and how.
+func Run(ctx context.Context, streams []StreamOptions, reloads <-chan []StreamOptions) error {
+	if len(streams) == 0 {
+		return fmt.Errorf("no streams to run")
+	}
+	if err := checkSet(streams); err != nil {
+		return err
+	}
+	log := streams[0].Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	if o.ID == "" {
-		o.ID = "default"
+	p := &process{log: log, stateDir: streams[0].StateDir, metricsListen: streams[0].MetricsListen, fatal: make(chan error, 1)}
+	streams = slices.Clone(streams)
+	var budget time.Duration
+	for i := range streams {
+		streams[i] = withDefaults(streams[i])
+		budget = max(budget, streams[i].KillBudget)
 	}
-	if len(o.Tables) == 0 {
-		return fmt.Errorf("stream %s: no tables selected", o.ID)
-	}
-	fixed := 0
-	if o.NoAutoTune {
-		if o.BatchSize <= 0 {
-			return fmt.Errorf("--no-auto-tune needs --apply-batch-size N (N ≥ 1)")
-		}
-		fixed = o.BatchSize
-	}
-	if o.KillBudget <= 0 {
-		o.KillBudget = 15 * time.Second
-	}
-
-	svc, err := startService(ctx, o, log)
+	svc, err := startService(ctx, log, p.metricsListen, budget, p.list)
 	if err != nil {
 		return err
 	}
 	defer svc.close()
+	p.svc = svc
 
-	store, err := checkpoint.Open(o.StateDir)
+	store, err := checkpoint.Open(p.stateDir)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	return runStream(ctx, o, log, fixed, svc, store)
+	p.store = store
+
+	for _, o := range streams {
+		p.start(ctx, o)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return p.stopAll()
+		case next := <-reloads:
+			p.reload(ctx, next)
+		case err := <-p.fatal:
+			return errors.Join(err, p.stopAll())
+		}
+	}
 }
 
-// Run runs several streams in one process, each in its own goroutine with
-// its own source, target, checkpoint record and controller, sharing one
-// state dir (the state file admits one process). A stream that fails is
-// logged, its error recorded in its state record and status file, and the
-// others go on. Run returns when every stream has returned: nil if ctx
-// ended them or they stopped cleanly, otherwise the streams' errors.
-// Every stream must name the same StateDir; with one stream Run is
-// RunStream.
-func Run(ctx context.Context, streams []StreamOptions) error {
-	if len(streams) == 1 {
-		return RunStream(ctx, streams[0])
-	}
-	if len(streams) == 0 {
-		return fmt.Errorf("no streams to run")
-	}
+// checkSet refuses a list of streams that cannot run in one process.
+func checkSet(streams []StreamOptions) error {
 	ids := map[string]bool{}
 	for _, o := range streams {
 		if o.StateDir != streams[0].StateDir {
 			return fmt.Errorf("streams %s and %s name different state dirs (%s, %s): one process keeps one state dir", streams[0].ID, o.ID, streams[0].StateDir, o.StateDir)
 		}
-		if o.MetricsListen != "" {
-			// TODO(issue 6 item 4): one /metrics and /readyz for every stream.
-			return fmt.Errorf("--metrics-listen serves one stream for now: run one stream per process to use it")
+		if o.MetricsListen != streams[0].MetricsListen {
+			return fmt.Errorf("streams %s and %s name different metrics addresses (%q, %q): one process serves one /metrics for every stream", streams[0].ID, o.ID, streams[0].MetricsListen, o.MetricsListen)
 		}
-		if ids[o.ID] {
-			return fmt.Errorf("stream id %q is used twice: each stream needs its own", o.ID)
+		id := o.ID
+		if id == "" {
+			id = "default"
 		}
-		ids[o.ID] = true
+		if ids[id] {
+			return fmt.Errorf("stream id %q is used twice: each stream needs its own", id)
+		}
+		ids[id] = true
 	}
-	store, err := checkpoint.Open(streams[0].StateDir)
-	if err != nil {
-		return err
+	return nil
+}
+
+// withDefaults fills in the settings left zero.
+func withDefaults(o StreamOptions) StreamOptions {
+	if o.ID == "" {
+		o.ID = "default"
 	}
-	defer store.Close()
-	errs := make([]error, len(streams))
-	var wg sync.WaitGroup
-	for i, o := range streams {
-		wg.Go(func() {
-			errs[i] = runOne(ctx, o, store)
-		})
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
-	wg.Wait()
+	return o
+}
+
+// process is the set of streams one Run keeps going.
+type process struct {
+	log           *slog.Logger
+	stateDir      string
+	metricsListen string
+	svc           *service
+	store         *checkpoint.Store
+	// fatal receives the error that ends the process: a lone stream's
+	// failure, or a stall under ExitOnStall.
+	fatal chan error
+
+	mu    sync.Mutex
+	slots []*slot
+}
+
+// list returns the streams in configuration order.
+func (p *process) list() []*slot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*slot(nil), p.slots...)
+}
+
+// start starts running a stream under its supervisor.
+func (p *process) start(ctx context.Context, o StreamOptions) *slot {
+	sctx, cancel := context.WithCancel(ctx)
+	sl := &slot{o: o, cancel: cancel, done: make(chan struct{}), phase: phaseStarting}
+	sl.budget = o.KillBudget
+	p.svc.addStream(sl)
+	p.mu.Lock()
+	p.slots = append(p.slots, sl)
+	p.mu.Unlock()
+	go func() {
+		defer close(sl.done)
+		sl.stopErr = p.supervise(sctx, sl)
+	}()
+	return sl
+}
+
+// stop stops one stream (its batch in flight commits or rolls back, its
+// checkpoint is written) and forgets it.
+func (p *process) stop(sl *slot) error {
+	sl.cancel()
+	<-sl.done
+	p.mu.Lock()
+	for i, x := range p.slots {
+		if x == sl {
+			p.slots = append(p.slots[:i], p.slots[i+1:]...)
+			break
+		}
+	}
+	p.mu.Unlock()
+	return sl.stopErr
+}
+
+// stopAll stops every stream and returns the errors of those that did not
+// stop cleanly.
+func (p *process) stopAll() error {
+	all := p.list()
+	for _, sl := range all {
+		sl.cancel()
+	}
+	var errs []error
+	for _, sl := range all {
+		<-sl.done
+		if sl.stopErr != nil {
+			errs = append(errs, sl.stopErr)
+		}
+	}
 	return errors.Join(errs...)
 }
 
-// runOne runs one of several streams and records its failure.
-func runOne(ctx context.Context, o StreamOptions, store *checkpoint.Store) (err error) {
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
+// Restart backoff of a failed stream among several.
+const (
+	restartFirst = 5 * time.Second
+	restartMax   = 5 * time.Minute
+	// restartHealthy is how long a stream must have run for its next
+	// failure to start the backoff over.
+	restartHealthy = 10 * time.Minute
+)
+
+// supervise runs a stream until ctx ends, restarting it after a failure
+// when other streams run alongside (see Run). It returns nil when the
+// stream stopped cleanly, or the error that ended it for good.
+func (p *process) supervise(ctx context.Context, sl *slot) error {
+	log := sl.o.Logger
+	backoff := restartFirst
+	for attempt := 1; ; attempt++ {
+		began := time.Now()
+		err := p.runOnce(ctx, sl)
+		if err == nil && ctx.Err() == nil {
+			err = errors.New("the stream ended although nobody stopped it (a bug: please report it with the log)")
+		}
+		if err == nil || ctx.Err() != nil {
+			sl.setPhase(phaseStopped, "", time.Time{})
+			return err
+		}
+		err = fmt.Errorf("stream %s: %w", sl.o.ID, err)
+		_ = p.store.SetError(sl.o.ID, err.Error())
+		others := len(p.list()) > 1
+		if !others || (sl.o.ExitOnStall && stream.IsStalled(err)) {
+			sl.setPhase(phaseFailed, err.Error(), time.Time{})
+			if serr := recordStatusError(p.stateDir, sl.o.ID, err.Error(), time.Time{}); serr != nil {
+				log.Warn("write status file", "stream", sl.o.ID, "err", serr)
+			}
+			p.svc.settled()
+			if others {
+				log.Error("stream stalled and --exit-on-stall is set: stopping every stream", append(stream.ErrAttrs(err), "stream", sl.o.ID)...)
+			} else {
+				log.Error("stream stopped", append(stream.ErrAttrs(err), "stream", sl.o.ID)...)
+			}
+			select {
+			case p.fatal <- err:
+			default:
+			}
+			return nil
+		}
+		if time.Since(began) >= restartHealthy {
+			backoff = restartFirst
+		}
+		retryAt := time.Now().Add(backoff)
+		sl.setPhase(phaseFailed, err.Error(), retryAt)
+		if serr := recordStatusError(p.stateDir, sl.o.ID, err.Error(), retryAt); serr != nil {
+			log.Warn("write status file", "stream", sl.o.ID, "err", serr)
+		}
+		p.svc.settled()
+		log.Error("stream stopped; the other streams go on, and this one is started again after a backoff",
+			append(stream.ErrAttrs(err), "stream", sl.o.ID, "attempt", attempt, "retry_in", backoff.String())...)
+		select {
+		case <-ctx.Done():
+			sl.setPhase(phaseStopped, err.Error(), time.Time{})
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, restartMax)
+		sl.setPhase(phaseStarting, "", time.Time{})
+		log.Info("starting stream again", "stream", sl.o.ID, "attempt", attempt+1)
 	}
-	defer func() {
-		if err == nil {
-			return
-		}
-		err = fmt.Errorf("stream %s: %w", o.ID, err)
-		log.Error("stream stopped; the other streams go on", "stream", o.ID, "err", err.Error())
-		_ = store.SetError(o.ID, err.Error())
-		if serr := recordStatusError(store.Dir(), o.ID, err.Error()); serr != nil {
-			log.Warn("write status file", "stream", o.ID, "err", serr)
-		}
-	}()
+}
+
+// runOnce runs the stream once: from opening its endpoints to its stop.
+func (p *process) runOnce(ctx context.Context, sl *slot) error {
+	o := sl.o
 	if len(o.Tables) == 0 {
 		return fmt.Errorf("no tables selected")
 	}
@@ -188,19 +341,114 @@ func runOne(ctx context.Context, o StreamOptions, store *checkpoint.Store) (err 
 		}
 		fixed = o.BatchSize
 	}
-	if o.KillBudget <= 0 {
-		o.KillBudget = 15 * time.Second
+	return runStream(ctx, o, o.Logger, fixed, p.svc, sl, p.store)
+}
+
+// phase is where a stream is in its life.
+type phase int
+
+const (
+	phaseStarting phase = iota // opening its endpoints, checking them
+	phaseApplying              // running: its stream applies changes
+	phaseFailed                // failed; waiting to be started again or for the process to end
+	phaseStopped               // stopped
+)
+
+// slot is one stream of the process: its options and its current run.
+type slot struct {
+	o       StreamOptions
+	cancel  context.CancelFunc
+	done    chan struct{}
+	stopErr error // set before done is closed
+
+	mu      sync.Mutex
+	phase   phase
+	st      *stream.Stream
+	err     string
+	retryAt time.Time
+	budget  time.Duration
+	// wasSettled is set once the stream first applied or failed.
+	wasSettled bool
+}
+
+func (sl *slot) setPhase(ph phase, err string, retryAt time.Time) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	sl.phase, sl.err, sl.retryAt = ph, err, retryAt
+	if ph == phaseApplying || ph == phaseFailed {
+		sl.wasSettled = true
 	}
-	svc, err := startService(ctx, o, log)
-	if err != nil {
-		return err
+	if ph != phaseApplying {
+		sl.st = nil
 	}
-	defer svc.close()
-	return runStream(ctx, o, log, fixed, svc, store)
+}
+
+// setBudget records the stream's kill budget once it is known (it may be
+// detected from the target).
+func (sl *slot) setBudget(d time.Duration) {
+	sl.mu.Lock()
+	sl.budget = d
+	sl.mu.Unlock()
+}
+
+func (sl *slot) killBudget() time.Duration {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.budget
+}
+
+func (sl *slot) started(st *stream.Stream) {
+	sl.mu.Lock()
+	sl.st, sl.phase, sl.err, sl.wasSettled = st, phaseApplying, "", true
+	sl.mu.Unlock()
+}
+
+func (sl *slot) settled() bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.wasSettled
+}
+
+// running returns the stream while it applies.
+func (sl *slot) running() (*stream.Stream, bool) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.st, sl.phase == phaseApplying && sl.st != nil
+}
+
+// ready says whether the stream applies, and if not why.
+func (sl *slot) ready(idleWait time.Duration) (bool, string) {
+	sl.mu.Lock()
+	ph, st, err, retryAt := sl.phase, sl.st, sl.err, sl.retryAt
+	sl.mu.Unlock()
+	switch ph {
+	case phaseStarting:
+		return false, "starting: the stream has not passed its startup checks yet"
+	case phaseFailed:
+		if !retryAt.IsZero() {
+			return false, fmt.Sprintf("failed (started again in %s): %s", time.Until(retryAt).Round(time.Second), oneLine(err))
+		}
+		return false, "failed: " + oneLine(err)
+	case phaseStopped:
+		return false, "stopped"
+	}
+	return readyLine(st, sl.killBudget(), idleWait)
+}
+
+// statusLine is the stream's one-line summary.
+func (sl *slot) statusLine() string {
+	sl.mu.Lock()
+	ph, st := sl.phase, sl.st
+	sl.mu.Unlock()
+	if ph == phaseApplying && st != nil {
+		return statsLine(st.Stats())
+	}
+	_, why := sl.ready(0)
+	return why
 }
 
 // runStream runs a stream on an open state file.
-func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int, svc *service, store *checkpoint.Store) error {
+func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int, svc *service, sl *slot, store *checkpoint.Store) error {
 
 	srcEngine, err := EngineOf(o.SourceURL)
 	if err != nil {
@@ -234,6 +482,11 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	if err := tgt.Preflight(ctx, rd.Tables()); err != nil {
 		return recordErr(ctx, store, o.ID, err)
 	}
+	if o.KillBudget, err = killBudget(ctx, log, o, tgt); err != nil {
+		return recordErr(ctx, store, o.ID, err)
+	}
+	sl.setBudget(o.KillBudget)
+	mstream := svc.addStream(sl)
 
 	var rtPerChange float64
 	if o.ApplyMode == "per-row" {
@@ -281,6 +534,17 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		}
 		return t, nil
 	}
+	// The stall diagnosis looks at the target over a connection of its
+	// own: the appliers' may be the ones stuck.
+	oldest := func(ctx context.Context) (string, error) {
+		t, err := openTarget(ctx, targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,
+			MultiStatements: o.MultiStatements, Logger: log})
+		if err != nil {
+			return "", err
+		}
+		defer t.Close(context.WithoutCancel(ctx))
+		return t.OldestTransaction(ctx)
+	}
 	st := stream.New(stream.Config{
 		ID:                  o.ID,
 		Reader:              rd,
@@ -300,7 +564,9 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		ShutdownTimeout:     o.ShutdownTimeout,
 		Logger:              log,
 		IdleWait:            svc.idleWait,
-		OnBatch:             svc.onBatch(),
+		MaxBatchBytes:       o.MaxBatchBytes,
+		OnBatch:             mstream.ObserveBatch,
+		OldestTransaction:   oldest,
 	})
 	mode := o.ApplyMode
 	if mode == "" {
@@ -311,7 +577,8 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	if o.OnStart != nil {
 		o.OnStart(st)
 	}
-	svc.started(st)
+	sl.started(st)
+	svc.settled()
 
 	reportCtx, stopReport := context.WithCancel(ctx)
 	reported := make(chan struct{})
@@ -320,7 +587,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		report(reportCtx, st, store.Dir(), log, o.Progress)
 	}()
 	runErr := st.Run(ctx)
-	svc.stopped()
+	sl.setPhase(phaseStopped, "", time.Time{})
 	stopReport()
 	<-reported
 	final := st.Stats()

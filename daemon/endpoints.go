@@ -242,6 +242,12 @@ type crossTarget interface {
 
 type target interface {
 	HasUniqueKeys(ctx context.Context, name sluice.TableName) (bool, error)
+	// TxTimeout is the target's limit on a transaction's time, and what
+	// sets it; zero when it has none.
+	TxTimeout(ctx context.Context) (time.Duration, string, error)
+	// OldestTransaction describes the oldest open transaction on the
+	// target besides the applier's, for a stall's diagnosis.
+	OldestTransaction(ctx context.Context) (string, error)
 	stream.Target
 	Preflight(ctx context.Context, tables []*sluice.Table) error
 	ReadCheckpoint(ctx context.Context, stream string) (sluice.Checkpoint, bool, error)

@@ -9,48 +9,46 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
-	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/metrics"
 	"github.com/sluice-cdc/sluice/stream"
 )
 
-// service is a stream's face to its supervisor and its monitoring: the
-// systemd notify protocol (READY, STATUS, WATCHDOG, STOPPING; each a no-op
-// without $NOTIFY_SOCKET) and, with MetricsListen, an HTTP server with
-// /metrics, /healthz and /readyz.
+// service is the process's face to its supervisor and its monitoring,
+// across all its streams: the systemd notify protocol (READY, STATUS,
+// WATCHDOG, STOPPING; each a no-op without $NOTIFY_SOCKET) and, with
+// MetricsListen, one HTTP server with /metrics, /healthz and /readyz for
+// every stream.
 type service struct {
-	log        *slog.Logger
-	id         string
-	killBudget time.Duration
+	log *slog.Logger
 	// watchdog is systemd's WatchdogSec ($WATCHDOG_USEC), zero when off.
 	watchdog time.Duration
 	idleWait time.Duration
 
-	st   atomic.Pointer[stream.Stream]
-	done atomic.Bool
-
 	metrics *metrics.Metrics
-	mstream *metrics.Stream
 	srv     *http.Server
 	served  chan struct{}
 
-	stopOnce sync.Once
-	loopStop context.CancelFunc
-	loopDone chan struct{}
+	// streams lists the process's streams in configuration order.
+	streams func() []*slot
+
+	readyOnce sync.Once
+	stopOnce  sync.Once
+	loopStop  context.CancelFunc
+	loopDone  chan struct{}
 }
 
 // statusEvery is how often STATUS= is sent to systemd.
 const statusEvery = 5 * time.Second
 
-// startService reads the watchdog setting and, with o.MetricsListen,
-// starts serving HTTP: /healthz answers from here on, /readyz once the
-// stream applies. STOPPING=1 is sent as soon as ctx ends.
-func startService(ctx context.Context, o StreamOptions, log *slog.Logger) (*service, error) {
-	s := &service{log: log, id: o.ID, killBudget: o.KillBudget, idleWait: 5 * time.Second}
+// startService reads the watchdog setting and, with metricsListen, starts
+// serving HTTP: /healthz answers from here on, /readyz once every stream
+// applies. STOPPING=1 is sent as soon as ctx ends. killBudget is the
+// longest any stream's batch may take, for the watchdog's warning.
+func startService(ctx context.Context, log *slog.Logger, metricsListen string, killBudget time.Duration, streams func() []*slot) (*service, error) {
+	s := &service{log: log, idleWait: 5 * time.Second, streams: streams}
 	wd, err := sddaemon.SdWatchdogEnabled(false)
 	if err != nil {
 		log.Warn("systemd watchdog setting ignored", "err", err)
@@ -59,23 +57,16 @@ func startService(ctx context.Context, o StreamOptions, log *slog.Logger) (*serv
 		s.watchdog = wd
 		// An idle apply loop must go round well inside the ping threshold.
 		s.idleWait = min(s.idleWait, wd/4)
-		if o.KillBudget > wd {
+		if killBudget > wd {
 			log.Warn("WatchdogSec is shorter than --kill-budget: a batch that takes its whole budget stops the watchdog pings; make WatchdogSec at least the budget",
-				"watchdog", wd.String(), "kill_budget", o.KillBudget.String())
+				"watchdog", wd.String(), "kill_budget", killBudget.String())
 		}
 	}
-	if o.MetricsListen != "" {
+	if metricsListen != "" {
 		s.metrics = metrics.New()
-		s.mstream = s.metrics.AddStream(o.ID, o.KillBudget, func() (stream.Stats, bool) {
-			st := s.st.Load()
-			if st == nil || s.done.Load() {
-				return stream.Stats{}, false
-			}
-			return st.Stats(), true
-		})
-		ln, err := net.Listen("tcp", o.MetricsListen)
+		ln, err := net.Listen("tcp", metricsListen)
 		if err != nil {
-			return nil, fmt.Errorf("--metrics-listen %s: %w", o.MetricsListen, err)
+			return nil, fmt.Errorf("--metrics-listen %s: %w", metricsListen, err)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", s.metrics.Handler())
@@ -87,7 +78,7 @@ func startService(ctx context.Context, o StreamOptions, log *slog.Logger) (*serv
 			if !ok {
 				w.WriteHeader(http.StatusServiceUnavailable)
 			}
-			fmt.Fprintln(w, why)
+			fmt.Fprint(w, why)
 		})
 		s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		s.served = make(chan struct{})
@@ -97,35 +88,59 @@ func startService(ctx context.Context, o StreamOptions, log *slog.Logger) (*serv
 				log.Error("metrics server stopped", "err", err)
 			}
 		}()
-		log.Info("serving metrics", "stream", o.ID, "addr", ln.Addr().String(), "paths", "/metrics /healthz /readyz")
+		log.Info("serving metrics", "addr", ln.Addr().String(), "paths", "/metrics /healthz /readyz")
 	}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	s.loopStop, s.loopDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.loopDone)
+		s.loop(loopCtx)
+	}()
 	context.AfterFunc(ctx, s.stopping)
 	return s, nil
 }
 
-// onBatch is the stream's OnBatch hook, nil without metrics.
-func (s *service) onBatch() func(cs []sluice.Change, d time.Duration, err error) {
-	if s.mstream == nil {
+// addStream registers a stream's metrics, or registers it again with its
+// current kill budget when it restarts: its live figures are read from the
+// slot at every scrape. Nil without metrics.
+func (s *service) addStream(sl *slot) *metrics.Stream {
+	if s.metrics == nil {
 		return nil
 	}
-	return s.mstream.ObserveBatch
+	return s.metrics.AddStream(sl.o.ID, sl.killBudget(), func() (stream.Stats, bool) {
+		st, running := sl.running()
+		if !running {
+			return stream.Stats{}, false
+		}
+		return st.Stats(), true
+	})
 }
 
-// started is called once the stream passed its checks and applies: READY=1
-// with a first STATUS=, then STATUS= every few seconds and, under a
-// watchdog, WATCHDOG=1 while the apply loops go round.
-func (s *service) started(st *stream.Stream) {
-	s.st.Store(st)
-	notify(s.log, "READY=1\nSTATUS="+statusLine(st.Stats()))
-	ctx, cancel := context.WithCancel(context.Background())
-	s.loopStop, s.loopDone = cancel, make(chan struct{})
-	go func() {
-		defer close(s.loopDone)
-		s.loop(ctx, st)
-	}()
+// removeStream drops a stream's metrics (the stream left the
+// configuration).
+func (s *service) removeStream(id string) {
+	if s.metrics != nil {
+		s.metrics.RemoveStream(id)
+	}
 }
 
-func (s *service) loop(ctx context.Context, st *stream.Stream) {
+// settled is called when a stream started applying or failed: READY=1 is
+// sent once every stream has done one or the other, so a stream whose
+// target is down does not hold the others' service in "activating", and
+// the STATUS= line names the failed ones.
+func (s *service) settled() {
+	all := s.streams()
+	for _, sl := range all {
+		if !sl.settled() {
+			return
+		}
+	}
+	s.readyOnce.Do(func() {
+		notify(s.log, "READY=1\nSTATUS="+s.statusLine(all))
+	})
+}
+
+func (s *service) loop(ctx context.Context) {
 	every := statusEvery
 	if s.watchdog > 0 {
 		every = max(s.watchdog/6, 10*time.Millisecond)
@@ -139,23 +154,37 @@ func (s *service) loop(ctx context.Context, st *stream.Stream) {
 			return
 		case <-tick.C:
 		}
+		all := s.streams()
 		var msg []string
 		if s.watchdog > 0 {
-			// Ping only while every apply loop went round recently: a loop
-			// wedged in a target call stops the pings, and systemd restarts
-			// the process WatchdogSec later. An idle loop goes round every
-			// idleWait (< watchdog/2); a batch may legitimately hold its
-			// loop for up to the kill budget, which the pings tolerate while
-			// it stays under watchdog/2 + WatchdogSec.
-			if hb := st.Heartbeat(); !hb.IsZero() && time.Since(hb) < s.watchdog/2 {
+			// Ping only while every applying stream's apply loops went
+			// round recently: a loop wedged in a target call stops the
+			// pings, and systemd restarts the process WatchdogSec later.
+			// An idle loop goes round every idleWait (< watchdog/2); a
+			// batch may legitimately hold its loop for up to the kill
+			// budget, which the pings tolerate while it stays under
+			// watchdog/2 + WatchdogSec. A stream that failed and waits to
+			// be restarted is not wedged: its supervisor goes round.
+			wedged := ""
+			for _, sl := range all {
+				st, running := sl.running()
+				if !running {
+					continue
+				}
+				if hb := st.Heartbeat(); !hb.IsZero() && time.Since(hb) >= s.watchdog/2 {
+					wedged = fmt.Sprintf("stream %s: an apply loop has not gone round for %s", sl.o.ID, time.Since(hb).Round(time.Millisecond))
+					break
+				}
+			}
+			if wedged == "" {
 				msg = append(msg, "WATCHDOG=1")
-			} else if !hb.IsZero() {
-				s.log.Debug("watchdog ping withheld: an apply loop has not gone round", "stream", s.id, "since", time.Since(hb).String())
+			} else {
+				s.log.Debug("watchdog ping withheld", "why", wedged)
 			}
 		}
 		if time.Since(lastStatus) >= statusEvery {
 			lastStatus = time.Now()
-			msg = append(msg, "STATUS="+statusLine(st.Stats()))
+			msg = append(msg, "STATUS="+s.statusLine(all))
 		}
 		if len(msg) > 0 {
 			notify(s.log, strings.Join(msg, "\n"))
@@ -168,24 +197,11 @@ func (s *service) stopping() {
 	s.stopOnce.Do(func() { notify(s.log, "STOPPING=1") })
 }
 
-// stopped is called when the stream has returned: the pings end and
-// /readyz fails.
-func (s *service) stopped() {
-	s.done.Store(true)
-	s.stopping()
-	if s.loopStop != nil {
-		s.loopStop()
-		<-s.loopDone
-	}
-}
-
-// close stops the HTTP server.
+// close ends the pings and stops the HTTP server.
 func (s *service) close() {
-	s.done.Store(true)
-	if s.loopStop != nil {
-		s.loopStop()
-		<-s.loopDone
-	}
+	s.stopping()
+	s.loopStop()
+	<-s.loopDone
 	if s.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -194,21 +210,56 @@ func (s *service) close() {
 	}
 }
 
-// ready says whether the stream applies: it passed its checks, its apply
-// loops go round, it is not stalled, and neither the last target
-// transaction nor the last ping of the target failed since the last commit.
+// ready says whether every stream applies, with one line per stream.
 func (s *service) ready() (bool, string) {
-	st := s.st.Load()
-	switch {
-	case s.done.Load():
-		return false, "stopped"
-	case st == nil:
-		return false, "starting: the stream has not passed its startup checks yet"
+	all := s.streams()
+	if len(all) == 0 {
+		return false, "no streams\n"
 	}
+	ok := true
+	var b strings.Builder
+	for _, sl := range all {
+		r, why := sl.ready(s.idleWait)
+		ok = ok && r
+		if len(all) == 1 {
+			return r, why + "\n"
+		}
+		fmt.Fprintf(&b, "%s: %s\n", sl.o.ID, why)
+	}
+	return ok, b.String()
+}
+
+// statusLine is the one-line summary systemd shows (STATUS=): the stream's
+// figures with one stream; with several, how many apply and what is wrong
+// with the others.
+func (s *service) statusLine(all []*slot) string {
+	if len(all) == 1 {
+		return all[0].statusLine()
+	}
+	var good int
+	var bad []string
+	for _, sl := range all {
+		if r, _ := sl.ready(s.idleWait); r {
+			good++
+			continue
+		}
+		bad = append(bad, sl.o.ID+" "+sl.statusLine())
+	}
+	line := fmt.Sprintf("%d of %d streams applying", good, len(all))
+	if len(bad) > 0 {
+		line += "; " + strings.Join(bad, "; ")
+	}
+	return oneLine(line)
+}
+
+// readyLine says whether one running stream applies: its apply loops go
+// round, it is not stalled, and neither the last target transaction nor
+// the last ping of the target failed since the last commit.
+func readyLine(st *stream.Stream, killBudget, idleWait time.Duration) (bool, string) {
 	stats := st.Stats()
 	if hb := st.Heartbeat(); !hb.IsZero() {
-		if age := time.Since(hb); age > 2*s.killBudget+s.idleWait {
-			return false, fmt.Sprintf("wedged: an apply loop has not gone round for %s (kill budget %s)", age.Round(time.Second), s.killBudget)
+		if age := time.Since(hb); age > 2*killBudget+idleWait {
+			return false, fmt.Sprintf("wedged: an apply loop has not gone round for %s (kill budget %s)", age.Round(time.Second), killBudget)
 		}
 	}
 	switch {
@@ -219,11 +270,11 @@ func (s *service) ready() (bool, string) {
 	case stats.PingError != "":
 		return false, "target not answering: " + oneLine(stats.PingError)
 	}
-	return true, "ready: " + statusLine(stats)
+	return true, "ready: " + statsLine(stats)
 }
 
-// statusLine is the one-line summary systemd shows (STATUS=).
-func statusLine(s stream.Stats) string {
+// statsLine is a running stream's one-line summary.
+func statsLine(s stream.Stats) string {
 	state := "applying"
 	switch {
 	case s.Stalled:

@@ -17,27 +17,30 @@ import (
 // rewrites status/<stream>.json in the state dir every second, because the
 // state file itself stays locked while it runs.
 type Status struct {
-	Stream     string    `json:"stream"`
-	Running    bool      `json:"running"`
-	Position   string    `json:"position"`
-	Seq        uint64    `json:"seq"`
-	Applied    uint64    `json:"applied"`
-	Rate       float64   `json:"rate_per_s"`
-	LagSeconds float64   `json:"lag_seconds"`
-	BatchSize  int       `json:"batch_size"`
-	LastTxMS   float64   `json:"last_tx_ms"`
-	RTTMS      float64   `json:"rtt_ms"`
-	FixedMS    float64   `json:"fitted_fixed_cost_ms"`
-	PerChangeU float64   `json:"fitted_per_change_us"`
-	QueueLen   int       `json:"queue_changes"`
-	QueueBytes int64     `json:"queue_bytes"`
-	Retries    uint64    `json:"retries"`
-	Kills      uint64    `json:"kills"`
-	SourceRate float64   `json:"source_rate_per_s"`
-	Lanes      int       `json:"lanes"`
-	Stalled    bool      `json:"stalled"`
-	StallWhy   string    `json:"stall_reason,omitempty"`
-	LastError  string    `json:"last_error,omitempty"`
+	Stream     string  `json:"stream"`
+	Running    bool    `json:"running"`
+	Position   string  `json:"position"`
+	Seq        uint64  `json:"seq"`
+	Applied    uint64  `json:"applied"`
+	Rate       float64 `json:"rate_per_s"`
+	LagSeconds float64 `json:"lag_seconds"`
+	BatchSize  int     `json:"batch_size"`
+	LastTxMS   float64 `json:"last_tx_ms"`
+	RTTMS      float64 `json:"rtt_ms"`
+	FixedMS    float64 `json:"fitted_fixed_cost_ms"`
+	PerChangeU float64 `json:"fitted_per_change_us"`
+	QueueLen   int     `json:"queue_changes"`
+	QueueBytes int64   `json:"queue_bytes"`
+	Retries    uint64  `json:"retries"`
+	Kills      uint64  `json:"kills"`
+	SourceRate float64 `json:"source_rate_per_s"`
+	Lanes      int     `json:"lanes"`
+	Stalled    bool    `json:"stalled"`
+	StallWhy   string  `json:"stall_reason,omitempty"`
+	LastError  string  `json:"last_error,omitempty"`
+	// RetryAt is when a failed stream is started again (daemons running
+	// several streams restart a failed one after a backoff).
+	RetryAt    time.Time `json:"retry_at,omitzero"`
 	LastCommit time.Time `json:"last_commit,omitzero"`
 	Updated    time.Time `json:"updated"`
 	PID        int       `json:"pid,omitempty"`
@@ -128,13 +131,15 @@ func ReadStatus(dir string) ([]Status, error) {
 }
 
 // recordStatusError marks a stream's status file stopped with err, keeping
-// the figures it last showed (or writing a fresh one).
-func recordStatusError(dir, id, msg string) error {
+// the figures it last showed (or writing a fresh one); retryAt is when it
+// is started again, zero if it is not.
+func recordStatusError(dir, id, msg string, retryAt time.Time) error {
 	s := Status{Stream: id}
 	if b, err := os.ReadFile(statusPath(dir, id)); err == nil {
 		_ = json.Unmarshal(b, &s)
 	}
 	s.Stream, s.Running, s.LastError, s.Updated, s.PID = id, false, msg, time.Now().UTC(), os.Getpid()
+	s.RetryAt = retryAt.UTC()
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,11 +30,15 @@ func withoutPassword(t *testing.T, raw string) (string, string) {
 }
 
 // TestConfigTwoStreamsOneFailing runs one daemon with a config file of two
-// streams: "good" applies a workload to a reachable target, "bad" has an
-// unreachable target. The good stream converges, the bad one's error is in
-// its status, and the passwords — read from a file and from systemd
-// credentials, never on the command line or in the file — appear in no log
-// line, status file or `config check` output.
+// streams, as systemd would (a notify socket, one metrics endpoint): "good"
+// applies a workload to a reachable target, "bad" has an unreachable
+// target. The good stream converges; the bad one's error is in its status,
+// /readyz and STATUS=, and it is started again after a backoff; READY=1 is
+// sent although one stream failed; /metrics shows both streams, the good
+// one's kill budget a quarter of the target's statement_timeout; SIGTERM
+// ends the process with 0. The passwords — read from a file and from
+// systemd credentials, never on the command line or in the file — appear
+// in no log line, status file or `config check` output.
 func TestConfigTwoStreamsOneFailing(t *testing.T) {
 	bin := buildSluice(t)
 	p := newPair(t, 2*time.Millisecond, schema...)
@@ -66,9 +69,20 @@ func TestConfigTwoStreamsOneFailing(t *testing.T) {
 	for i, tb := range schemaTables {
 		tables[i] = q(tb)
 	}
+	// The target limits statements to 8 s: the kill budget is 2 s.
+	var dbName string
+	if err := p.dst.QueryRow(context.Background(), "SELECT current_database()").Scan(&dbName); err != nil {
+		t.Fatal(err)
+	}
+	exec1(t, p.dst, fmt.Sprintf("ALTER DATABASE %q SET statement_timeout = '8s'", dbName))
+	ns := listenNotify(t)
+	t.Setenv("NOTIFY_SOCKET", ns.path)
+	addr := freePort(t)
+
 	cfg := filepath.Join(t.TempDir(), "sluice.toml")
 	text := `# two streams, one target unreachable
 state_dir = ` + q(dir) + `
+metrics_listen = ` + q(addr) + `
 source_mode = "trigger"
 poll_interval = "50ms"
 log_format = "json"
@@ -105,6 +119,7 @@ target = "postgres://postgres@127.0.0.1:1/nowhere?connect_timeout=2"
 	werr := make(chan error, 1)
 	go func() { werr <- w.run(ctx, t, r) }()
 
+	t0 := time.Now()
 	proc := startSluice(t, bin, "sync", "start", "--config", cfg)
 	// The bad stream fails at once and says so in its status.
 	var bad daemon.Status
@@ -131,6 +146,34 @@ target = "postgres://postgres@127.0.0.1:1/nowhere?connect_timeout=2"
 		t.Fatal(err)
 	}
 	waitConverged(t, p, schemaTables, 20*time.Second, nil)
+	// One stream applies, the other failed: the service is up (READY=1),
+	// and the summary says what is wrong.
+	ns.wait(t, proc, t0, "READY=1", 10*time.Second)
+	st := ns.wait(t, proc, t0, "STATUS=1 of 2 streams applying; bad failed", 15*time.Second)
+	t.Logf("%s", st.line)
+	if code, body := get(addr, "/readyz"); code != 503 || !strings.Contains(body, "good: ready") || !strings.Contains(body, "bad: failed") {
+		t.Errorf("/readyz answered %d %q; want 503 naming good ready and bad failed", code, body)
+	}
+	m := scrape(t, addr)
+	for sample, want := range map[string]float64{
+		`sluice_up{stream="good"}`:                  1,
+		`sluice_up{stream="bad"}`:                   0,
+		`sluice_kill_budget_seconds{stream="good"}`: 2,
+	} {
+		if got, ok := m[sample]; !ok || got != want {
+			t.Errorf("%s = %v (exported %v), want %v", sample, got, ok, want)
+		}
+	}
+	if m[`sluice_checkpoint_applied_changes{stream="good"}`] == 0 {
+		t.Errorf("no changes applied by stream good in /metrics")
+	}
+	// The bad stream is started again after its backoff (5 s).
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(proc.logText(), `"msg":"starting stream again","stream":"bad","attempt":2`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("stream bad was not started again; log:\n%s", proc.logText())
+		}
+		time.Sleep(100 * time.Millisecond) // polling the log
+	}
 	select {
 	case err := <-proc.done:
 		proc.done <- err
@@ -156,19 +199,10 @@ target = "postgres://postgres@127.0.0.1:1/nowhere?connect_timeout=2"
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	if err := proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-proc.done:
-		proc.done <- err
-		// A stream failed, so the process reports it on the way out.
-		if err == nil {
-			t.Errorf("sluice exited 0 although stream bad failed")
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("sluice did not exit within 20 s of SIGTERM")
-	}
+	// A failed stream was reported loudly all along; stopping the service
+	// is not a failure.
+	sigterm(t, proc)
+	ns.wait(t, proc, t0, "STOPPING=1", time.Second)
 
 	logText := proc.logText()
 	if !strings.Contains(logText, `"stream":"bad"`) || !strings.Contains(logText, "the other streams go on") {

@@ -225,3 +225,28 @@ func rng(t *testing.T) *rand.Rand {
 	t.Logf("seed %d (SLUICE_TEST_SEED to replay)", seed)
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }
+
+// steadyInserts inserts perTick rows (id, 'x' || id) into table every 50 ms
+// until ctx ends: a sustained source rate of 20 × perTick changes/s. The
+// channel receives how many rows were written, once the writer stopped.
+func steadyInserts(ctx context.Context, p *pgxpool.Pool, table string, perTick int) <-chan int {
+	written := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { written <- n }()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, err := p.Exec(ctx, fmt.Sprintf(`INSERT INTO %s SELECT g, 'x' || g FROM generate_series($1::bigint, $1::bigint + %d) g`, table, perTick-1), n); err != nil {
+				return
+			}
+			n += perTick
+		}
+	}()
+	return written
+}

@@ -26,22 +26,7 @@ func TestRTTChangeIsFollowed(t *testing.T) {
 
 	wctx, stopWrites := context.WithCancel(ctx)
 	defer stopWrites()
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for n := 0; ; n += 100 {
-			select {
-			case <-wctx.Done():
-				return
-			case <-tick.C:
-			}
-			if _, err := p.src.Exec(wctx, `INSERT INTO ticks SELECT g, 't' || g FROM generate_series($1::bigint, $1::bigint + 99) g`, n); err != nil {
-				return
-			}
-		}
-	}()
+	writerDone := steadyInserts(wctx, p.src, "ticks", 100)
 
 	o := streamOptions(t, p, []string{"ticks"})
 	o.KillBudget = time.Second

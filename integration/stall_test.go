@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -33,24 +34,7 @@ func TestSeedStallIsReported(t *testing.T) {
 	// 96 ms.
 	wctx, stopWrites := context.WithCancel(ctx)
 	defer stopWrites()
-	written := make(chan int, 1)
-	go func() {
-		n := 0
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		defer func() { written <- n }()
-		for {
-			select {
-			case <-wctx.Done():
-				return
-			case <-tick.C:
-			}
-			if _, err := p.src.Exec(wctx, `INSERT INTO events SELECT g, 'e' || g FROM generate_series($1::bigint, $1::bigint + 4) g`, n); err != nil {
-				return
-			}
-			n += 5
-		}
-	}()
+	written := steadyInserts(wctx, p.src, "events", 5)
 
 	o := streamOptions(t, p, []string{"events"})
 	o.ApplyMode = "per-row"
@@ -97,4 +81,55 @@ func TestSeedStallIsReported(t *testing.T) {
 		t.Fatalf("pipelined apply had %d transactions killed (stream saw %d)", k, stats.Kills)
 	}
 	t.Logf("%d changes written; pipelined caught up with batch %d, no kills", n, stats.BatchSize)
+}
+
+// TestStallNamesTheBlockingTransaction: another session on the target
+// holds a lock on the table the stream writes, with no transaction killer
+// to end either of them. Durable progress stops; the stall is reported
+// within its window, and the diagnosis names the session that holds the
+// target back, with the command that ends it.
+func TestStallNamesTheBlockingTransaction(t *testing.T) {
+	ddl := `CREATE TABLE events (id bigint PRIMARY KEY, payload text NOT NULL)`
+	p := newPair(t, time.Millisecond, ddl)
+	ctx := context.Background()
+	installCapture(t, p.srcURL, []string{"events"})
+
+	holder, err := p.dst.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	var pid int32
+	if err := holder.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, "LOCK TABLE events IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	wctx, stopWrites := context.WithCancel(ctx)
+	defer stopWrites()
+	steadyInserts(wctx, p.src, "events", 5)
+
+	o := streamOptions(t, p, []string{"events"})
+	o.KillBudget = 2 * time.Second
+	o.StallWindow = 5 * time.Second
+	o.ExitOnStall = true
+	runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = daemon.RunStream(runCtx, o)
+	took := time.Since(start)
+	if err == nil || runCtx.Err() != nil {
+		t.Fatalf("a stream blocked by a lock ran %v without reporting a stall: %v", took, err)
+	}
+	for _, want := range []string{"stalled", "a target transaction has been running for", "over the 2s kill budget", "oldest transaction on the target", fmt.Sprintf("pid %d", pid), "idle in transaction", fmt.Sprintf("pg_terminate_backend(%d)", pid)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("stall error %q does not say %q", err, want)
+		}
+	}
+	if took > 30*time.Second {
+		t.Errorf("stall reported after %v; the window is 5 s", took)
+	}
+	t.Logf("stall reported after %v: %v", took.Round(time.Second), err)
 }

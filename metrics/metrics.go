@@ -117,9 +117,27 @@ func (m *Metrics) AddStream(id string, budget time.Duration, stats func() (strea
 	}
 }
 
+// RemoveStream forgets a stream that left the configuration: its figures
+// are no longer exported.
+func (m *Metrics) RemoveStream(id string) {
+	m.mu.Lock()
+	delete(m.streams, id)
+	txTime := m.txTime
+	m.mu.Unlock()
+	m.applied.DeletePartialMatch(prometheus.Labels{"stream": id})
+	m.batches.DeletePartialMatch(prometheus.Labels{"stream": id})
+	if txTime != nil {
+		txTime.DeletePartialMatch(prometheus.Labels{"stream": id})
+	}
+}
+
 // ObserveBatch counts a target transaction: its changes by table and kind
 // when err is nil, and its duration. It fits stream.Config.OnBatch.
+// A nil *Stream (no metrics served) does nothing.
 func (s *Stream) ObserveBatch(cs []sluice.Change, d time.Duration, err error) {
+	if s == nil {
+		return
+	}
 	if err != nil {
 		s.fails.Inc()
 		s.txTime.WithLabelValues("rollback").Observe(d.Seconds())

@@ -428,8 +428,9 @@ func (t *Target) readCheckpoint(ctx context.Context, stream string) (sluice.Chec
 
 // statement is one statement of a batch and what it does, for errors.
 type statement struct {
-	sql  string
-	what string // e.g. "upsert of 500 rows to db.orders"
+	table *sluice.Table // nil for the checkpoint
+	sql   string
+	what  string // e.g. "upsert of 500 rows to db.orders"
 	// guard: an upsert carrying the unique-key guard, whose failure sets a
 	// primary key column to NULL.
 	guard bool
@@ -547,6 +548,15 @@ type stepError struct {
 	step  int
 	// candidates names the batch's tables when the step is unknown.
 	candidates string
+}
+
+// Table names the table of the failing statement, for the log's table
+// field.
+func (e *stepError) TableOf() (sluice.TableName, bool) {
+	if e.step > 0 && e.step <= len(e.stmts) && e.stmts[e.step-1].table != nil {
+		return e.stmts[e.step-1].table.Name, true
+	}
+	return sluice.TableName{}, false
 }
 
 func (e *stepError) Error() string {
@@ -796,7 +806,7 @@ func (d *tableDesc) appendDeletes(stmts []statement, keys []sluice.Row, limit in
 	}
 	off := 0
 	for i, s := range sqls {
-		stmts = append(stmts, statement{sql: s, what: "delete of " + d.rowsFor(counts[i], keys[off], true) + " from " + d.display})
+		stmts = append(stmts, statement{table: d.src, sql: s, what: "delete of " + d.rowsFor(counts[i], keys[off], true) + " from " + d.display})
 		off += counts[i]
 	}
 	return stmts, nil
@@ -838,7 +848,7 @@ rows:
 	}
 	off := 0
 	for i, s := range sqls {
-		stmts = append(stmts, statement{sql: s,
+		stmts = append(stmts, statement{table: d.src, sql: s,
 			what: "release of the unique values of " + d.rowsFor(counts[i], keys[off], true) + " in " + d.display})
 		off += counts[i]
 	}
@@ -902,7 +912,7 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, limit in
 		}
 		off := 0
 		for i, s := range sqls {
-			stmts = append(stmts, statement{sql: s, guard: u.guard,
+			stmts = append(stmts, statement{table: d.src, sql: s, guard: u.guard,
 				what: "upsert of " + d.rowsFor(counts[i], g.rows[off], false) + " to " + d.display})
 			off += counts[i]
 		}
@@ -941,5 +951,5 @@ func (d *tableDesc) moveStatement(mv apply.Move) statement {
 		b.WriteString(" = ")
 		writeValue(&b, c.Kind, mv.From[i])
 	}
-	return statement{sql: b.String(), what: fmt.Sprintf("key change %s → %s in %s", d.src.FormatKey(mv.From), d.src.FormatKey(mv.To), d.display)}
+	return statement{table: d.src, sql: b.String(), what: fmt.Sprintf("key change %s → %s in %s", d.src.FormatKey(mv.From), d.src.FormatKey(mv.To), d.display)}
 }

@@ -347,6 +347,9 @@ func TestFailedStatementRollsBack(t *testing.T) {
 			t.Fatal("Apply of a row violating a CHECK constraint succeeded")
 		}
 		t.Logf("error: %v", err)
+		if tn, ok := sluice.ErrTable(err); !ok || tn != stock.Name {
+			t.Errorf("the error names table %v (%v) for the log, want stock", tn, ok)
+		}
 		for _, want := range []string{"upsert", "stock", "4025"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not mention %q", err, want)
@@ -799,5 +802,67 @@ func TestTooLongValueFails(t *testing.T) {
 		if retry, _ := apply.IsRetryable(err); retry {
 			t.Errorf("a data error is marked retryable: %v", err)
 		}
+	}
+}
+
+// TestTxTimeout reads the limits the server puts on the applier's session:
+// none by default, MariaDB's max_statement_time when set (here as a
+// session variable in the connection string).
+func TestTxTimeout(t *testing.T) {
+	dsn, _ := testDB(t)
+	for _, tc := range []struct {
+		name, params string
+		want         time.Duration
+	}{
+		{"none", "", 0},
+		{"max_statement_time", "?max_statement_time=12.5", 12500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg := openTarget(t, dsn+tc.params, Pipelined, nil)
+			d, what, err := tg.TxTimeout(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d != tc.want {
+				t.Errorf("TxTimeout = %s (%s), want %s", d, what, tc.want)
+			}
+		})
+	}
+}
+
+// TestOldestTransaction: the stall diagnosis names the session whose open
+// transaction holds the target back.
+func TestOldestTransaction(t *testing.T) {
+	dsn, db := testDB(t, "CREATE TABLE k (id int PRIMARY KEY)", "INSERT INTO k VALUES (1)")
+	ctx := context.Background()
+	tg := openTarget(t, dsn, Pipelined, nil)
+	if what, err := tg.OldestTransaction(ctx); err != nil || what != "" {
+		t.Fatalf("OldestTransaction = %q, %v; want none", what, err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "UPDATE k SET id = 2 WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	var thread int64
+	if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&thread); err != nil {
+		t.Fatal(err)
+	}
+	// InnoDB refreshes INNODB_TRX only when it was last read more than
+	// 100 ms ago: poll more slowly than that.
+	var what string
+	for deadline := time.Now().Add(5 * time.Second); what == "" && time.Now().Before(deadline); {
+		if what, err = tg.OldestTransaction(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if what == "" {
+			time.Sleep(150 * time.Millisecond)
+		}
+	}
+	if want := fmt.Sprintf("KILL %d", thread); !strings.Contains(what, want) || !strings.Contains(what, "rows locked") {
+		t.Errorf("OldestTransaction = %q, want it to name thread %d and its locks", what, thread)
 	}
 }

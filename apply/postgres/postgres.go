@@ -267,9 +267,19 @@ func (t *Target) readCheckpoint(ctx context.Context, stream string) (sluice.Chec
 
 // statement is one data statement of a batch and what it does, for errors.
 type statement struct {
-	sql  string
-	args []any
-	what string // e.g. "upsert of 500 rows to public.orders"
+	table *sluice.Table // nil for the checkpoint
+	sql   string
+	args  []any
+	what  string // e.g. "upsert of 500 rows to public.orders"
+}
+
+// stepError names the table of a batch's failing step (begin, data
+// statement i-1, commit) for the log's table field.
+func stepError(stmts []statement, i int, err error) error {
+	if i >= 1 && i <= len(stmts) && stmts[i-1].table != nil {
+		return &sluice.TableError{Table: stmts[i-1].table.Name, Err: err}
+	}
+	return err
 }
 
 // Apply writes b and cp in one transaction. In Pipelined mode that is one
@@ -347,7 +357,7 @@ func (t *Target) applyPipelined(ctx context.Context, stmts []statement) error {
 		case err != nil:
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) {
-				failed = fmt.Errorf("apply %s: %w", pipelineStep(stmts, i), err)
+				failed = stepError(stmts, i, fmt.Errorf("apply %s: %w", pipelineStep(stmts, i), err))
 			} else {
 				failed = fmt.Errorf("apply batch of %d statements to target PostgreSQL at %s: %w", len(stmts), t.addr, err)
 			}
@@ -381,9 +391,9 @@ func (t *Target) applyPerRow(ctx context.Context, stmts []statement) error {
 	if _, err := t.conn.Exec(ctx, "BEGIN"); err != nil {
 		return fmt.Errorf("apply begin: %w", err)
 	}
-	for _, s := range stmts {
+	for i, s := range stmts {
 		if _, err := t.conn.Exec(ctx, s.sql, s.args...); err != nil {
-			return fmt.Errorf("apply %s: %w", s.what, err)
+			return stepError(stmts, i+1, fmt.Errorf("apply %s: %w", s.what, err))
 		}
 	}
 	tag, err := t.conn.Exec(ctx, "COMMIT")
@@ -511,12 +521,12 @@ func (d *tableDesc) appendDeletes(stmts []statement, keys []sluice.Row, perRow b
 			}
 		}
 		if perRow {
-			stmts = append(stmts, statement{sql: d.delete, args: columnArgs(keys[i:i+1], nil),
+			stmts = append(stmts, statement{table: d.src, sql: d.delete, args: columnArgs(keys[i:i+1], nil),
 				what: fmt.Sprintf("delete of %s from %s", d.src.FormatKey(k), d.display)})
 		}
 	}
 	if !perRow {
-		stmts = append(stmts, statement{sql: d.delete, args: columnArgs(keys, nil),
+		stmts = append(stmts, statement{table: d.src, sql: d.delete, args: columnArgs(keys, nil),
 			what: fmt.Sprintf("delete of %s from %s", rowCount(len(keys)), d.display)})
 	}
 	return stmts, nil
@@ -582,12 +592,12 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 		}
 		if perRow {
 			for i := range g.rows {
-				stmts = append(stmts, statement{sql: sql, args: columnArgs(g.rows[i:i+1], g.present),
+				stmts = append(stmts, statement{table: d.src, sql: sql, args: columnArgs(g.rows[i:i+1], g.present),
 					what: fmt.Sprintf("upsert of %s to %s", d.src.FormatKey(d.src.KeyOf(g.rows[i])), d.display)})
 			}
 			continue
 		}
-		stmts = append(stmts, statement{sql: sql, args: columnArgs(g.rows, g.present),
+		stmts = append(stmts, statement{table: d.src, sql: sql, args: columnArgs(g.rows, g.present),
 			what: fmt.Sprintf("upsert of %s to %s", rowCount(len(g.rows)), d.display)})
 	}
 	return stmts, nil
@@ -653,6 +663,6 @@ func (d *tableDesc) moveStatement(mv apply.Move) statement {
 		fmt.Fprintf(&b, "%s = $%d::text::%s", ident(c.Name), n+i+1, c.cast())
 		args = append(args, mv.From[i].Text)
 	}
-	return statement{sql: b.String(), args: args,
+	return statement{table: d.src, sql: b.String(), args: args,
 		what: fmt.Sprintf("key change %s → %s in %s", d.src.FormatKey(mv.From), d.src.FormatKey(mv.To), d.display)}
 }

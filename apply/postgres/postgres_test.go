@@ -287,6 +287,9 @@ func TestFailedStatementRollsBack(t *testing.T) {
 			t.Fatal("Apply of a row violating a CHECK constraint succeeded")
 		}
 		t.Logf("error: %v", err)
+		if tn, ok := sluice.ErrTable(err); !ok || tn != stock.Name {
+			t.Errorf("the error names table %v (%v) for the log, want stock", tn, ok)
+		}
 		for _, want := range []string{"upsert", "public.stock", "23514"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not mention %q", err, want)
@@ -645,4 +648,66 @@ func TestOddIdentifiers(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestTxTimeout reads the limits the server puts on the applier's session:
+// none by default; the shortest of statement_timeout and
+// idle_in_transaction_session_timeout when the database sets them.
+func TestTxTimeout(t *testing.T) {
+	url, conn := testDB(t)
+	ctx := context.Background()
+	tg := openTarget(t, url, Pipelined)
+	if d, what, err := tg.TxTimeout(ctx); err != nil || d != 0 {
+		t.Fatalf("TxTimeout = %s (%s), %v; want none", d, what, err)
+	}
+	var db string
+	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		fmt.Sprintf("ALTER DATABASE %q SET statement_timeout = '90s'", db),
+		fmt.Sprintf("ALTER DATABASE %q SET idle_in_transaction_session_timeout = '1min'", db),
+	} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tg = openTarget(t, url, Pipelined) // a new session sees the database's settings
+	d, what, err := tg.TxTimeout(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d != time.Minute || !strings.Contains(what, "idle_in_transaction_session_timeout") {
+		t.Errorf("TxTimeout = %s (%s), want 1m0s from idle_in_transaction_session_timeout", d, what)
+	}
+}
+
+// TestOldestTransaction: the stall diagnosis names the session whose open
+// transaction holds the target back.
+func TestOldestTransaction(t *testing.T) {
+	url, conn := testDB(t, "CREATE TABLE k (id int PRIMARY KEY)")
+	ctx := context.Background()
+	tg := openTarget(t, url, Pipelined)
+	if what, err := tg.OldestTransaction(ctx); err != nil || what != "" {
+		t.Fatalf("OldestTransaction = %q, %v; want none", what, err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "LOCK TABLE k IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	var pid int32
+	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	what, err := tg.OldestTransaction(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("pg_terminate_backend(%d)", pid); !strings.Contains(what, want) || !strings.Contains(what, "idle in transaction") {
+		t.Errorf("OldestTransaction = %q, want it to name pid %d idle in transaction", what, pid)
+	}
 }

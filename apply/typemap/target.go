@@ -24,6 +24,12 @@ type Inner interface {
 	// HasUniqueKeys reports whether the target table has unique keys
 	// besides its primary key.
 	HasUniqueKeys(ctx context.Context, name sluice.TableName) (bool, error)
+	// TxTimeout is the target's limit on a transaction's time, and what
+	// sets it; zero when it has none.
+	TxTimeout(ctx context.Context) (time.Duration, string, error)
+	// OldestTransaction describes the oldest open transaction on the
+	// target besides the applier's.
+	OldestTransaction(ctx context.Context) (string, error)
 }
 
 // Target writes a source of one engine to a target of another: it checks

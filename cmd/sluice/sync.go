@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -75,7 +77,9 @@ func syncStartFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "stall-ratio", Value: 0.1, EnvVars: env("STALL_RATIO"), Usage: "a stall is durable progress below this fraction of the source's change rate (or none) for --stall-window"},
 		&cli.DurationFlag{Name: "stall-window", Value: 2 * time.Minute, EnvVars: env("STALL_WINDOW"), Usage: "how long progress must stay too low before sluice reports a stall (as an error log line, in sync status)"},
 		&cli.BoolFlag{Name: "exit-on-stall", EnvVars: env("EXIT_ON_STALL"), Usage: "exit non-zero when the stream stalls, so a supervisor notices"},
-		&cli.DurationFlag{Name: "kill-budget", Value: 15 * time.Second, EnvVars: env("KILL_BUDGET"), Usage: "longest a target transaction may be predicted to take; keep it well under the target's transaction kill timeout"},
+		&cli.DurationFlag{Name: "kill-budget", EnvVars: env("KILL_BUDGET"), Usage: "longest a target transaction may be predicted to take (default: a quarter of --target-tx-timeout); keep it well under the target's transaction kill timeout"},
+		&cli.DurationFlag{Name: "target-tx-timeout", EnvVars: env("TARGET_TX_TIMEOUT"), Usage: "how long the target lets a transaction run before killing it (default: detected: 20s for Vitess/PlanetScale, the target's own limit where one is set (PostgreSQL transaction_timeout, statement_timeout, idle_in_transaction_session_timeout; MariaDB max_statement_time, idle_transaction_timeout), else 60s)"},
+		&cli.Int64Flag{Name: "max-batch-bytes", Value: 16 << 20, EnvVars: env("MAX_BATCH_BYTES"), Usage: "most bytes of changes one target transaction carries, whatever the batch size (0: only --max-queue-bytes bounds it)"},
 		&cli.DurationFlag{Name: "poll-interval", Value: 200 * time.Millisecond, EnvVars: env("POLL_INTERVAL"), Usage: "how long the reader waits for new changes before it lets the applier flush (trigger mode: how often it polls the changelog)"},
 		&cli.Int64Flag{Name: "max-queue-bytes", Value: 64 << 20, EnvVars: env("MAX_QUEUE_BYTES"), Usage: "memory for changes read but not yet applied; when full the reader waits"},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, EnvVars: env("SHUTDOWN_TIMEOUT"), Usage: "on SIGINT/SIGTERM, how long the batch in flight may take to commit before it is rolled back"},
@@ -124,21 +128,76 @@ func syncStart(c *cli.Context) error {
 	if tty && len(streams) == 1 {
 		progress = os.Stderr
 	}
+	opts, err := daemonOptions(streams, log, progress)
+	if err != nil {
+		return err
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	reloads := make(chan []daemon.StreamOptions)
+	go reloadOnHangup(c, hup, reloads, log, streams[0], progress)
+	return daemon.Run(c.Context, opts, reloads)
+}
+
+// daemonOptions turns effective settings into the daemon's stream options,
+// reading the password files and credentials.
+func daemonOptions(streams []config.Stream, log *slog.Logger, progress io.Writer) ([]daemon.StreamOptions, error) {
 	opts := make([]daemon.StreamOptions, len(streams))
 	for i, s := range streams {
 		srcFrom, tgtFrom, err := s.ApplySecrets()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if srcFrom != "" || tgtFrom != "" {
 			log.Info("passwords", "stream", s.StreamID, "source_password", orURL(srcFrom), "target_password", orURL(tgtFrom))
 		}
 		if opts[i], err = streamOptions(s); err != nil {
-			return err
+			return nil, err
 		}
 		opts[i].Logger, opts[i].Progress = log, progress
 	}
-	return daemon.Run(c.Context, opts)
+	return opts, nil
+}
+
+// reloadOnHangup reads the configuration again on every SIGHUP (password
+// files and credentials included) and hands the new stream list to the
+// daemon. A file that does not parse or validate changes nothing.
+func reloadOnHangup(c *cli.Context, hup <-chan os.Signal, reloads chan<- []daemon.StreamOptions, log *slog.Logger, first config.Stream, progress io.Writer) {
+	for {
+		select {
+		case <-c.Context.Done():
+			return
+		case <-hup:
+		}
+		path := c.String("config")
+		if path == "" {
+			log.Warn("SIGHUP: no --config file to read again: flags and environment variables change only with a restart")
+			continue
+		}
+		log.Info("SIGHUP: reading the configuration again", "config", path)
+		streams, err := resolveStreams(c)
+		if err != nil {
+			log.Error("SIGHUP: configuration not reloaded; the running streams go on unchanged", "config", path, "err", err.Error())
+			continue
+		}
+		if streams[0].LogLevel != first.LogLevel || streams[0].LogFormat != first.LogFormat {
+			log.Warn("SIGHUP: log_level and log_format take effect only when sluice restarts")
+		}
+		if len(streams) > 1 {
+			progress = nil
+		}
+		opts, err := daemonOptions(streams, log, progress)
+		if err != nil {
+			log.Error("SIGHUP: configuration not reloaded; the running streams go on unchanged", "config", path, "err", err.Error())
+			continue
+		}
+		select {
+		case reloads <- opts:
+		case <-c.Context.Done():
+			return
+		}
+	}
 }
 
 func orURL(from string) string {
@@ -167,6 +226,8 @@ func streamOptions(s config.Stream) (daemon.StreamOptions, error) {
 		BatchSize:       s.ApplyBatchSize,
 		NoAutoTune:      s.NoAutoTune,
 		KillBudget:      s.KillBudget,
+		TargetTxTimeout: s.TargetTxTimeout,
+		MaxBatchBytes:   s.MaxBatchBytes,
 		Controller:      s.Controller,
 		StallRatio:      s.StallRatio,
 		StallWindow:     s.StallWindow,
@@ -210,6 +271,12 @@ func syncStatus(c *cli.Context) error {
 		}
 		if s.Stalled {
 			state = "STALLED"
+		}
+		if !s.Running && s.LastError != "" {
+			state = "FAILED"
+			if !s.RetryAt.IsZero() {
+				state = "FAILED, restart " + s.RetryAt.Local().Format("15:04:05")
+			}
 		}
 		last := "-"
 		if !s.LastCommit.IsZero() {

@@ -258,10 +258,11 @@ func (b *Batch) dither(n int) int {
 // choose returns the size the model recommends: the smallest that spends
 // under a tenth of the batch's time on the fixed cost (past it, doubling n
 // gains under 5% throughput), capped so that the predicted time stays
-// inside 80% of the budget.
+// inside 90% of the budget (itself a quarter of the target's timeout by
+// default, so a prediction off by 4× still commits).
 func (b *Batch) choose() int {
 	a, s, ok := b.fit()
-	budget := 0.8 * b.budget().Seconds()
+	budget := 0.9 * b.budget().Seconds()
 	if !ok {
 		// Too little measured to fit. With the RTT known, the last batch's
 		// time beyond one round trip estimates the per-change cost: aim

@@ -42,7 +42,10 @@ type laneQueue struct {
 	bytes    int64
 	max      int64
 	notEmpty chan struct{}
-	notFull  chan struct{}
+	// awaited is set while a reader waits on notEmpty: only then does a
+	// push replace it (a push per change must not allocate a channel).
+	awaited bool
+	notFull chan struct{}
 }
 
 func newLaneQueue(max int64) *laneQueue {
@@ -50,9 +53,10 @@ func newLaneQueue(max int64) *laneQueue {
 }
 
 // push appends it, waiting while the queue holds its share of the
-// stream's queue bytes, maxBytes (when > 0) or maxItems changes. A push
-// into an empty queue always goes through.
-func (q *laneQueue) push(ctx context.Context, it item, maxItems int, maxBytes int64) error {
+// stream's queue bytes, maxBytes (when > 0) or maxItems() changes (asked
+// again on every wake-up: the lane's batch size grows while the push
+// waits). A push into an empty queue always goes through.
+func (q *laneQueue) push(ctx context.Context, it item, maxItems func() int, maxBytes int64) error {
 	n := int64(it.c.Size())
 	for {
 		q.mu.Lock()
@@ -60,11 +64,14 @@ func (q *laneQueue) push(ctx context.Context, it item, maxItems int, maxBytes in
 		if maxBytes > 0 {
 			limit = min(limit, maxBytes)
 		}
-		if len(q.items) == 0 || (q.bytes+n <= limit && len(q.items) < maxItems) {
+		if len(q.items) == 0 || (q.bytes+n <= limit && len(q.items) < maxItems()) {
 			q.items = append(q.items, it)
 			q.bytes += n
-			close(q.notEmpty)
-			q.notEmpty = make(chan struct{})
+			if q.awaited {
+				close(q.notEmpty)
+				q.notEmpty = make(chan struct{})
+				q.awaited = false
+			}
 			q.mu.Unlock()
 			return nil
 		}
@@ -91,6 +98,7 @@ func (q *laneQueue) peek(ctx context.Context, max int, wait time.Duration) []ite
 			return out
 		}
 		ch := q.notEmpty
+		q.awaited = true
 		q.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -131,6 +139,10 @@ type lane struct {
 	// between transactions (guarded by multi.mu).
 	txStart time.Time
 }
+
+// ahead is how many changes may be routed to the lane ahead of its
+// commits: laneAhead of its batches.
+func (l *lane) ahead() int { return laneAhead * max(l.ctrl.Size(), 1) }
 
 // multi is the shared state of a laned stream.
 type multi struct {
@@ -340,7 +352,7 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 			// queue: what is routed must be committed before the lane
 			// count can change, and the rest waits unrouted in the
 			// stream's queue, where it costs nothing to re-route.
-			if err := l.q.push(ctx, item{seq: seq, c: c}, laneAhead*max(l.ctrl.Size(), 1), laneAhead*s.cfg.MaxBatchBytes); err != nil {
+			if err := l.q.push(ctx, item{seq: seq, c: c}, l.ahead, laneAhead*s.cfg.MaxBatchBytes); err != nil {
 				return nil
 			}
 			if moves {

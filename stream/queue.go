@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,11 +12,19 @@ import (
 // queue holds changes read from the source and not yet taken by the
 // applier. It is bounded by bytes: when it is full the reader waits
 // (backpressure), so memory depends on configuration, not on the backlog.
+//
+// It keeps the reads it was given as pages rather than one slice: appending
+// a read to a slice whose front is taken away copies every queued change
+// each time the slice grows, which at tens of thousands of changes per
+// read took a third of the apply path's CPU.
 type queue struct {
 	mu       sync.Mutex
 	notEmpty chan struct{} // closed and replaced when changes arrive
 	notFull  chan struct{} // closed and replaced when changes are taken
-	items    []sluice.Change
+	// pages are the pushed reads in order; pages[0][head:] come next.
+	pages    [][]sluice.Change
+	head     int
+	count    int
 	bytes    int64
 	maxBytes int64
 }
@@ -24,18 +33,23 @@ func newQueue(maxBytes int64) *queue {
 	return &queue{maxBytes: maxBytes, notEmpty: make(chan struct{}), notFull: make(chan struct{})}
 }
 
-// push appends cs, waiting while the queue is full. A push into an empty
-// queue always goes through, so one read larger than the bound cannot
-// deadlock.
+// push appends a copy of cs, waiting while the queue is full. A push into an empty queue always goes through, so one read larger
+// than the bound cannot deadlock.
 func (q *queue) push(ctx context.Context, cs []sluice.Change) error {
+	if len(cs) == 0 {
+		return nil
+	}
 	var n int64
 	for i := range cs {
 		n += int64(cs[i].Size())
 	}
 	for {
 		q.mu.Lock()
-		if len(q.items) == 0 || q.bytes+n <= q.maxBytes {
-			q.items = append(q.items, cs...)
+		if q.count == 0 || q.bytes+n <= q.maxBytes {
+			// A copy: taken changes are cleared in place for the
+			// collector, and cs is the reader's.
+			q.pages = append(q.pages, slices.Clone(cs))
+			q.count += len(cs)
 			q.bytes += n
 			close(q.notEmpty)
 			q.notEmpty = make(chan struct{})
@@ -52,24 +66,33 @@ func (q *queue) push(ctx context.Context, cs []sluice.Change) error {
 	}
 }
 
-// take removes up to max changes, waiting for at least one until ctx ends or
-// idle is closed.
+// take removes up to max changes, waiting for at least one until ctx ends.
 func (q *queue) take(ctx context.Context, max int) ([]sluice.Change, error) {
 	for {
 		q.mu.Lock()
-		if len(q.items) > 0 {
-			k := min(max, len(q.items))
-			out := make([]sluice.Change, k)
-			copy(out, q.items[:k])
+		if q.count > 0 {
+			k := min(max, q.count)
+			out := make([]sluice.Change, 0, k)
 			var n int64
-			for i := range out {
-				n += int64(out[i].Size())
+			for len(out) < k {
+				p := q.pages[0][q.head:]
+				m := min(k-len(out), len(p))
+				out = append(out, p[:m]...)
+				for i := range p[:m] {
+					n += int64(p[i].Size())
+				}
+				// Drop references so taken changes can be collected.
+				clear(p[:m])
+				q.head += m
+				if q.head == len(q.pages[0]) {
+					q.pages[0] = nil
+					q.pages = q.pages[1:]
+					q.head = 0
+				}
 			}
-			// Drop references so taken changes can be collected.
-			clear(q.items[:k])
-			q.items = q.items[k:]
-			if len(q.items) == 0 {
-				q.items = nil
+			q.count -= k
+			if q.count == 0 {
+				q.pages = nil
 			}
 			q.bytes -= n
 			close(q.notFull)
@@ -92,7 +115,7 @@ func (q *queue) take(ctx context.Context, max int) ([]sluice.Change, error) {
 func (q *queue) waitNonEmpty() <-chan struct{} {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.items) > 0 {
+	if q.count > 0 {
 		return nil
 	}
 	return q.notEmpty
@@ -101,17 +124,17 @@ func (q *queue) waitNonEmpty() <-chan struct{} {
 func (q *queue) size() (changes int, bytes int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.items), q.bytes
+	return q.count, q.bytes
 }
 
 // headTime is the source time of the oldest queued change, zero if none.
 func (q *queue) headTime() time.Time {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.items) == 0 {
+	if q.count == 0 {
 		return time.Time{}
 	}
-	return q.items[0].Time
+	return q.pages[0][q.head].Time
 }
 
 // waitNonEmptyChan returns a channel that is closed (or already closed)
@@ -119,7 +142,7 @@ func (q *queue) headTime() time.Time {
 func (q *queue) waitNonEmptyChan() <-chan struct{} {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.items) > 0 {
+	if q.count > 0 {
 		ch := make(chan struct{})
 		close(ch)
 		return ch

@@ -681,8 +681,6 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item) error {
 		s.oldest = time.Time{}
 	}
 	s.mu.Unlock()
-	if err := s.cfg.Reader.Ack(ctx, fileCP.Position); err != nil && ctx.Err() == nil {
-		s.log.Warn("source did not take the acknowledgement; it will be repeated", "position", fileCP.Position.String(), "err", err)
-	}
+	s.ack(fileCP.Position)
 	return nil
 }

@@ -160,6 +160,11 @@ type Stream struct {
 	oldest     time.Time // source time of the oldest change taken but not committed
 	rateWin    []ratePoint
 	readCount  uint64 // changes taken from the reader
+	// ackNext is the newest durable position not yet sent to the source
+	// (ack.go); ackWake wakes the acker.
+	ackMu   sync.Mutex
+	ackNext *sluice.Position
+	ackWake chan struct{}
 	// txRunning holds when each apply loop's (lane's) transaction in
 	// flight began.
 	txRunning map[int]time.Time
@@ -200,7 +205,8 @@ func New(cfg Config) *Stream {
 	if cfg.IdleWait <= 0 || cfg.IdleWait > idlePing {
 		cfg.IdleWait = idlePing
 	}
-	s := &Stream{cfg: cfg, log: log, q: newQueue(cfg.MaxQueueBytes), beats: make([]atomic.Int64, max(cfg.MaxLanes, 1))}
+	s := &Stream{cfg: cfg, log: log, q: newQueue(cfg.MaxQueueBytes), beats: make([]atomic.Int64, max(cfg.MaxLanes, 1)),
+		ackWake: make(chan struct{}, 1)}
 	s.stats = Stats{
 		Stream:    cfg.ID,
 		Position:  cfg.Start.Position,
@@ -268,6 +274,15 @@ func (s *Stream) Run(ctx context.Context) error {
 	}
 	applyCtx, stopApply := context.WithCancelCause(ctx)
 	defer stopApply(nil)
+	stopAcker, ackerDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ackerDone)
+		s.runAcker(ctx, stopAcker)
+	}()
+	defer func() {
+		close(stopAcker)
+		<-ackerDone
+	}()
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
@@ -684,9 +699,7 @@ func (s *Stream) applyBatch(ctx context.Context, cs []sluice.Change) error {
 		s.stats.Rate = float64(cp.Applied-first.applied) / now.Sub(first.t).Seconds()
 	}
 	s.mu.Unlock()
-	if err := s.cfg.Reader.Ack(ctx, cp.Position); err != nil && ctx.Err() == nil {
-		s.log.Warn("source did not take the acknowledgement; it will be repeated with the next batch", "position", cp.Position.String(), "err", err)
-	}
+	s.ack(cp.Position)
 	s.log.Debug("batch committed", "changes", len(cs), "rows", b.Rows, "tx_time", d, "position", cp.Position.String())
 	return nil
 }

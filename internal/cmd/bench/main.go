@@ -114,7 +114,7 @@ func main() {
 	var sections, ctlRTTs, ctlSizes string
 	flag.StringVar(&sections, "sections", strings.Join(allSections, ","), "comma-separated report sections to run: "+strings.Join(allSections, ", ")+" (e.g. -sections controller)")
 	flag.StringVar(&ctlRTTs, "controller-rtt", "20ms,96ms,300ms", "controller section: round-trip times")
-	flag.StringVar(&ctlSizes, "controller-sizes", "1000,5000,20000,100000", "controller section: pinned batch sizes for the static runs")
+	flag.StringVar(&ctlSizes, "controller-sizes", "1000,5000,20000,50000,100000", "controller section: pinned batch sizes for the static runs")
 	flag.IntVar(&cfg.ctl.changes, "controller-changes", 300000, "controller section: backlog size (mixed 50/30/20); large enough that the steady state, not the first batches, sets the rate at 300 ms")
 	flag.DurationVar(&cfg.ctl.killAfter, "controller-kill-after", 4*time.Second, "controller section: the target's transaction killer terminates transactions older than this (production's 20 s, scaled)")
 	flag.DurationVar(&cfg.ctl.killBudget, "controller-kill-budget", time.Second, "controller section: sluice's --kill-budget")

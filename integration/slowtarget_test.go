@@ -361,6 +361,9 @@ func TestSlowTargetBacksOff(t *testing.T) {
 	// waits for every lane's routed changes to commit, which the lock
 	// delays, and the controller measures nothing while it waits).
 	inside := 0
+	// A window measured mostly before the slowdown may have chosen more
+	// lanes; the switch drains first, so it can land inside the slowdown.
+	allowed := max(atSlow, peakBefore)
 	for _, w := range rec.windows {
 		from, to := w.from, w.to
 		if from.Before(slowFrom) {
@@ -370,6 +373,9 @@ func TestSlowTargetBacksOff(t *testing.T) {
 			to = slowTo
 		}
 		if to.Sub(from) < w.to.Sub(w.from)/2 {
+			if w.to.Before(slowTo) {
+				allowed = max(allowed, int(w.next))
+			}
 			continue
 		}
 		inside++
@@ -381,11 +387,11 @@ func TestSlowTargetBacksOff(t *testing.T) {
 	if inside == 0 {
 		t.Errorf("no lane-controller window lay mostly inside the %v slowdown: the lanes were not tested under it", slowTo.Sub(slowFrom))
 	}
-	if _, _, after := lanesAt(slowFrom, slowTo.Add(drainGrace)); atSlow > 1 && after >= atSlow {
-		t.Errorf("lanes at %d %v after the slowdown, as many as when it began (%d): no back-off", after, drainGrace, atSlow)
+	if _, _, after := lanesAt(slowFrom, slowTo.Add(drainGrace)); peakSlow > 1 && after >= peakSlow {
+		t.Errorf("lanes at %d %v after the slowdown, as many as at its peak during it (%d): no back-off", after, drainGrace, peakSlow)
 	}
-	if peakSlow > max(atSlow, peakBefore) {
-		t.Errorf("lanes rose to %d while the target was locked (at most %d before)", peakSlow, max(atSlow, peakBefore))
+	if peakSlow > allowed {
+		t.Errorf("lanes rose to %d while the target was locked (at most %d before, or chosen on a window measured before it)", peakSlow, allowed)
 	}
 }
 

@@ -7,8 +7,8 @@ import (
 	"fmt"
 )
 
-// OldestTransaction describes the oldest open InnoDB transaction on the
-// target other than the applier's own, for a stall's diagnosis: a session
+// OldestTransaction describes the oldest open InnoDB transaction of a
+// session using the target database, other than the applier's own, for a stall's diagnosis: a session
 // that holds locks the applier waits for. Empty when there is none.
 func (t *Target) OldestTransaction(ctx context.Context) (string, error) {
 	t.mu.Lock()
@@ -25,11 +25,13 @@ func (t *Target) OldestTransaction(ctx context.Context) (string, error) {
 	)
 	found := true
 	err := t.reading(ctx, func() error {
-		err := t.conn.QueryRowContext(ctx, `SELECT trx_mysql_thread_id, TIMESTAMPDIFF(SECOND, trx_started, NOW()), trx_state,
-				LEFT(REPLACE(REPLACE(trx_query, CHAR(10), ' '), CHAR(13), ' '), 120), trx_rows_locked
-			FROM information_schema.INNODB_TRX
-			WHERE trx_mysql_thread_id <> CONNECTION_ID()
-			ORDER BY trx_started LIMIT 1`).Scan(&thread, &age, &state, &query, &lockedRows)
+		// Sessions using the target database: another database's
+		// transactions do not hold its rows.
+		err := t.conn.QueryRowContext(ctx, `SELECT x.trx_mysql_thread_id, TIMESTAMPDIFF(SECOND, x.trx_started, NOW()), x.trx_state,
+				LEFT(REPLACE(REPLACE(x.trx_query, CHAR(10), ' '), CHAR(13), ' '), 120), x.trx_rows_locked
+			FROM information_schema.INNODB_TRX x JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id
+			WHERE x.trx_mysql_thread_id <> CONNECTION_ID() AND p.DB = DATABASE()
+			ORDER BY x.trx_started LIMIT 1`).Scan(&thread, &age, &state, &query, &lockedRows)
 		if errors.Is(err, sql.ErrNoRows) {
 			found = false
 			return nil

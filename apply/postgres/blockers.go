@@ -10,9 +10,9 @@ import (
 )
 
 // OldestTransaction describes the oldest open transaction on the target
-// other than the applier's own, for a stall's diagnosis: a session that
-// holds locks the applier waits for, or a long transaction holding back the
-// server. Empty when there is none. The stream's appliers are recognised by
+// in the target database other than the applier's own, for a stall's
+// diagnosis: a session that holds locks the applier waits for, or a long
+// transaction holding back the server. Empty when there is none. The stream's appliers are recognised by
 // their application_name ("sluice" unless the target URL sets another), so
 // other sluice processes with the same name are left out too.
 func (t *Target) OldestTransaction(ctx context.Context) (string, error) {
@@ -31,9 +31,10 @@ func (t *Target) OldestTransaction(ctx context.Context) (string, error) {
 	found := true
 	err := t.reading(ctx, func() error {
 		err := t.conn.QueryRow(ctx, `SELECT pid, coalesce(usename, ''), coalesce(application_name, ''), coalesce(state, ''),
-				now() - xact_start, left(regexp_replace(coalesce(query, ''), '\s+', ' ', 'g'), 120), wait_event_type = 'Lock'
+				now() - xact_start, left(regexp_replace(coalesce(query, ''), '\s+', ' ', 'g'), 120), coalesce(wait_event_type = 'Lock', false)
 			FROM pg_stat_activity
 			WHERE xact_start IS NOT NULL AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+				AND datname = current_database()
 				AND application_name IS DISTINCT FROM current_setting('application_name')
 			ORDER BY xact_start LIMIT 1`).Scan(&pid, &user, &app, &state, &age, &query, &waiting)
 		if errors.Is(err, pgx.ErrNoRows) {

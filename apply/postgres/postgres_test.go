@@ -687,6 +687,20 @@ func TestTxTimeout(t *testing.T) {
 func TestOldestTransaction(t *testing.T) {
 	url, conn := testDB(t, "CREATE TABLE k (id int PRIMARY KEY)")
 	ctx := context.Background()
+	// A transaction open in another database does not hold this one back.
+	other, err := pgx.Connect(ctx, dbtest.PG(t).URL(dbtest.PGDatabase(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	otherTx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer otherTx.Rollback(ctx)
+	if _, err := otherTx.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
 	tg := openTarget(t, url, Pipelined)
 	if what, err := tg.OldestTransaction(ctx); err != nil || what != "" {
 		t.Fatalf("OldestTransaction = %q, %v; want none", what, err)

@@ -113,20 +113,17 @@ func Run(ctx context.Context, streams []StreamOptions, reloads <-chan []StreamOp
 	if len(streams) == 0 {
 		return fmt.Errorf("no streams to run")
 	}
-	if err := checkSet(streams); err != nil {
-		return err
-	}
-	log := streams[0].Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	p := &process{log: log, stateDir: streams[0].StateDir, metricsListen: streams[0].MetricsListen, fatal: make(chan error, 1)}
 	streams = slices.Clone(streams)
 	var budget time.Duration
 	for i := range streams {
 		streams[i] = withDefaults(streams[i])
 		budget = max(budget, streams[i].KillBudget)
 	}
+	if err := checkSet(streams); err != nil {
+		return err
+	}
+	log := streams[0].Logger
+	p := &process{log: log, stateDir: streams[0].StateDir, metricsListen: streams[0].MetricsListen, fatal: make(chan error, 1)}
 	svc, err := startService(ctx, log, p.metricsListen, budget, p.list)
 	if err != nil {
 		return err
@@ -156,7 +153,8 @@ func Run(ctx context.Context, streams []StreamOptions, reloads <-chan []StreamOp
 	}
 }
 
-// checkSet refuses a list of streams that cannot run in one process.
+// checkSet refuses a list of streams (with defaults filled in) that cannot
+// run in one process.
 func checkSet(streams []StreamOptions) error {
 	ids := map[string]bool{}
 	for _, o := range streams {
@@ -166,14 +164,10 @@ func checkSet(streams []StreamOptions) error {
 		if o.MetricsListen != streams[0].MetricsListen {
 			return fmt.Errorf("streams %s and %s name different metrics addresses (%q, %q): one process serves one /metrics for every stream", streams[0].ID, o.ID, streams[0].MetricsListen, o.MetricsListen)
 		}
-		id := o.ID
-		if id == "" {
-			id = "default"
+		if ids[o.ID] {
+			return fmt.Errorf("stream id %q is used twice: each stream needs its own", o.ID)
 		}
-		if ids[id] {
-			return fmt.Errorf("stream id %q is used twice: each stream needs its own", id)
-		}
-		ids[id] = true
+		ids[o.ID] = true
 	}
 	return nil
 }
@@ -286,14 +280,22 @@ func (p *process) supervise(ctx context.Context, sl *slot) error {
 			return err
 		}
 		err = fmt.Errorf("stream %s: %w", sl.o.ID, err)
-		_ = p.store.SetError(sl.o.ID, err.Error())
 		others := len(p.list()) > 1
-		if !others || (sl.o.ExitOnStall && stream.IsStalled(err)) {
-			sl.setPhase(phaseFailed, err.Error(), time.Time{})
-			if serr := recordStatusError(p.stateDir, sl.o.ID, err.Error(), time.Time{}); serr != nil {
-				log.Warn("write status file", "stream", sl.o.ID, "err", serr)
-			}
-			p.svc.settled()
+		fatal := !others || (sl.o.ExitOnStall && stream.IsStalled(err))
+		if time.Since(began) >= restartHealthy {
+			backoff = restartFirst
+		}
+		var retryAt time.Time // zero: not started again
+		if !fatal {
+			retryAt = time.Now().Add(backoff)
+		}
+		_ = p.store.SetError(sl.o.ID, err.Error())
+		sl.setPhase(phaseFailed, err.Error(), retryAt)
+		if serr := recordStatusError(p.stateDir, sl.o.ID, err.Error(), retryAt); serr != nil {
+			log.Warn("write status file", "stream", sl.o.ID, "err", serr)
+		}
+		p.svc.settled()
+		if fatal {
 			if others {
 				log.Error("stream stalled and --exit-on-stall is set: stopping every stream", append(stream.ErrAttrs(err), "stream", sl.o.ID)...)
 			} else {
@@ -305,15 +307,6 @@ func (p *process) supervise(ctx context.Context, sl *slot) error {
 			}
 			return nil
 		}
-		if time.Since(began) >= restartHealthy {
-			backoff = restartFirst
-		}
-		retryAt := time.Now().Add(backoff)
-		sl.setPhase(phaseFailed, err.Error(), retryAt)
-		if serr := recordStatusError(p.stateDir, sl.o.ID, err.Error(), retryAt); serr != nil {
-			log.Warn("write status file", "stream", sl.o.ID, "err", serr)
-		}
-		p.svc.settled()
 		log.Error("stream stopped; the other streams go on, and this one is started again after a backoff",
 			append(stream.ErrAttrs(err), "stream", sl.o.ID, "attempt", attempt, "retry_in", backoff.String())...)
 		select {
@@ -454,8 +447,11 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	if err != nil {
 		return recordErr(ctx, store, o.ID, fmt.Errorf("--source: %w", err))
 	}
-	tgt, err := openTarget(ctx, targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,
-		MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, Logger: log})
+	// Every connection to the target (first lane, further lanes, the
+	// stall diagnosis) is opened the same way.
+	topts := targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,
+		MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, Logger: log}
+	tgt, err := openTarget(ctx, topts)
 	if err != nil {
 		return recordErr(ctx, store, o.ID, err)
 	}
@@ -523,8 +519,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		}
 	}
 	newTarget := func(ctx context.Context) (stream.Target, error) {
-		t, err := openTarget(ctx, targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,
-			MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, Logger: log})
+		t, err := openTarget(ctx, topts)
 		if err != nil {
 			return nil, err
 		}
@@ -537,8 +532,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	// The stall diagnosis looks at the target over a connection of its
 	// own: the appliers' may be the ones stuck.
 	oldest := func(ctx context.Context) (string, error) {
-		t, err := openTarget(ctx, targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,
-			MultiStatements: o.MultiStatements, Logger: log})
+		t, err := openTarget(ctx, topts)
 		if err != nil {
 			return "", err
 		}

@@ -128,12 +128,14 @@ func (p *process) reload(ctx context.Context, next []StreamOptions) {
 		log.Error("reload: the configuration names no stream; the running streams go on unchanged")
 		return
 	}
+	for i := range next {
+		next[i] = withDefaults(next[i])
+	}
 	if err := checkSet(next); err != nil {
 		log.Error("reload refused; the running streams go on unchanged", "err", err.Error())
 		return
 	}
 	for i := range next {
-		next[i] = withDefaults(next[i])
 		if next[i].StateDir != p.stateDir {
 			log.Warn("reload: state_dir takes effect only when sluice restarts", "stream", next[i].ID, "running", p.stateDir, "configured", next[i].StateDir)
 			next[i].StateDir = p.stateDir

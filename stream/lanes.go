@@ -135,9 +135,6 @@ type lane struct {
 	// fifo holds the numbers of changes routed here and not committed.
 	fifo     []uint64
 	lastPing time.Time
-	// txStart is when the lane's transaction in flight began, zero
-	// between transactions (guarded by multi.mu).
-	txStart time.Time
 }
 
 // ahead is how many changes may be routed to the lane ahead of its
@@ -384,13 +381,8 @@ func (m *multi) watchLanes(ctx context.Context) {
 				// and the window restarts once it is done.
 				continue
 			}
+			inFlight := s.oldestTx(now)
 			m.mu.Lock()
-			var inFlight time.Duration
-			for _, l := range m.lanes {
-				if !l.txStart.IsZero() {
-					inFlight = max(inFlight, now.Sub(l.txStart))
-				}
-			}
 			applied := s.cfg.Start.Applied + m.w
 			backlog := m.uncommitted()
 			active := m.active
@@ -601,17 +593,9 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item) error {
 	applyCtx, cancel := s.inFlight(ctx)
 	defer cancel()
 	start := s.txBegan(l.id)
-	m.mu.Lock()
-	l.txStart = start
-	m.mu.Unlock()
 	err := l.target.Apply(applyCtx, b, cp)
 	d := time.Since(start)
-	s.mu.Lock()
-	delete(s.txRunning, l.id)
-	s.mu.Unlock()
-	m.mu.Lock()
-	l.txStart = time.Time{}
-	m.mu.Unlock()
+	s.txEnded(l.id)
 	m.ctl.Tx(d)
 	s.mu.Lock()
 	s.stats.LastTxTime, s.stats.LastBatch = d, len(items)

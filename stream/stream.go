@@ -232,9 +232,7 @@ func (s *Stream) Stats() Stats {
 		oldest = s.q.headTime()
 	}
 	st.CaughtUp = s.readerIdle && st.QueueLen == 0 && oldest.IsZero()
-	for _, t := range s.txRunning {
-		st.InFlight = max(st.InFlight, time.Since(t))
-	}
+	st.InFlight = s.oldestTxLocked(time.Now())
 	if !oldest.IsZero() {
 		st.Lag = time.Since(oldest)
 	}
@@ -324,7 +322,7 @@ func (s *Stream) Run(ctx context.Context) error {
 var errStalled = errors.New("stream stalled")
 
 // txBegan records that apply loop (lane) i begins a target transaction,
-// and returns when; the loop deletes s.txRunning[i] when it ends.
+// and returns when; txEnded records that it ended.
 func (s *Stream) txBegan(i int) time.Time {
 	now := time.Now()
 	s.mu.Lock()
@@ -334,6 +332,28 @@ func (s *Stream) txBegan(i int) time.Time {
 	s.txRunning[i] = now
 	s.mu.Unlock()
 	return now
+}
+
+func (s *Stream) txEnded(i int) {
+	s.mu.Lock()
+	delete(s.txRunning, i)
+	s.mu.Unlock()
+}
+
+// oldestTx is how long the oldest target transaction still running has
+// been running at now; zero when none is.
+func (s *Stream) oldestTx(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.oldestTxLocked(now)
+}
+
+func (s *Stream) oldestTxLocked(now time.Time) time.Duration {
+	var d time.Duration
+	for _, t := range s.txRunning {
+		d = max(d, now.Sub(t))
+	}
+	return d
 }
 
 // inFlight returns the context a batch is applied under. A batch in flight
@@ -662,8 +682,8 @@ func (s *Stream) applyBatch(ctx context.Context, cs []sluice.Change) error {
 	start := s.txBegan(0)
 	err := s.cfg.Target.Apply(applyCtx, b, cp)
 	d := time.Since(start)
+	s.txEnded(0)
 	s.mu.Lock()
-	delete(s.txRunning, 0)
 	s.stats.LastTxTime = d
 	s.stats.LastBatch = len(cs)
 	if err == nil {

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/md5"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -314,7 +311,7 @@ func sameMyTables(ctx context.Context, srcURL, dstURL string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		sums[i], err = myChecksum(ctx, db, "items")
+		sums[i], err = dbtest.MariaChecksum(ctx, db, "items")
 		db.Close()
 		if err != nil {
 			return false, err
@@ -325,73 +322,3 @@ func sameMyTables(ctx context.Context, srcURL, dstURL string) (bool, error) {
 	}
 	return sums[0] == sums[1], nil
 }
-
-// myChecksum is the MariaDB counterpart of dbtest.Checksum: the row count
-// and an md5 over every row's text form (the text protocol's, under
-// time_zone '+00:00') in primary-key order, each row's values
-// length-prefixed and NULL marked.
-func myChecksum(ctx context.Context, db *sql.DB, table string) (dbtest.TableSum, error) {
-	var keys []string
-	rows, err := db.QueryContext(ctx, `SELECT column_name FROM information_schema.statistics
-		WHERE table_schema = DATABASE() AND table_name = ? AND index_name = 'PRIMARY' ORDER BY seq_in_index`, table)
-	if err != nil {
-		return dbtest.TableSum{}, fmt.Errorf("checksum %s: primary key: %w", table, err)
-	}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			rows.Close()
-			return dbtest.TableSum{}, fmt.Errorf("checksum %s: primary key: %w", table, err)
-		}
-		keys = append(keys, quoteMy(k))
-	}
-	if err := rows.Err(); err != nil {
-		return dbtest.TableSum{}, fmt.Errorf("checksum %s: primary key: %w", table, err)
-	}
-	if len(keys) == 0 {
-		return dbtest.TableSum{}, fmt.Errorf("checksum %s: table has no primary key", table)
-	}
-	// No arguments: the text protocol, so every value arrives as the
-	// server's text.
-	rows, err = db.QueryContext(ctx, fmt.Sprintf("SELECT * FROM %s ORDER BY %s", quoteMy(table), strings.Join(keys, ", ")))
-	if err != nil {
-		return dbtest.TableSum{}, fmt.Errorf("checksum %s: %w", table, err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return dbtest.TableSum{}, fmt.Errorf("checksum %s: %w", table, err)
-	}
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	var s dbtest.TableSum
-	all := md5.New()
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return dbtest.TableSum{}, fmt.Errorf("checksum %s: %w", table, err)
-		}
-		row := md5.New()
-		for _, v := range vals {
-			if v == nil {
-				row.Write([]byte("N;"))
-				continue
-			}
-			fmt.Fprintf(row, "%d:", len(v))
-			row.Write(v)
-		}
-		all.Write([]byte(hex.EncodeToString(row.Sum(nil))))
-		s.Rows++
-	}
-	if err := rows.Err(); err != nil {
-		return dbtest.TableSum{}, fmt.Errorf("checksum %s: %w", table, err)
-	}
-	if s.Rows > 0 {
-		s.Sum = hex.EncodeToString(all.Sum(nil))
-	}
-	return s, nil
-}
-
-func quoteMy(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/md5"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -133,74 +130,9 @@ func (m myConn) inTx(ctx context.Context, fn func(exec execFunc) error) error {
 	return commitOrRollback(fn(myExec(ctx, tx)), tx.Commit, func() { tx.Rollback() }) //nolint:errcheck // fn's error is the one to report
 }
 
-// checksum is the MariaDB counterpart of dbtest.Checksum: the row count and
-// an md5 over every row's text form (the text protocol's, under time_zone
-// '+00:00') in primary-key order. Each row is hashed with its values
-// length-prefixed and NULL marked, then the row hashes are hashed in order.
+// checksum is dbtest.MariaChecksum on this connection.
 func (m myConn) checksum(ctx context.Context, table string) (dbtest.TableSum, error) {
-	var keys []string
-	rows, err := m.db.QueryContext(ctx, `SELECT column_name FROM information_schema.statistics
-		WHERE table_schema = DATABASE() AND table_name = ? AND index_name = 'PRIMARY' ORDER BY seq_in_index`, table)
-	if err != nil {
-		return dbtest.TableSum{}, fmt.Errorf("checksum %s: primary key: %w", table, err)
-	}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			rows.Close()
-			return dbtest.TableSum{}, fmt.Errorf("checksum %s: primary key: %w", table, err)
-		}
-		keys = append(keys, quoteMy(k))
-	}
-	if err := rows.Err(); err != nil {
-		return dbtest.TableSum{}, fmt.Errorf("checksum %s: primary key: %w", table, err)
-	}
-	if len(keys) == 0 {
-		return dbtest.TableSum{}, fmt.Errorf("checksum %s: table has no primary key", table)
-	}
-	// No arguments: the text protocol, so every value arrives as the
-	// server's text.
-	rows, err = m.db.QueryContext(ctx, fmt.Sprintf("SELECT * FROM %s ORDER BY %s", quoteMy(table), strings.Join(keys, ", ")))
-	if err != nil {
-		return dbtest.TableSum{}, fmt.Errorf("checksum %s: %w", table, err)
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return dbtest.TableSum{}, fmt.Errorf("checksum %s: %w", table, err)
-	}
-	vals := make([]sql.RawBytes, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	var s dbtest.TableSum
-	all := md5.New()
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return dbtest.TableSum{}, fmt.Errorf("checksum %s: %w", table, err)
-		}
-		row := md5.New()
-		for _, v := range vals {
-			if v == nil {
-				row.Write([]byte("N;"))
-				continue
-			}
-			fmt.Fprintf(row, "%d:", len(v))
-			row.Write(v)
-		}
-		all.Write([]byte(hex.EncodeToString(row.Sum(nil))))
-		s.Rows++
-	}
-	if err := rows.Err(); err != nil {
-		return dbtest.TableSum{}, fmt.Errorf("checksum %s: %w", table, err)
-	}
-	if s.Rows > 0 {
-		s.Sum = hex.EncodeToString(all.Sum(nil))
-	}
-	return s, nil
+	return dbtest.MariaChecksum(ctx, m.db, table)
 }
 
 func (m myConn) close() { m.db.Close() }
-
-func quoteMy(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }

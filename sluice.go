@@ -24,6 +24,13 @@ const (
 	OpUpdate
 	// OpDelete removes the row whose key is Change.Key.
 	OpDelete
+	// OpProgress changes no row: the reader has moved past source log that
+	// holds no change of the streamed tables (other tables' changes, an
+	// idle source) and Change.Pos says where. Table, Key and Row are nil.
+	// The stream checkpoints it like a change, so that a quiet stream's
+	// position keeps up with the source and the source may release its
+	// log: a reader acknowledges nothing the target does not hold.
+	OpProgress
 )
 
 func (o Op) String() string {
@@ -34,6 +41,8 @@ func (o Op) String() string {
 		return "update"
 	case OpDelete:
 		return "delete"
+	case OpProgress:
+		return "progress"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -77,6 +86,13 @@ type Column struct {
 	Type string
 	// Nullable reports whether the source allows NULL.
 	Nullable bool
+	// Collation says when two values of a string column are equal on the
+	// source. Empty: only when their bytes are (binary and non-string
+	// columns, a deterministic PostgreSQL collation). Otherwise the
+	// collation's name, e.g. "utf8mb4_general_ci": the source may treat
+	// distinct bytes as equal, and a key column must keep distinct on the
+	// target whatever the source keeps distinct.
+	Collation string
 }
 
 // Table describes a replicated table as the source sees it. Readers create
@@ -241,7 +257,14 @@ func ParsePosition(s string) (Position, error) {
 // Checkpoint is a stream's durable progress: every change at or before
 // Position is committed on the target. Seq counts the stream's target
 // commits; it orders the copy kept in the state file against the copy the
-// target keeps inside its own transactions, so sluice resumes from the newer.
+// target keeps inside its own transactions.
+//
+// With lanes, each lane's transactions write a checkpoint of their own
+// (Lane, of Lanes): Position is the watermark that lane's commit makes
+// true, and Last the position of the last change it applied, which may be
+// past the watermark. After a crash the lanes' Last positions tell which
+// of the changes past the watermark are on the target already, so that
+// none is applied twice.
 type Checkpoint struct {
 	Stream   string
 	Seq      uint64
@@ -249,6 +272,13 @@ type Checkpoint struct {
 	// Applied counts the source changes committed on the target so far.
 	Applied uint64
 	Time    time.Time
+	// Lane is the lane that wrote the checkpoint, Lanes how many lanes
+	// the stream ran (1 without lanes; 0 in a checkpoint from a sluice
+	// before lanes kept their own).
+	Lane, Lanes int
+	// Last is the position of the last change the lane's transaction
+	// applied; zero means Position.
+	Last Position
 }
 
 // TableError is an error about one table: log lines carry the table as a

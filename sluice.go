@@ -31,6 +31,10 @@ const (
 	// position keeps up with the source and the source may release its
 	// log: a reader acknowledges nothing the target does not hold.
 	OpProgress
+	// OpTruncate removes every row of Table (a TRUNCATE on the source);
+	// Key and Row are nil. The target applies it in order with the
+	// stream's other changes.
+	OpTruncate
 )
 
 func (o Op) String() string {
@@ -43,6 +47,8 @@ func (o Op) String() string {
 		return "delete"
 	case OpProgress:
 		return "progress"
+	case OpTruncate:
+		return "truncate"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

@@ -329,6 +329,7 @@ func TestFailedStatementRollsBack(t *testing.T) {
 			"CREATE TABLE stock (sku varchar(10) PRIMARY KEY, qty int CHECK (qty >= 0))",
 			"CREATE TABLE audit (id int PRIMARY KEY, note text)")
 		stock := table("stock", []int{0}, "sku varchar(10)", "qty int")
+		stock.Columns[0].Collation = "utf8mb4_unicode_ci" // the target's, as from a MySQL source
 		audit := table("audit", []int{0}, "id int", "note text")
 		tg := openTarget(t, dsn, v.mode, v.multi)
 		ctx := context.Background()
@@ -400,6 +401,7 @@ func TestRoundTrips(t *testing.T) {
 	accounts := table("accounts", []int{0}, "id bigint", "owner varchar(50)", "balance decimal(12,2)")
 	events := table("events", []int{0, 1}, "account_id bigint", "n int", "kind varchar(10)")
 	users := table("users", []int{0}, "id int", "email varchar(100)", "name text")
+	users.Columns[1].Collation = "utf8mb4_unicode_ci" // the target's, as from a MySQL source
 
 	batch := func(round int) *apply.Batch {
 		var cs []sluice.Change
@@ -501,6 +503,7 @@ func TestUniqueKeys(t *testing.T) {
 			"CREATE TABLE people (id int PRIMARY KEY, email varchar(50) NULL, a int NULL, b int NULL, note text, UNIQUE KEY email (email), UNIQUE KEY ab (a, b))",
 			"INSERT INTO people VALUES (1, 'x@x', 1, 1, 'one'), (2, 'y@y', 2, 2, 'two'), (3, 'z@z', 3, 3, 'three'), (4, 'w@w', 4, 4, 'four'), (5, 'v@v', 5, 5, 'five')")
 		people := table("people", []int{0}, "id int", "email varchar(50)", "a int", "b int", "note text")
+		people.Columns[1].Collation = "utf8mb4_unicode_ci" // the target's, as from a MySQL source
 		tg := openTarget(t, dsn, v.mode, v.multi)
 		ctx := context.Background()
 		if err := tg.Preflight(ctx, []*sluice.Table{people}); err != nil {

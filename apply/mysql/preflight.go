@@ -18,6 +18,8 @@ type targetColumn struct {
 	nullable   bool
 	hasDefault bool
 	generated  bool
+	charset    string // CHARACTER_SET_NAME; "" for binary and non-string types
+	collation  string // COLLATION_NAME; "" for binary and non-string types
 }
 
 // uniqueIndex is a unique secondary index of a target table.
@@ -43,17 +45,25 @@ type tableDesc struct {
 }
 
 const columnsSQL = "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE = 'YES', " +
-	"COLUMN_DEFAULT IS NOT NULL OR EXTRA LIKE '%%auto_increment%%', COALESCE(GENERATION_EXPRESSION, '') <> '' " +
+	"COLUMN_DEFAULT IS NOT NULL OR EXTRA LIKE '%%auto_increment%%', COALESCE(GENERATION_EXPRESSION, '') <> '', " +
+	"COALESCE(CHARACTER_SET_NAME, ''), COALESCE(COLLATION_NAME, '') " +
 	"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION"
 
 const indexesSQL = "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS " +
 	"WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 ORDER BY INDEX_NAME, SEQ_IN_INDEX"
 
 // Preflight checks, before any data moves, that every table exists on the
-// target with the source's primary key and columns whose types hold the
-// source's values exactly, and loads the tables' unique indexes. It reports
-// every problem it finds, each naming the table or column and the fix.
+// target with the source's primary key, columns whose types hold the
+// source's values exactly and key columns whose collations keep apart every
+// key the source keeps apart, and loads the tables' unique indexes. It
+// reports every problem it finds, each naming the table or column and the
+// fix.
 func (t *Target) Preflight(ctx context.Context, tables []*sluice.Table) error {
+	return t.preflight(ctx, tables, t.allowCollationMerge())
+}
+
+// preflight is Preflight with the key-collation setting given.
+func (t *Target) preflight(ctx context.Context, tables []*sluice.Table, allowMerge bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.ensureConn(ctx); err != nil {
@@ -61,7 +71,7 @@ func (t *Target) Preflight(ctx context.Context, tables []*sluice.Table) error {
 	}
 	var errs []error
 	for _, tbl := range tables {
-		if _, err := t.load(ctx, tbl); err != nil {
+		if _, err := t.loadWith(ctx, tbl, allowMerge); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -81,6 +91,12 @@ func (t *Target) describe(ctx context.Context, tbl *sluice.Table) (*tableDesc, e
 }
 
 func (t *Target) load(ctx context.Context, tbl *sluice.Table) (*tableDesc, error) {
+	return t.loadWith(ctx, tbl, t.allowCollationMerge())
+}
+
+// loadWith reads the target's description of a table and checks the source's
+// against it; allowMerge accepts key collations that merge keys.
+func (t *Target) loadWith(ctx context.Context, tbl *sluice.Table, allowMerge bool) (*tableDesc, error) {
 	schema := tbl.Name.Schema
 	if schema == "" {
 		schema = t.database
@@ -101,7 +117,7 @@ func (t *Target) load(ctx context.Context, tbl *sluice.Table) (*tableDesc, error
 		}
 		for rows.Next() {
 			var c targetColumn
-			if err := rows.Scan(&c.name, &c.colType, &c.dataType, &c.nullable, &c.hasDefault, &c.generated); err != nil {
+			if err := rows.Scan(&c.name, &c.colType, &c.dataType, &c.nullable, &c.hasDefault, &c.generated, &c.charset, &c.collation); err != nil {
 				rows.Close()
 				return err
 			}
@@ -135,7 +151,7 @@ func (t *Target) load(ctx context.Context, tbl *sluice.Table) (*tableDesc, error
 	if len(tcols) == 0 {
 		return nil, fmt.Errorf("target table %s does not exist in database %s: create it with the source's columns", display, schema)
 	}
-	d, err := check(tbl, display, tcols, indexes, indexOrder)
+	d, err := check(tbl, display, tcols, indexes, indexOrder, keyRules{server: t.server, allowMerge: allowMerge})
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +177,7 @@ func kindOf(dataType string) valueKind {
 
 // check compares a source table with the target's columns and unique
 // indexes.
-func check(src *sluice.Table, display string, tcols []targetColumn, indexes map[string][]string, indexOrder []string) (*tableDesc, error) {
+func check(src *sluice.Table, display string, tcols []targetColumn, indexes map[string][]string, indexOrder []string, rules keyRules) (*tableDesc, error) {
 	if len(src.Key) == 0 {
 		return nil, fmt.Errorf("source table %s has no primary key: sluice needs one to apply updates and deletes; add a primary key on the source", src.Name)
 	}
@@ -211,6 +227,7 @@ func check(src *sluice.Table, display string, tcols []targetColumn, indexes map[
 				display, tc.name))
 		}
 	}
+	errs = append(errs, keyCollationErrors(src, display, byName, indexes, indexOrder, rules)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -296,7 +313,7 @@ func (t *Target) ColumnTypes(ctx context.Context, name sluice.TableName) (map[st
 		defer rows.Close()
 		for rows.Next() {
 			var c targetColumn
-			if err := rows.Scan(&c.name, &c.colType, &c.dataType, &c.nullable, &c.hasDefault, &c.generated); err != nil {
+			if err := rows.Scan(&c.name, &c.colType, &c.dataType, &c.nullable, &c.hasDefault, &c.generated, &c.charset, &c.collation); err != nil {
 				return err
 			}
 			out[c.name] = c.colType

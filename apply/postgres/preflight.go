@@ -17,11 +17,23 @@ import (
 // the domain would apply the base type's typmod as an explicit cast does
 // (truncating), while the assignment of the base value to the column still
 // checks the domain.
+//
+// It also gives each column's collation (none for a type that is not
+// collatable) and whether it is deterministic — read through to_jsonb,
+// since collisdeterministic appeared in PostgreSQL 12 and every collation
+// before it is — and the unique indexes besides the primary key that have
+// the column among their key columns (not their INCLUDE columns).
 const catalogSQL = `SELECT n.nspname, c.relname, a.attname,
 	format_type(a.atttypid, a.atttypmod),
 	tn.nspname, t.typname,
 	a.attnotnull, a.atthasdef OR a.attidentity <> '', a.attgenerated <> '',
-	coalesce(array_position(pk.conkey, a.attnum), 0)
+	coalesce(array_position(pk.conkey, a.attnum), 0),
+	coalesce(co.collname, ''), coalesce(cn.nspname, ''),
+	coalesce((to_jsonb(co) ->> 'collisdeterministic')::boolean, true),
+	ARRAY(SELECT ic.relname::text FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
+		WHERE i.indrelid = c.oid AND i.indisunique AND NOT i.indisprimary
+			AND a.attnum = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])
+		ORDER BY 1)
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
@@ -29,6 +41,8 @@ JOIN pg_type t0 ON t0.oid = a.atttypid
 JOIN pg_type t ON t.oid = CASE WHEN t0.typtype = 'd' THEN t0.typbasetype ELSE t0.oid END
 JOIN pg_namespace tn ON tn.oid = t.typnamespace
 LEFT JOIN pg_constraint pk ON pk.conrelid = c.oid AND pk.contype = 'p'
+LEFT JOIN pg_collation co ON co.oid = a.attcollation
+LEFT JOIN pg_namespace cn ON cn.oid = co.collnamespace
 WHERE c.oid = to_regclass($1)
 ORDER BY a.attnum`
 
@@ -41,13 +55,42 @@ type targetColumn struct {
 	hasDefault bool
 	generated  bool
 	pkPos      int
+	collation  columnCollation
+	uniques    []string // unique indexes besides the primary key that the column is a key of
+}
+
+// columnCollation is a target column's collation.
+type columnCollation struct {
+	name, schema string // "" when the type is not collatable
+	// deterministic: two values are equal only when their bytes are (true
+	// for a type that is not collatable).
+	deterministic bool
+	// merges says which probes a nondeterministic collation of a key column
+	// holds equal, e.g. "case ('a' = 'A')".
+	merges []string
+}
+
+// scanColumn reads one row of catalogSQL.
+func scanColumn(rows pgx.Rows, schema, relname *string) (targetColumn, error) {
+	var c targetColumn
+	err := rows.Scan(schema, relname, &c.name, &c.fullType, &c.cast.TypeSchema, &c.cast.TypeName,
+		&c.notNull, &c.hasDefault, &c.generated, &c.pkPos,
+		&c.collation.name, &c.collation.schema, &c.collation.deterministic, &c.uniques)
+	c.cast.Name = c.name
+	return c, err
 }
 
 // Preflight checks, before any data moves, that every table exists on the
-// target with the source's primary key and columns whose types hold the
-// source's values exactly. It reports every problem it finds, each naming
-// the table or column and the fix.
+// target with the source's primary key, columns whose types hold the
+// source's values exactly and key columns whose collations keep apart every
+// key the source keeps apart. It reports every problem it finds, each
+// naming the table or column and the fix.
 func (t *Target) Preflight(ctx context.Context, tables []*sluice.Table) error {
+	return t.preflight(ctx, tables, t.allowCollationMerge())
+}
+
+// preflight is Preflight with the key-collation setting given.
+func (t *Target) preflight(ctx context.Context, tables []*sluice.Table, allowMerge bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.ensureConn(ctx); err != nil {
@@ -55,7 +98,7 @@ func (t *Target) Preflight(ctx context.Context, tables []*sluice.Table) error {
 	}
 	var errs []error
 	for _, tbl := range tables {
-		if _, err := t.load(ctx, tbl); err != nil {
+		if _, err := t.loadWith(ctx, tbl, allowMerge); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -75,6 +118,12 @@ func (t *Target) describe(ctx context.Context, tbl *sluice.Table) (*tableDesc, e
 }
 
 func (t *Target) load(ctx context.Context, tbl *sluice.Table) (*tableDesc, error) {
+	return t.loadWith(ctx, tbl, t.allowCollationMerge())
+}
+
+// loadWith reads the target's description of a table and checks the source's
+// against it; allowMerge accepts key collations that merge keys.
+func (t *Target) loadWith(ctx context.Context, tbl *sluice.Table, allowMerge bool) (*tableDesc, error) {
 	ident := tableIdent(tbl.Name)
 	var schema, relname string
 	var tcols []targetColumn
@@ -86,15 +135,17 @@ func (t *Target) load(ctx context.Context, tbl *sluice.Table) (*tableDesc, error
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var c targetColumn
-			if err := rows.Scan(&schema, &relname, &c.name, &c.fullType, &c.cast.TypeSchema, &c.cast.TypeName,
-				&c.notNull, &c.hasDefault, &c.generated, &c.pkPos); err != nil {
+			c, err := scanColumn(rows, &schema, &relname)
+			if err != nil {
 				return err
 			}
-			c.cast.Name = c.name
 			tcols = append(tcols, c)
 		}
-		return rows.Err()
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return t.probeCollations(ctx, tcols)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read target catalog for table %s: %w", tbl.Name, err)
@@ -103,7 +154,7 @@ func (t *Target) load(ctx context.Context, tbl *sluice.Table) (*tableDesc, error
 		return nil, fmt.Errorf("target table %s does not exist in database %s: create it with the source's columns", tbl.Name, t.database)
 	}
 	display := sluice.TableName{Schema: schema, Name: relname}.String()
-	d, err := check(tbl, display, tcols)
+	d, err := check(tbl, display, tcols, allowMerge)
 	if err != nil {
 		return nil, err
 	}
@@ -121,8 +172,9 @@ func tableIdent(n sluice.TableName) string {
 	return pgx.Identifier{n.Schema, n.Name}.Sanitize()
 }
 
-// check compares a source table with the target's columns.
-func check(src *sluice.Table, display string, tcols []targetColumn) (*tableDesc, error) {
+// check compares a source table with the target's columns; allowMerge
+// accepts key collations that merge keys.
+func check(src *sluice.Table, display string, tcols []targetColumn, allowMerge bool) (*tableDesc, error) {
 	var errs []error
 	if len(src.Key) == 0 {
 		return nil, fmt.Errorf("source table %s has no primary key: sluice needs one to apply updates and deletes; add a primary key on the source", src.Name)
@@ -177,6 +229,7 @@ func check(src *sluice.Table, display string, tcols []targetColumn) (*tableDesc,
 				display, tc.name))
 		}
 	}
+	errs = append(errs, keyCollationErrors(src, display, byName, allowMerge)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -211,10 +264,9 @@ func (t *Target) ColumnTypes(ctx context.Context, name sluice.TableName) (map[st
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var c targetColumn
 			var schema, relname string
-			if err := rows.Scan(&schema, &relname, &c.name, &c.fullType, &c.cast.TypeSchema, &c.cast.TypeName,
-				&c.notNull, &c.hasDefault, &c.generated, &c.pkPos); err != nil {
+			c, err := scanColumn(rows, &schema, &relname)
+			if err != nil {
 				return err
 			}
 			out[c.name] = c.fullType

@@ -6,7 +6,10 @@
 // Pairs that could lose or alter values are refused before any data moves,
 // naming the column and the reason; single values that a type pair cannot
 // carry (a zero date, 'infinity', NaN, a NUL byte in text) are refused when
-// they arrive, naming the row's key.
+// they arrive, naming the row's key. Key columns whose target collation
+// would hold equal two keys the source keeps apart are refused by the inner
+// target's own preflight, which sees each source column's Collation as the
+// mapped tables carry it unchanged.
 package typemap
 
 import (

@@ -6,19 +6,35 @@
 // ENUM/SET labels, collations, primary key), never with the table's current
 // definition: replaying from before an ALTER describes every row as it was
 // written. Values are carried as MySQL's text-protocol form (what a plain
-// SELECT returns), the same convention as source/mytrigger; TIMESTAMP
-// values are rendered in UTC.
+// SELECT returns), the same convention as source/mytrigger, with two
+// exceptions where that form is not the value: FLOAT is the shortest text
+// that reads back to the identical float32 (the text protocol rounds it to
+// 6 digits), and character columns are converted to UTF-8 from the
+// character set the table map gives (utf8mb4, utf8mb3, latin1 — MySQL's
+// latin1 is Windows-1252 —, ascii; binary columns are carried as bytes).
+// A column of any other character set is refused at Open, naming it and
+// the fix. TIMESTAMP values are rendered in UTC.
 //
 // Transactions end at XID events (or a QUERY "COMMIT"/"ROLLBACK" for
 // non-transactional tables, or a DDL statement, which is its own
 // transaction). See position.go for the position token, which resumes
-// exactly after any change, also inside a transaction.
+// exactly after any change, also inside a transaction and with another
+// table list, and Covers for how two positions compare. While the reader
+// moves through binlog that holds no change of the streamed tables it
+// hands out OpProgress markers (Config.ProgressInterval).
 //
 // Schema changes: a column added to a replicated table is followed (the
 // next table map has it; later changes carry a new *sluice.Table). A
-// dropped or renamed column, a changed column type, a dropped primary key,
-// or a dropped/renamed/truncated table stops the stream with an error
-// naming the table and column; nothing after that statement is emitted.
+// TRUNCATE is handed out as an OpTruncate change. A dropped or renamed
+// column, a changed column type, a dropped primary key, a dropped, renamed
+// or re-created table, and partition or tablespace operations that change
+// rows without logging them stop the stream with an error naming the table
+// and column; nothing after that statement is emitted.
+//
+// XA transactions that write a streamed table stop the stream (XAError):
+// the binlog holds their rows at XA PREPARE, before their outcome. A start
+// position whose binlog the source purged is refused at Open
+// (PurgedError).
 //
 // Connection loss (a source restart): the reader reconnects on its own,
 // every second, from its own position (not go-mysql's retry, which would
@@ -31,13 +47,8 @@
 // privileges, SELECT on the tables, tables that exist and have a primary
 // key, and a server_id of our own.
 //
-// Limits: character columns are passed as the bytes the binlog holds, so
-// they equal the text protocol's for utf8mb4/utf8mb3/ascii/binary columns
-// and a utf8mb4 connection; other character sets (latin1 …) are not
-// converted. MySQL partial JSON updates (binlog_row_value_options=
-// PARTIAL_JSON) and XA transactions are not supported. Resume positions
-// count changes of the streamed tables, so resume with the same table list.
-// TLS to the source is not configured.
+// Limits: MySQL partial JSON updates (binlog_row_value_options=
+// PARTIAL_JSON) are refused. TLS to the source is not configured.
 package binlog
 
 import (
@@ -88,6 +99,12 @@ type Config struct {
 	HeartbeatPeriod time.Duration
 	// PollInterval is how long Read waits for changes (default 200 ms).
 	PollInterval time.Duration
+	// ProgressInterval is how often, at most, Read hands out an OpProgress
+	// marker while the reader moves through binlog that holds no change
+	// of the streamed tables (default 5 s). The stream checkpoints the
+	// markers, so a quiet stream's position keeps up with the source and
+	// does not need binlogs the source may purge.
+	ProgressInterval time.Duration
 	// BufferChanges bounds the changes decoded ahead of Read (default
 	// 16384), and BufferBytes their bytes (default
 	// source.DefaultBufferBytes).
@@ -105,6 +122,8 @@ type Reader struct {
 	flavor string
 	tables []*sluice.Table
 	repl   map[string]*sluice.Table // "schema.table" -> described table
+	colls  map[uint64]collation     // collation id -> name and character set
+	start  sluice.Position
 
 	out     chan batch // decoded changes, bounded
 	budget  *source.Budget
@@ -151,6 +170,9 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position
 	if cfg.BufferChanges <= 0 {
 		cfg.BufferChanges = 16384
 	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = 5 * time.Second
+	}
 	if len(cfg.Tables) == 0 {
 		return nil, errors.New("binlog: no tables to stream")
 	}
@@ -195,6 +217,9 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position
 		}
 		r.cfg.Tables[i] = t
 	}
+	if err := r.loadCollations(ctx); err != nil {
+		return fail(err)
+	}
 	if err := r.describe(ctx); err != nil {
 		return fail(err)
 	}
@@ -202,16 +227,26 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position
 	if err != nil {
 		return fail(err)
 	}
+	if !from.IsZero() {
+		if err := r.checkServable(ctx, start, from); err != nil {
+			return fail(err)
+		}
+	}
 	r.out = make(chan batch, max(1, cfg.BufferChanges/256))
 	r.budget = source.NewBudget(cfg.BufferBytes)
 	rctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.done = make(chan struct{})
-	st := &state{r: r, pos: start, skip: start.k, expectTxn: start.txn, byID: map[uint64]*tableMap{}, byName: map[string]*sluice.Table{}}
+	st := &state{r: r, skipTo: start.at, skipK: start.oldK, expectTxn: start.txn,
+		byID: map[uint64]*tableMap{}, byName: map[string]*sluice.Table{}, lastMarker: time.Now()}
 	for k, t := range r.repl {
 		st.byName[k] = t
 	}
 	startTok := start.token()
+	r.start = from
+	if from.IsZero() {
+		r.start = sluice.Position{Kind: Kind, Token: start.base()}
+	}
 	st.pos = &position{mode: start.mode, file: start.file, off: start.off}
 	if start.gset != nil {
 		st.pos.gset = start.gset.Clone()
@@ -240,7 +275,7 @@ func parseConn(s string) (*gomysql.Config, error) {
 	if strings.HasPrefix(s, "mysql://") || strings.HasPrefix(s, "mariadb://") {
 		u, err := url.Parse(s)
 		if err != nil {
-			return nil, fmt.Errorf("binlog: source URL: %w", err)
+			return nil, urlError(s, err)
 		}
 		c := gomysql.NewConfig()
 		c.Net = "tcp"
@@ -255,9 +290,57 @@ func parseConn(s string) (*gomysql.Config, error) {
 	}
 	c, err := gomysql.ParseDSN(s)
 	if err != nil {
-		return nil, fmt.Errorf("binlog: source DSN: %w", err)
+		return nil, dsnError(s, err)
 	}
 	return c, nil
+}
+
+// urlError explains why a source URL does not parse without quoting it:
+// url.Parse's error holds the whole URL, password included (and one with
+// a bare % is exactly what fails). It says which part failed instead,
+// quoting only the part after the user information.
+func urlError(s string, err error) error {
+	scheme, rest, _ := strings.Cut(s, "://")
+	at := strings.LastIndexByte(rest, '@')
+	if at < 0 {
+		return fmt.Errorf("binlog: source URL: %w", err) // no user information to hide
+	}
+	userinfo, hostPart := rest[:at], rest[at+1:]
+	if u, perr := url.Parse(scheme + "://" + userinfo + "@host/"); perr != nil || u.Host != "host" || u.User == nil {
+		return errors.New("binlog: source URL: the user name or password (the part before the @) is not valid in a URL: " +
+			"percent-encode its special characters (% as %25, / as %2F, ? as %3F, # as %23, @ as %40, : in the user name as %3A), " +
+			"or give the password with --source-password-file")
+	}
+	if _, perr := url.Parse(scheme + "://" + hostPart); perr != nil {
+		return fmt.Errorf("binlog: source URL: the part after the user and password (host, port, database) does not parse: %w", perr)
+	}
+	return errors.New("binlog: source URL does not parse (it is not quoted here because it holds a password): want mysql://user:password@host:port/database")
+}
+
+// dsnError explains why a go-sql-driver DSN does not parse without
+// quoting the password, which some of the driver's errors would.
+func dsnError(dsn string, err error) error {
+	left := dsn
+	if slash := strings.LastIndexByte(dsn, '/'); slash >= 0 {
+		left = dsn[:slash]
+	}
+	at := strings.LastIndexByte(left, '@')
+	if at < 0 {
+		if strings.Contains(left, ":") && !strings.Contains(left, "(") {
+			// Perhaps user:password without the @ (or with a / in the
+			// password): nothing of it is shown.
+			return errors.New("binlog: source DSN does not parse: the part before the last / is neither user:password@tcp(host:port) nor tcp(host:port) " +
+				"(is the @ missing, or is there a / in the password? Give the password with --source-password-file, or use a mysql:// URL with it percent-encoded)")
+		}
+		return fmt.Errorf("binlog: source DSN: %w", err) // no user information to hide
+	}
+	// Parse it again without the user information: an error then cannot
+	// hold the password, and no error means the password was the trouble.
+	if _, perr := gomysql.ParseDSN("user:xxxxx" + dsn[at:]); perr != nil {
+		return fmt.Errorf("binlog: source DSN: the part after the user and password does not parse: %w", perr)
+	}
+	return errors.New("binlog: source DSN does not parse: the user name or password (before the last @) holds characters the DSN form cannot carry; " +
+		"give the password with --source-password-file, or use a mysql:// URL with it percent-encoded")
 }
 
 func connOf(c *gomysql.Config) (connInfo, error) {
@@ -277,6 +360,13 @@ func connOf(c *gomysql.Config) (connInfo, error) {
 
 // Tables describes the streamed tables as they are now.
 func (r *Reader) Tables() []*sluice.Table { return r.tables }
+
+// Start returns the position the reader started from, as a resume token:
+// the one it was opened at, or (with no position) the source's position
+// at Open, where it started reading. Recording it durably before the
+// stream reports itself started makes a restart of a --from-now stream
+// resume there, not at the source's new "now".
+func (r *Reader) Start() sluice.Position { return r.start }
 
 // Read returns up to max changes, waiting up to the poll interval.
 func (r *Reader) Read(ctx context.Context, maxN int) ([]sluice.Change, error) {
@@ -554,23 +644,32 @@ func asString(v any) string {
 // event arrives, and to check that they exist and have a primary key.
 func (r *Reader) describe(ctx context.Context) error {
 	for _, tn := range r.cfg.Tables {
-		rows, err := r.db.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY
+		rows, err := r.db.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY, CHARACTER_SET_NAME, COLLATION_NAME
 			FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, tn.Schema, tn.Name)
 		if err != nil {
 			return fmt.Errorf("binlog: describe %s: %w", tn, err)
 		}
 		t := &sluice.Table{Name: tn}
+		var refused []string
 		for rows.Next() {
 			var name, typ, null, key string
-			if err := rows.Scan(&name, &typ, &null, &key); err != nil {
+			var charset, coll sql.NullString
+			if err := rows.Scan(&name, &typ, &null, &key, &charset, &coll); err != nil {
 				rows.Close()
 				return fmt.Errorf("binlog: describe %s: %w", tn, err)
 			}
-			t.Columns = append(t.Columns, sluice.Column{Name: name, Type: typ, Nullable: null == "YES"})
+			if _, ok := charsets[charset.String]; charset.Valid && !ok {
+				refused = append(refused, (&charsetError{table: tn.String(), column: name, charset: charset.String}).Error())
+			}
+			t.Columns = append(t.Columns, sluice.Column{Name: name, Type: typ, Nullable: null == "YES",
+				Collation: columnCollation(charset.String, coll.String)})
 		}
 		rows.Close()
 		if len(t.Columns) == 0 {
 			return fmt.Errorf("binlog: table %s does not exist on the source (or user %s may not read it: GRANT SELECT ON %s TO %s)", tn, r.conn.user, tn, r.conn.user)
+		}
+		if len(refused) > 0 {
+			return &sluice.TableError{Table: tn, Err: errors.New("binlog: " + strings.Join(refused, "; "))}
 		}
 		krows, err := r.db.QueryContext(ctx, `SELECT COLUMN_NAME FROM information_schema.STATISTICS
 			WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX`, tn.Schema, tn.Name)
@@ -591,6 +690,40 @@ func (r *Reader) describe(ctx context.Context) error {
 		}
 		r.tables = append(r.tables, t)
 		r.repl[tn.Schema+"."+tn.Name] = t
+	}
+	return nil
+}
+
+// loadCollations reads the server's collation ids: a table map names each
+// character column's character set by the id of its collation. MariaDB
+// 10.10+ lists the ids of its charset-independent collations (uca1400_…)
+// per character set only in COLLATION_CHARACTER_SET_APPLICABILITY.
+func (r *Reader) loadCollations(ctx context.Context) error {
+	r.colls = map[uint64]collation{}
+	read := func(q string) error {
+		rows, err := r.db.QueryContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id sql.NullInt64
+			var cs, name sql.NullString
+			if err := rows.Scan(&id, &cs, &name); err != nil {
+				return err
+			}
+			if id.Valid && cs.Valid && name.Valid {
+				r.colls[uint64(id.Int64)] = collation{name: name.String, charset: cs.String}
+			}
+		}
+		return rows.Err()
+	}
+	if err := read("SELECT ID, CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLLATIONS"); err != nil {
+		return fmt.Errorf("binlog: read the source's collations (information_schema.COLLATIONS): %w", err)
+	}
+	if r.flavor == mysql.MariaDBFlavor {
+		// Absent before MariaDB 10.10, which lists every id in COLLATIONS.
+		_ = read("SELECT ID, CHARACTER_SET_NAME, FULL_COLLATION_NAME FROM information_schema.COLLATION_CHARACTER_SET_APPLICABILITY")
 	}
 	return nil
 }

@@ -10,8 +10,10 @@ import (
 
 // ddlCheck looks at a statement logged as a QUERY event (DDL) and returns
 // an error when it changes a replicated table in a way the stream cannot
-// follow: dropping, renaming or truncating the table, dropping or renaming
-// a column. Added columns are followed through the next table map, and a
+// follow: dropping, renaming or re-creating the table, dropping or
+// renaming a column, or changing rows without row events (partition and
+// tablespace operations). A TRUNCATE is followed (truncateOf). Added
+// columns are followed through the next table map, and a
 // changed column type is caught there (schemaChange); this check exists so
 // that the stream stops at the DDL itself, not at the next row of the
 // table. isRepl reports whether schema.table is replicated; defaultDB is
@@ -72,26 +74,33 @@ func ddlCheckCols(query, defaultDB string, isRepl func(schema, table string) boo
 				return err
 			}
 		}
-	case "DROP", "TRUNCATE", "RENAME":
+	case "CREATE":
+		// MariaDB's CREATE OR REPLACE TABLE drops the table it replaces.
+		if kw(1) != "OR" || kw(2) != "REPLACE" || kw(3) != "TABLE" {
+			return nil
+		}
+		schema, table, _ := tableAt(4)
+		if isRepl(schema, table) {
+			return &sluice.TableError{Table: sluice.TableName{Schema: schema, Name: table}, Err: fmt.Errorf("table %s.%s was dropped and created again on the source (%s): the stream cannot follow it; "+
+				"make the target match, then resume after this statement or restart from a new position", schema, table, clip(query))}
+		}
+	case "DROP", "RENAME":
 		verb := kw(0)
 		i = 1
 		if verb == "DROP" && kw(i) == "TEMPORARY" {
 			return nil
 		}
 		if kw(i) != "TABLE" && kw(i) != "TABLES" {
-			if verb != "TRUNCATE" {
-				return nil
-			}
-		} else {
-			i++
+			return nil
 		}
+		i++
 		if kw(i) == "IF" && kw(i+1) == "EXISTS" {
 			i += 2
 		}
 		for i < len(toks) {
 			schema, table, j := tableAt(i)
 			if isRepl(schema, table) {
-				what := map[string]string{"DROP": "dropped", "TRUNCATE": "truncated", "RENAME": "renamed"}[verb]
+				what := map[string]string{"DROP": "dropped", "RENAME": "renamed"}[verb]
 				return &sluice.TableError{Table: sluice.TableName{Schema: schema, Name: table}, Err: fmt.Errorf("table %s.%s was %s on the source (%s): the stream cannot follow it; "+
 					"make the target match, then resume after this statement or restart from a new position", schema, table, what, clip(query))}
 			}
@@ -119,11 +128,35 @@ func alterClause(c []token, table string, has func(column string) bool) error {
 		}
 		return ""
 	}
+	noRowEvents := func(what string) error {
+		return fmt.Errorf("table %s: %s on the source (ALTER TABLE … %s): the binlog holds no row changes for it, so the stream cannot follow it; "+
+			"make the target match, then resume after this statement or restart from a new position", table, what, clip(joinTokens(c)))
+	}
 	switch kw(0) {
+	case "TRUNCATE":
+		if kw(1) == "PARTITION" {
+			return noRowEvents("partitions were truncated")
+		}
+	case "EXCHANGE":
+		if kw(1) == "PARTITION" {
+			return noRowEvents("a partition was exchanged with another table")
+		}
+	case "CONVERT":
+		// CONVERT TO CHARACTER SET re-encodes text, which rows carry as
+		// text either way; CONVERT PARTITION/TABLE moves rows out or in.
+		if kw(1) == "PARTITION" || kw(1) == "TABLE" {
+			return noRowEvents("rows were moved between the table and another one")
+		}
+	case "DISCARD", "IMPORT":
+		if kw(1) == "TABLESPACE" || kw(1) == "PARTITION" {
+			return noRowEvents("the table's data file was " + map[string]string{"DISCARD": "discarded", "IMPORT": "replaced"}[kw(0)])
+		}
 	case "DROP":
 		i := 1
 		switch kw(i) {
-		case "INDEX", "KEY", "PRIMARY", "FOREIGN", "CONSTRAINT", "CHECK", "PARTITION", "SYSTEM":
+		case "PARTITION":
+			return noRowEvents("partitions were dropped with their rows")
+		case "INDEX", "KEY", "PRIMARY", "FOREIGN", "CONSTRAINT", "CHECK", "SYSTEM":
 			if kw(i) == "PRIMARY" {
 				return fmt.Errorf("table %s: the primary key was dropped on the source: the stream cannot follow it", table)
 			}
@@ -165,6 +198,33 @@ func alterClause(c []token, table string, has func(column string) bool) error {
 		return fmt.Errorf("table %s was renamed on the source: the stream cannot follow it", table)
 	}
 	return nil
+}
+
+// truncateOf reads TRUNCATE [TABLE] [schema.]table and returns the table.
+func truncateOf(query, defaultDB string) (schema, table string, ok bool) {
+	toks := tokenize(query)
+	if len(toks) < 2 || toks[0].quoted || !strings.EqualFold(toks[0].s, "TRUNCATE") {
+		return "", "", false
+	}
+	i := 1
+	if !toks[i].quoted && strings.EqualFold(toks[i].s, "TABLE") {
+		i++
+	}
+	if i >= len(toks) {
+		return "", "", false
+	}
+	if i+2 < len(toks) && toks[i+1].s == "." && !toks[i+1].quoted {
+		return toks[i].s, toks[i+2].s, true
+	}
+	return defaultDB, toks[i].s, true
+}
+
+func joinTokens(toks []token) string {
+	s := make([]string, len(toks))
+	for i, t := range toks {
+		s[i] = t.s
+	}
+	return strings.Join(s, " ")
 }
 
 type token struct {

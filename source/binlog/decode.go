@@ -24,7 +24,15 @@ type colDef struct {
 	padLen   int  // BINARY(n): n, to restore the trailing 0x00 the binlog drops
 	labels   []string
 	nullable bool
-	mariadb  bool // float formatting differs between the flavors
+	mariadb  bool // DOUBLE formatting differs between the flavors
+	// Character columns (and ENUM/SET, whose labels the table map holds
+	// in the column's character set): the collation's name (empty for
+	// binary and non-string columns), the character set, and how its
+	// bytes become UTF-8 (nil: carried as they are).
+	collation string
+	charset   string
+	decode    decoder
+	collID    uint64 // the table map's collation id
 }
 
 // sameType reports whether two definitions hold values the same way.
@@ -137,8 +145,9 @@ func (c colDef) fsp() int {
 }
 
 // colDefs reads a table map's columns. It needs binlog_row_metadata=FULL
-// (column names); without it the error says so.
-func colDefs(tm *replication.TableMapEvent, mariadb bool) ([]colDef, error) {
+// (column names); without it the error says so. colls resolves the
+// collation ids the table map gives for character columns.
+func colDefs(tm *replication.TableMapEvent, mariadb bool, colls map[uint64]collation) ([]colDef, error) {
 	names := tm.ColumnNameString()
 	if len(names) != int(tm.ColumnCount) {
 		return nil, fmt.Errorf("table map of %s.%s carries no column names: the server must log binlog_row_metadata=FULL "+
@@ -146,6 +155,7 @@ func colDefs(tm *replication.TableMapEvent, mariadb bool) ([]colDef, error) {
 	}
 	unsigned := tm.UnsignedMap()
 	collations := tm.CollationMap()
+	enumSetCollations := tm.EnumSetCollationMap()
 	enums := tm.EnumStrValueMap()
 	sets := tm.SetStrValueMap()
 	defs := make([]colDef, tm.ColumnCount)
@@ -169,8 +179,25 @@ func colDefs(tm *replication.TableMapEvent, mariadb bool) ([]colDef, error) {
 		if typ == mysql.MYSQL_TYPE_DATE {
 			d.typ = mysql.MYSQL_TYPE_DATE
 		}
-		if coll, ok := collations[i]; ok && coll == 63 {
-			d.binary = true
+		enumOrSet := d.typ == mysql.MYSQL_TYPE_ENUM || d.typ == mysql.MYSQL_TYPE_SET
+		var collID uint64
+		var isChar bool
+		if enumOrSet {
+			collID, isChar = enumSetCollations[i]
+		} else if tm.IsCharacterColumn(i) {
+			collID, isChar = collations[i]
+			if !isChar {
+				return nil, fmt.Errorf("table map of %s.%s carries no character set for column %s: the server must log binlog_row_metadata=FULL", tm.Schema, tm.Table, d.name)
+			}
+		}
+		if isChar {
+			d.collID = collID
+			if collID == 63 {
+				d.binary = true
+			}
+			if err := d.setCharset(collID, colls, string(tm.Schema)+"."+string(tm.Table)); err != nil {
+				return nil, err
+			}
 		}
 		switch d.typ {
 		case mysql.MYSQL_TYPE_ENUM:
@@ -178,13 +205,59 @@ func colDefs(tm *replication.TableMapEvent, mariadb bool) ([]colDef, error) {
 		case mysql.MYSQL_TYPE_SET:
 			d.labels = sets[i]
 		}
-		if (d.typ == mysql.MYSQL_TYPE_ENUM || d.typ == mysql.MYSQL_TYPE_SET) && d.labels == nil {
+		if enumOrSet && d.labels == nil {
 			return nil, fmt.Errorf("table map of %s.%s carries no labels for %s column %s: the server must log binlog_row_metadata=FULL",
 				tm.Schema, tm.Table, d.typeName(), d.name)
+		}
+		if enumOrSet && d.decode != nil {
+			// The labels are in the column's character set too.
+			labels := make([]string, len(d.labels))
+			for j, l := range d.labels {
+				var err error
+				if labels[j], err = d.decode(l); err != nil {
+					return nil, fmt.Errorf("table map of %s.%s: %s column %s label %d: %w", tm.Schema, tm.Table, d.typeName(), d.name, j+1, err)
+				}
+			}
+			d.labels = labels
 		}
 		defs[i] = d
 	}
 	return defs, nil
+}
+
+// setCharset resolves a character column's collation id and picks the
+// decoder of its character set, refusing one the reader does not convert.
+func (c *colDef) setCharset(id uint64, colls map[uint64]collation, table string) error {
+	coll, ok := colls[id]
+	if !ok {
+		if id != 63 {
+			return fmt.Errorf("table %s column %s: the table map gives collation id %d, which the source does not list in information_schema.COLLATIONS: sluice cannot tell the column's character set", table, c.name, id)
+		}
+		coll = collation{name: "binary", charset: "binary"}
+	}
+	dec, ok := charsets[coll.charset]
+	if !ok {
+		return &charsetError{table: table, column: c.name, charset: coll.charset, logged: true}
+	}
+	c.charset, c.collation, c.decode = coll.charset, columnCollation(coll.charset, coll.name), dec
+	return nil
+}
+
+// charsetError refuses a character set the reader does not convert.
+type charsetError struct {
+	table, column, charset string
+	logged                 bool // found in a table map, not at Open
+}
+
+func (e *charsetError) Error() string {
+	where, then := "", "then start the stream"
+	if e.logged {
+		// Row images written before the conversion keep their bytes.
+		where, then = " in the binlog's row images", "then start the stream at a position after the conversion"
+	}
+	return fmt.Sprintf("table %s column %s has character set %s%s, which sluice does not convert to UTF-8 (it converts %s): "+
+		"convert the column to utf8mb4 (ALTER TABLE %s MODIFY %s … CHARACTER SET utf8mb4, or ALTER TABLE %s CONVERT TO CHARACTER SET utf8mb4), %s",
+		e.table, e.column, e.charset, where, supportedCharsets(), e.table, e.column, e.table, then)
 }
 
 // convert turns one value go-mysql decoded into MySQL's text-protocol form.
@@ -273,27 +346,41 @@ func (c *colDef) convert(v any) (sluice.Value, error) {
 			if c.binary && len(s) < c.padLen {
 				return sluice.Text(s + strings.Repeat("\x00", c.padLen-len(s))), nil
 			}
-			return sluice.Text(strings.Clone(s)), nil
+			return c.text(strings.Clone(s))
 		}
 	}
 	switch x := v.(type) {
 	case string:
-		return sluice.Text(strings.Clone(x)), nil
+		return c.text(strings.Clone(x))
 	case []byte:
-		return sluice.Text(string(x)), nil
+		return c.text(string(x))
 	case fmt.Stringer: // TIMESTAMP values (fracTime), rendered in UTC
 		return sluice.Text(x.String()), nil
 	}
 	return sluice.Value{}, fmt.Errorf("cannot convert %T value of %s column", v, c.typeName())
 }
 
-// formatFloat prints a FLOAT (bits 32) or DOUBLE the way the text
-// protocol does. MariaDB (checked against 4,000 random values): DOUBLE as
-// the shortest digits that read back to the same value, FLOAT rounded to 6
-// significant digits, both in %g layout (exponent form when the exponent is
-// below -4 or at least 6 — or the digit count —, written 1.5e-07, 1e+20),
-// which is what Go's 'g' format does. MySQL 8 prints the shortest round-trip digits for both and writes the
-// exponent bare (1.5e-7, 1e20) — MySQL is not covered by the tests here.
+// text decodes a character column's bytes to UTF-8.
+func (c *colDef) text(s string) (sluice.Value, error) {
+	if c.decode == nil {
+		return sluice.Text(s), nil
+	}
+	u, err := c.decode(s)
+	if err != nil {
+		return sluice.Value{}, fmt.Errorf("%s column: %w", c.charset, err)
+	}
+	return sluice.Text(u), nil
+}
+
+// formatFloat prints a FLOAT (bits 32) or a DOUBLE as the shortest
+// decimal text that reads back to the identical value: the text protocol's
+// own form is not exact for FLOAT (both flavors print 6 significant
+// digits, so 16777216 reads 16777200), and a target that parses it would
+// store another value. A FLOAT is written in Go's %g layout
+// (1.234567e+06), which every target parses. A DOUBLE is written as the
+// text protocol writes it, which is exact: MariaDB in the same %g layout
+// (checked against 4,000 random values), MySQL 8 with a bare exponent
+// (1.5e-7, 1e20; MySQL is not covered by the tests here).
 func formatFloat(f float64, bits int, mariadb bool) string {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return strconv.FormatFloat(f, 'g', -1, bits)
@@ -304,37 +391,26 @@ func formatFloat(f float64, bits int, mariadb bool) string {
 		}
 		return "0"
 	}
+	if bits == 32 {
+		return strconv.FormatFloat(f, 'g', -1, 32)
+	}
 	if mariadb {
-		if bits == 32 {
-			return strconv.FormatFloat(f, 'g', 6, 64)
-		}
 		return strconv.FormatFloat(f, 'g', -1, 64)
 	}
-	s := strconv.FormatFloat(f, 'e', -1, bits) // d.ddde±xx
+	s := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±xx
 	mant, expS, _ := strings.Cut(s, "e")
 	exp, _ := strconv.Atoi(expS)
 	neg := strings.HasPrefix(mant, "-")
 	mant = strings.TrimPrefix(mant, "-")
 	digits := strings.Replace(mant, ".", "", 1)
-	limit := 15
-	if bits == 32 {
-		limit = 6
-	}
+	const limit = 15
 	var out string
 	if exp < -4 || exp >= limit {
 		out = digits[:1]
 		if len(digits) > 1 {
 			out += "." + digits[1:]
 		}
-		if mariadb {
-			sign := "+"
-			if exp < 0 {
-				sign, exp = "-", -exp
-			}
-			out += fmt.Sprintf("e%s%02d", sign, exp)
-		} else {
-			out += "e" + strconv.Itoa(exp)
-		}
+		out += "e" + strconv.Itoa(exp)
 	} else if exp < 0 {
 		out = "0." + strings.Repeat("0", -exp-1) + digits
 	} else if len(digits) <= exp+1 {

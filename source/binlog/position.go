@@ -10,7 +10,8 @@ import (
 
 // Position tokens (Position.Kind is "binlog"):
 //
-//	<base>|<txn>|<k>
+//	<base>                      a transaction boundary
+//	<base>|<txn>|@<ev>:<row>    inside a transaction, after one row
 //
 // base says where to (re)start the binlog dump so that the first
 // transaction the server sends is the one the position is inside (or the
@@ -23,24 +24,35 @@ import (
 // It is the state after the last transaction that ended before the current
 // one (every transaction counts, also those that touched no replicated
 // table). txn names the current transaction (its GTID, "0-1-43" or
-// "uuid:58"; empty when it has none) and k is how many changes of
-// replicated tables that transaction has produced up to and including this
-// one. A reader resumed from the token starts the dump at base, checks that
-// the first transaction is txn, skips its first k changes and continues
-// with change k+1. So every Change.Pos resumes exactly after that change,
-// even in the middle of a transaction, and the position of a transaction's
-// last change resumes at the next transaction. "<base>" alone (k = 0) is
-// also accepted: it starts with the first transaction after base.
+// "uuid:58"; empty when it has none). @<ev>:<row> names the row the
+// position is after by where it is in the binlog, whatever tables are
+// streamed: ev is the rows event's end offset in its binlog file (the
+// header's log_pos; inside a MySQL compressed transaction payload,
+// <payload end>+<n>, n counting the payload's events from 1) and row the
+// row's index in that event, from 0. A reader resumed from the token
+// starts the dump at base, checks that the first transaction is txn and
+// has an event at ev, skips every row up to and including that one and
+// continues with the next, of whichever tables it streams. So every
+// Change.Pos resumes exactly after that change, also with another table
+// list, and the position of a transaction's last change resumes at the
+// next transaction.
 //
-// The skip counts changes of the tables the reader streams, so resume a
-// position with the same table list that wrote it.
+// Tokens written before sluice named rows by event end in <base>|<txn>|<k>:
+// k counted the changes of the streamed tables in the transaction, so they
+// resume exactly only with the table list that wrote them (and Covers
+// compares two of them only with each other).
 type position struct {
 	mode string // modeMariaDB, modeMySQL, modeFile
 	gset mysql.GTIDSet
 	file string
 	off  uint32
 	txn  string
-	k    int
+
+	// In a transaction: at (after row ev.row of event ev), or, in a token
+	// of an earlier version, k (after the k-th change of the streamed
+	// tables).
+	at   *rowID
+	oldK int
 
 	baseStr string // cache of base(); cleared when the base moves
 }
@@ -50,6 +62,58 @@ const (
 	modeMySQL   = "mysql"
 	modeFile    = "file"
 )
+
+// evID names an event of a transaction by where it ends in the binlog;
+// sub numbers the events inside a compressed transaction payload (from 1;
+// 0 outside one), which all share the payload's end.
+type evID struct {
+	pos uint32
+	sub uint32
+}
+
+func (a evID) cmp(b evID) int {
+	switch {
+	case a.pos != b.pos:
+		return cmpU(uint64(a.pos), uint64(b.pos))
+	default:
+		return cmpU(uint64(a.sub), uint64(b.sub))
+	}
+}
+
+// rowID names one row of a rows event.
+type rowID struct {
+	ev  evID
+	row int
+}
+
+func (a rowID) cmp(b rowID) int {
+	if c := a.ev.cmp(b.ev); c != 0 {
+		return c
+	}
+	return cmpU(uint64(a.row), uint64(b.row))
+}
+
+func (a rowID) String() string {
+	s := "@" + strconv.FormatUint(uint64(a.ev.pos), 10)
+	if a.ev.sub > 0 {
+		s += "+" + strconv.FormatUint(uint64(a.ev.sub), 10)
+	}
+	return s + ":" + strconv.Itoa(a.row)
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// inTxn reports whether the position is inside a transaction rather than
+// at a boundary.
+func (p *position) inTxn() bool { return p.at != nil || p.oldK > 0 }
 
 func (p *position) base() string {
 	if p.baseStr == "" {
@@ -72,15 +136,18 @@ func (p *position) formatBase() string {
 }
 
 func (p *position) token() string {
-	if p.k == 0 && p.txn == "" {
-		return p.base()
+	switch {
+	case p.at != nil:
+		return p.base() + "|" + p.txn + "|" + p.at.String()
+	case p.oldK > 0 || p.txn != "":
+		return p.base() + "|" + p.txn + "|" + strconv.Itoa(p.oldK)
 	}
-	return p.base() + "|" + p.txn + "|" + strconv.Itoa(p.k)
+	return p.base()
 }
 
 func parseToken(tok string) (*position, error) {
 	bad := func(why string) error {
-		return fmt.Errorf("binlog position %q: %s (want mariadb:<gtid_pos>, mysql:<gtid set> or file:<name>:<offset>, optionally followed by |<txn>|<k>)", tok, why)
+		return fmt.Errorf("binlog position %q: %s (want mariadb:<gtid_pos>, mysql:<gtid set> or file:<name>:<offset>, optionally followed by |<txn>|@<event end>:<row>)", tok, why)
 	}
 	parts := strings.Split(tok, "|")
 	if len(parts) != 1 && len(parts) != 3 {
@@ -89,11 +156,19 @@ func parseToken(tok string) (*position, error) {
 	p := &position{}
 	if len(parts) == 3 {
 		p.txn = parts[1]
-		k, err := strconv.Atoi(parts[2])
-		if err != nil || k < 0 {
-			return nil, bad("bad change count")
+		if at, ok := strings.CutPrefix(parts[2], "@"); ok {
+			r, err := parseRowID(at)
+			if err != nil {
+				return nil, bad(err.Error())
+			}
+			p.at = &r
+		} else {
+			k, err := strconv.Atoi(parts[2])
+			if err != nil || k < 0 {
+				return nil, bad("bad change count")
+			}
+			p.oldK = k
 		}
-		p.k = k
 	}
 	mode, rest, ok := strings.Cut(parts[0], ":")
 	if !ok {
@@ -123,4 +198,28 @@ func parseToken(tok string) (*position, error) {
 		return nil, bad(err.Error())
 	}
 	return p, nil
+}
+
+// parseRowID reads <pos>[+<sub>]:<row>.
+func parseRowID(s string) (rowID, error) {
+	evS, rowS, ok := strings.Cut(s, ":")
+	if !ok {
+		return rowID{}, fmt.Errorf("row %q: want @<event end>:<row>", s)
+	}
+	posS, subS, hasSub := strings.Cut(evS, "+")
+	pos, err := strconv.ParseUint(posS, 10, 32)
+	if err != nil {
+		return rowID{}, fmt.Errorf("row %q: bad event end", s)
+	}
+	var sub uint64
+	if hasSub {
+		if sub, err = strconv.ParseUint(subS, 10, 32); err != nil || sub == 0 {
+			return rowID{}, fmt.Errorf("row %q: bad payload event number", s)
+		}
+	}
+	row, err := strconv.Atoi(rowS)
+	if err != nil || row < 0 {
+		return rowID{}, fmt.Errorf("row %q: bad row index", s)
+	}
+	return rowID{ev: evID{pos: uint32(pos), sub: uint32(sub)}, row: row}, nil
 }

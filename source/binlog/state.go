@@ -24,11 +24,25 @@ type state struct {
 	txn     string // GTID of the current transaction
 	mgtid   *mysql.MariadbGTID
 	sid     uuid.UUID
+	tag     mysql.Tag
 	gno     int64
-	k       int // changes of the current transaction produced so far
+	xa      string // the XID when the current transaction is an XA one
+	emitted bool   // a change of the current transaction was handed out
+	lastRow *rowID // the last row of the current transaction handled
 
-	skip      int    // changes still to skip (resume inside a transaction)
-	expectTxn string // the transaction a resume position is inside
+	// Resume inside a transaction: skip every row up to skipTo (of any
+	// table), then, for a token of an earlier version, skipK changes of
+	// the streamed tables; expectTxn is the transaction they are in.
+	skipTo    *rowID
+	skipK     int
+	expectTxn string
+
+	sub uint32 // numbers the event being handled inside a compressed payload
+
+	// Progress markers: dirty when the position moved past something that
+	// produced no change since the last change or marker.
+	dirty      bool
+	lastMarker time.Time
 
 	byID   map[uint64]*tableMap
 	byName map[string]*sluice.Table // newest description per "schema.table"
@@ -131,12 +145,14 @@ func (s *state) run(ctx context.Context, st *replication.BinlogStreamer) {
 		}
 		s.r.reconnects.Add(1)
 		s.r.log.Warn("binlog connection lost; reconnecting", "err", firstLine(err), "position", s.resumeToken())
-		// Resume: restart at the base, skip what this transaction emitted.
-		s.skip, s.expectTxn = s.k, s.txn
-		if s.skip == 0 {
-			s.expectTxn = ""
+		// Resume: restart at the base and skip the rows of the current
+		// transaction handled already. (While a resume position given to
+		// Open is not reached yet, it still applies: it is further.)
+		if s.inTxn && s.lastRow != nil && s.skipTo == nil {
+			r := *s.lastRow
+			s.skipTo, s.expectTxn = &r, s.txn
 		}
-		s.inTxn, s.txn, s.k = false, "", 0
+		s.inTxn, s.txn, s.xa, s.emitted, s.lastRow = false, "", "", false, nil
 		for {
 			select {
 			case <-ctx.Done():
@@ -159,7 +175,10 @@ func (s *state) run(ctx context.Context, st *replication.BinlogStreamer) {
 
 func (s *state) resumeToken() string {
 	p := *s.pos
-	p.txn, p.k = s.txn, s.k
+	p.txn, p.at, p.oldK = s.txn, s.lastRow, 0
+	if !s.inTxn {
+		p.txn, p.at = "", nil
+	}
 	return p.token()
 }
 
@@ -191,29 +210,80 @@ func (s *state) flush(ctx context.Context) {
 	}
 }
 
+// emit queues a change for Read. Any change is also progress.
+func (s *state) emit(c sluice.Change) {
+	s.buf = append(s.buf, c)
+	s.emitted, s.dirty = true, false
+}
+
+// boundary is the position after the last finished transaction.
+func (s *state) boundary() sluice.Position {
+	return sluice.Position{Kind: Kind, Token: s.pos.base()}
+}
+
+// progress hands out a progress marker when the position moved past
+// source log that produced no change and the last marker is at least the
+// configured interval old. Only between transactions: the marker's
+// position is the last boundary, which must not go behind a change of
+// the current transaction already handed out.
+func (s *state) progress(ctx context.Context, now time.Time) {
+	if !s.dirty || s.inTxn || now.Sub(s.lastMarker) < s.r.cfg.ProgressInterval {
+		return
+	}
+	// Time stays zero: no source commit happens at a marker, and a lag
+	// measured from the last one would grow while the stream keeps up.
+	s.buf = append(s.buf, sluice.Change{Op: sluice.OpProgress, Pos: s.boundary()})
+	s.dirty, s.lastMarker = false, now
+	s.flush(ctx)
+}
+
+// progressDue says when a pending progress marker is due.
+func (s *state) progressDue() (time.Time, bool) {
+	if !s.dirty || s.inTxn {
+		return time.Time{}, false
+	}
+	return s.lastMarker.Add(s.r.cfg.ProgressInterval), true
+}
+
 // stream handles events until an error.
 func (s *state) stream(ctx context.Context, st *replication.BinlogStreamer) error {
 	s.byID = map[uint64]*tableMap{}
 	for {
 		ev := s.first
 		s.first = nil
-		if ev == nil {
-			// A live source sends an event (at least a heartbeat) every
-			// heartbeat period; silence for three means the connection is
-			// dead. The clock runs only while we wait for the source, never
-			// while our consumer is slow (backpressure), so a slow target
-			// does not cause reconnects.
-			ectx, cancel := context.WithTimeout(ctx, 3*s.r.cfg.HeartbeatPeriod)
-			waitStart := time.Now()
+		// A live source sends an event (at least a heartbeat) every
+		// heartbeat period; silence for three means the connection is
+		// dead. The clock runs only while we wait for the source, never
+		// while our consumer is slow (backpressure), so a slow target
+		// does not cause reconnects.
+		waitStart := time.Now()
+		for ev == nil {
+			dead := waitStart.Add(3 * s.r.cfg.HeartbeatPeriod)
+			wake := dead
+			due, pending := s.progressDue()
+			if pending && due.Before(wake) {
+				wake = due
+			}
+			ectx, cancel := context.WithDeadline(ctx, wake)
 			var err error
 			ev, err = st.GetEvent(ectx)
 			cancel()
-			if err != nil {
-				if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-					return fmt.Errorf("no event or heartbeat from the source for %s", time.Since(waitStart).Round(time.Millisecond))
-				}
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
 				return err
 			}
+			if now := time.Now(); now.Before(dead) {
+				// Woken for a progress marker, not by silence.
+				s.progress(ctx, now)
+				waitStart = waitStart.Add(time.Since(now)) // time spent handing it over
+				continue
+			}
+			return fmt.Errorf("no event or heartbeat from the source for %s", time.Since(waitStart).Round(time.Millisecond))
 		}
 		if err := s.handle(ctx, ev); err != nil {
 			s.flush(ctx)
@@ -226,6 +296,7 @@ func (s *state) stream(ctx context.Context, st *replication.BinlogStreamer) erro
 		if len(s.buf) >= 256 {
 			s.flush(ctx)
 		}
+		s.progress(ctx, time.Now())
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -239,15 +310,23 @@ func (s *state) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 		s.curFile = string(e.NextLogName)
 		if s.pos.mode == modeFile && !s.inTxn && (h.Timestamp != 0 || h.LogPos != 0) {
 			// A real rotation (not the dump's fake first event): the next
-			// transaction starts in the new file.
-			s.pos.file, s.pos.off = s.curFile, uint32(e.Position)
-			s.pos.baseStr = ""
+			// transaction starts in the new file. Checkpointing the new
+			// file's position lets the source purge the old one.
+			if s.pos.file != s.curFile || s.pos.off != uint32(e.Position) {
+				s.pos.file, s.pos.off = s.curFile, uint32(e.Position)
+				s.pos.baseStr = ""
+				s.dirty = true
+			}
 		}
 	case *replication.MariadbGTIDEvent:
 		s.begin()
 		g := e.GTID
 		s.mgtid = &g
 		s.txn = g.String()
+		if e.Flags&mariaFlPreparedXA != 0 {
+			// MariaDB logs XA START in the GTID event itself.
+			s.xa = mariaXID(ev.RawData, e.Flags)
+		}
 		return s.checkExpected()
 	case *replication.GTIDEvent:
 		s.begin()
@@ -256,15 +335,39 @@ func (s *state) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 			s.txn = fmt.Sprintf("%s:%d", u, e.GNO)
 		}
 		return s.checkExpected()
+	case *replication.GtidTaggedLogEvent:
+		// MySQL 8.4's tagged GTIDs (uuid:tag:gno).
+		s.begin()
+		if u, err := uuid.FromBytes(e.SID); err == nil && u != uuid.Nil {
+			s.sid, s.tag, s.gno = u, e.Tag, e.GNO
+			s.txn = fmt.Sprintf("%s:%d", u, e.GNO)
+			if e.Tag != (mysql.Tag{}) {
+				s.txn = fmt.Sprintf("%s:%s:%d", u, e.Tag, e.GNO)
+			}
+		}
+		return s.checkExpected()
 	case *replication.QueryEvent:
 		q := strings.TrimSpace(string(e.Query))
-		switch strings.ToUpper(q) {
+		u := strings.ToUpper(q)
+		switch u {
 		case "BEGIN", "START TRANSACTION":
 			s.inTxn = true
 			return nil
 		case "COMMIT", "ROLLBACK":
 			s.flush(ctx)
 			return s.commit(h)
+		}
+		if xid, ok := xaStart(q); ok {
+			// MySQL: the XA transaction's rows follow, up to XA END and
+			// the XA_PREPARE event that ends the group.
+			s.inTxn, s.xa = true, xid
+			return nil
+		}
+		if strings.HasPrefix(u, "XA END") {
+			return nil
+		}
+		if schema, table, ok := truncateOf(q, string(e.Schema)); ok {
+			return s.truncate(ctx, h, schema, table)
 		}
 		if err := ddlCheckCols(q, string(e.Schema), func(schema, table string) bool {
 			return s.r.repl[schema+"."+table] != nil
@@ -279,11 +382,21 @@ func (s *state) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 	case *replication.XIDEvent:
 		s.flush(ctx)
 		return s.commit(h)
+	case *replication.GenericEvent:
+		if h.EventType == replication.XA_PREPARE_LOG_EVENT {
+			// XA PREPARE ends the event group of an XA transaction (one
+			// that wrote a streamed table stopped the stream before).
+			s.flush(ctx)
+			return s.commit(h)
+		}
 	case *replication.TransactionPayloadEvent:
 		// MySQL's binlog_transaction_compression: the transaction's events
-		// come decompressed inside. Their own LogPos is not a file offset,
-		// so the commit position is the payload event's.
-		for _, inner := range e.Events {
+		// come decompressed inside. Their own LogPos is not a file offset:
+		// they are named by the payload's end and their number in it, and
+		// the commit position is the payload event's.
+		defer func() { s.sub = 0 }()
+		for i, inner := range e.Events {
+			s.sub = uint32(i + 1)
 			if _, ok := inner.Event.(*replication.XIDEvent); ok {
 				s.flush(ctx)
 				if err := s.commit(h); err != nil {
@@ -291,7 +404,9 @@ func (s *state) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 				}
 				continue
 			}
-			if err := s.handle(ctx, inner); err != nil {
+			ih := *inner.Header
+			ih.LogPos = h.LogPos
+			if err := s.handle(ctx, &replication.BinlogEvent{RawData: inner.RawData, Header: &ih, Event: inner.Event}); err != nil {
 				return err
 			}
 		}
@@ -300,6 +415,23 @@ func (s *state) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 	case *replication.RowsEvent:
 		return s.rows(ctx, h, e)
 	}
+	return nil
+}
+
+// truncate ends the TRUNCATE statement's transaction and, for a streamed
+// table, hands out the truncation at the position after it.
+func (s *state) truncate(ctx context.Context, h *replication.EventHeader, schema, table string) error {
+	s.flush(ctx)
+	if err := s.commit(h); err != nil {
+		return err
+	}
+	name := schema + "." + table
+	if s.r.repl[name] == nil {
+		return nil
+	}
+	t := s.byName[name]
+	s.emit(sluice.Change{Op: sluice.OpTruncate, Table: t, Time: time.Unix(int64(h.Timestamp), 0).UTC(), Pos: s.boundary()})
+	s.flush(ctx)
 	return nil
 }
 
@@ -334,7 +466,8 @@ func (s *state) inTxnExplicit(q string) bool {
 
 func (s *state) begin() {
 	s.inTxn = true
-	s.txn, s.k, s.mgtid, s.sid, s.gno = "", 0, nil, uuid.Nil, 0
+	s.txn, s.mgtid, s.sid, s.tag, s.gno = "", nil, uuid.Nil, mysql.Tag{}, 0
+	s.xa, s.emitted, s.lastRow = "", false, nil
 }
 
 func (s *state) checkExpected() error {
@@ -347,28 +480,46 @@ func (s *state) checkExpected() error {
 
 // commit ends the current transaction: the base moves past it.
 func (s *state) commit(h *replication.EventHeader) error {
-	if s.skip > 0 {
-		return fmt.Errorf("binlog: the position is %d changes into transaction %s, but it has only %d of the streamed tables: "+
-			"the binlog is not the one the position was taken from (or the table list changed)", s.skip+s.k, s.expectTxn, s.k)
+	if s.skipTo != nil {
+		return fmt.Errorf("binlog: the position is after row %d of the rows event ending at %d of transaction %s, but the transaction has no such event: "+
+			"the binlog at %s is not the one the position was taken from", s.skipTo.row, s.skipTo.ev.pos, orAnon(s.expectTxn), s.pos.base())
+	}
+	if s.skipK > 0 {
+		return fmt.Errorf("binlog: the position is %d changes further into transaction %s than it has changes of the streamed tables: "+
+			"the binlog is not the one the position was taken from, or the table list changed since the position was written "+
+			"(positions of that form, from sluice before positions named binlog events, resume only with the table list that wrote them)", s.skipK, orAnon(s.expectTxn))
 	}
 	switch s.pos.mode {
 	case modeMariaDB:
 		if s.mgtid != nil {
-			if err := s.pos.gset.(*mysql.MariadbGTIDSet).AddSet(s.mgtid); err != nil {
+			set := s.pos.gset.(*mysql.MariadbGTIDSet)
+			if prev, ok := set.Sets[s.mgtid.DomainID]; ok && s.mgtid.SequenceNumber <= prev.SequenceNumber {
+				// Covers and the purge check order MariaDB transactions
+				// by sequence number within a domain; a binlog that
+				// breaks that order would make them wrong, silently.
+				return fmt.Errorf("binlog: GTID %s follows %s in replication domain %d with a sequence number that is not higher "+
+					"(two servers writing one domain without gtid_strict_mode?): sluice orders MariaDB positions by sequence number within a domain and cannot follow this binlog; "+
+					"give each primary its own gtid_domain_id and set gtid_strict_mode=ON, then start the stream again from a fresh copy", s.mgtid, prev, s.mgtid.DomainID)
+			}
+			if err := set.AddSet(s.mgtid); err != nil {
 				return fmt.Errorf("binlog: track GTID %s: %w", s.txn, err)
 			}
 		}
 	case modeMySQL:
 		if s.sid != uuid.Nil {
-			s.pos.gset.(*mysql.MysqlGTIDSet).AddGTID(s.sid, s.gno)
+			s.pos.gset.(*mysql.MysqlGTIDSet).AddGTIDWithTag(s.sid, s.tag, s.gno)
 		}
 	case modeFile:
 		if h.LogPos > 0 && s.curFile != "" {
 			s.pos.file, s.pos.off = s.curFile, h.LogPos
 		}
 	}
+	if !s.emitted {
+		s.dirty = true
+	}
 	s.pos.baseStr = ""
-	s.inTxn, s.txn, s.k, s.mgtid, s.sid, s.gno = false, "", 0, nil, uuid.Nil, 0
+	s.inTxn, s.txn, s.mgtid, s.sid, s.tag, s.gno = false, "", nil, uuid.Nil, mysql.Tag{}, 0
+	s.xa, s.emitted, s.lastRow = "", false, nil
 	s.expectTxn = ""
 	return nil
 }
@@ -387,9 +538,9 @@ func (s *state) tableMap(e *replication.TableMapEvent) error {
 			return nil
 		}
 	}
-	defs, err := colDefs(e, s.r.flavor == mysql.MariaDBFlavor)
+	defs, err := colDefs(e, s.r.flavor == mysql.MariaDBFlavor, s.r.colls)
 	if err != nil {
-		return fmt.Errorf("binlog: %w", err)
+		return &sluice.TableError{Table: described.Name, Err: fmt.Errorf("binlog: %w", err)}
 	}
 	if s.defs == nil {
 		s.defs = map[string][]colDef{}
@@ -444,8 +595,18 @@ func sameDefsQuick(defs []colDef, e *replication.TableMapEvent) bool {
 	if len(names) != len(defs) {
 		return false
 	}
+	// A column's character set can change with its byte length kept
+	// (VARCHAR(20) latin1 to VARCHAR(5) utf8mb4): its decoder with it.
+	colls, enumSet := e.CollationMap(), e.EnumSetCollationMap()
 	for i, d := range defs {
 		if d.name != names[i] || d.meta != e.ColumnMeta[i] || d.rawTyp != e.ColumnType[i] {
+			return false
+		}
+		id, ok := colls[i]
+		if !ok {
+			id = enumSet[i]
+		}
+		if id != d.collID {
 			return false
 		}
 	}
@@ -468,7 +629,7 @@ func shapeMatches(t *sluice.Table, defs []colDef) bool {
 		return false
 	}
 	for i, d := range defs {
-		if t.Columns[i].Name != d.name {
+		if t.Columns[i].Name != d.name || t.Columns[i].Collation != d.collation {
 			return false
 		}
 	}
@@ -493,7 +654,7 @@ func buildTable(described *sluice.Table, defs []colDef, e *replication.TableMapE
 				typ = ct
 			}
 		}
-		t.Columns = append(t.Columns, sluice.Column{Name: d.name, Type: typ, Nullable: d.nullable})
+		t.Columns = append(t.Columns, sluice.Column{Name: d.name, Type: typ, Nullable: d.nullable, Collation: d.collation})
 	}
 	if len(e.PrimaryKey) > 0 {
 		for _, k := range e.PrimaryKey {
@@ -515,9 +676,42 @@ func buildTable(described *sluice.Table, defs []colDef, e *replication.TableMapE
 }
 
 func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replication.RowsEvent) error {
+	id := evID{pos: h.LogPos, sub: s.sub}
 	tm := s.byID[e.TableID]
-	if tm == nil || !tm.repl {
+	repl := tm != nil && tm.repl
+	step := 1
+	switch h.EventType {
+	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2, replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1:
+		step = 2 // before and after images
+	}
+	n := len(e.Rows) / step
+	// Resuming inside a transaction: every row up to the position's is
+	// done, whichever table it belongs to.
+	first := 0
+	if s.skipTo != nil {
+		switch id.cmp(s.skipTo.ev) {
+		case -1:
+			first = n
+		case 0:
+			if s.skipTo.row >= n {
+				return fmt.Errorf("binlog: the position is after row %d of the rows event ending at %d of transaction %s, but that event has %d rows: "+
+					"the binlog at %s is not the one the position was taken from", s.skipTo.row, id.pos, orAnon(s.expectTxn), n, s.pos.base())
+			}
+			first = s.skipTo.row + 1
+			s.skipTo = nil
+		default:
+			return fmt.Errorf("binlog: the position is after row %d of the rows event ending at %d of transaction %s, but the transaction has no event ending there: "+
+				"the binlog at %s is not the one the position was taken from", s.skipTo.row, s.skipTo.ev.pos, orAnon(s.expectTxn), s.pos.base())
+		}
+	}
+	if n > 0 {
+		s.lastRow = &rowID{ev: id, row: n - 1}
+	}
+	if !repl {
 		return nil
+	}
+	if s.xa != "" {
+		return &XAError{XID: s.xa, GTID: s.txn, Table: tm.table.Name, Before: s.pos.base()}
 	}
 	var op sluice.Op
 	switch h.EventType {
@@ -531,14 +725,10 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 		return fmt.Errorf("binlog: table %s: unsupported rows event %s (partial JSON updates?)", tm.name, h.EventType)
 	}
 	at := time.Unix(int64(h.Timestamp), 0).UTC()
-	step := 1
-	if op == sluice.OpUpdate {
-		step = 2
-	}
-	for i := 0; i+step <= len(e.Rows); i += step {
-		s.k++
-		if s.skip > 0 {
-			s.skip--
+	s.pos.base() // fill the cache on the original, not on the copies below
+	for j := first; j < n; j++ {
+		if s.skipK > 0 {
+			s.skipK-- // a token of an earlier version counts streamed changes
 			continue
 		}
 		if s.live == nil {
@@ -547,6 +737,7 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 		s.live[tm.name] = true
 		c := sluice.Change{Table: tm.table, Op: op, Time: at}
 		var err error
+		i := j * step
 		switch op {
 		case sluice.OpInsert:
 			c.Row, err = s.convertRow(tm, e.Rows[i])
@@ -565,11 +756,10 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 		if err != nil {
 			return err
 		}
-		s.pos.base() // fill the cache on the original, not on the copy below
 		p := *s.pos
-		p.txn, p.k = s.txn, s.k
+		p.txn, p.at, p.oldK = s.txn, &rowID{ev: id, row: j}, 0
 		c.Pos = sluice.Position{Kind: Kind, Token: p.token()}
-		s.buf = append(s.buf, c)
+		s.emit(c)
 	}
 	s.flush(ctx)
 	return nil

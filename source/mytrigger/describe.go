@@ -39,7 +39,10 @@ const (
 	capDouble
 	// capFloat: CAST(col AS DOUBLE), the FLOAT's exact value (JSON_OBJECT
 	// and CAST AS CHAR round it to 6 digits in a different layout); the
-	// reader formats it with 6 significant digits like the text protocol.
+	// reader writes the shortest text that reads back as the same float32.
+	// Not the text protocol's 6 significant digits: that is a display
+	// rounding (1234567 shows as 1.23457e+06), and a target that stores
+	// the displayed text holds another number.
 	capFloat
 	// capTimestamp: UNIX_TIMESTAMP(col), the stored instant with the
 	// column's fractional digits, independent of the writer's time_zone;
@@ -153,15 +156,17 @@ func (c capture) decode(v any, scale int) (sluice.Value, error) {
 	return sluice.Text(s), nil
 }
 
-// formatFloat writes a DOUBLE (shortest digits) or FLOAT (6 significant
-// digits) as the text protocol does: %g layout, exponent with a sign and
-// at least two digits, no negative zero.
+// formatFloat writes a DOUBLE, or a FLOAT (float32Col, f being its exact
+// value widened to a double), as the shortest text that reads back as the
+// identical double or float32, in the text protocol's %g layout (exponent
+// with a sign and at least two digits). Zero has no sign: the server
+// stores -0 as 0.
 func formatFloat(f float64, float32Col bool) string {
 	if f == 0 {
 		return "0"
 	}
 	if float32Col {
-		return strconv.FormatFloat(f, 'g', 6, 64)
+		return strconv.FormatFloat(float64(float32(f)), 'g', -1, 32)
 	}
 	return strconv.FormatFloat(f, 'g', -1, 64)
 }
@@ -192,6 +197,18 @@ func formatTimestamp(s string, scale int) (string, error) {
 	return out, nil
 }
 
+// columnCollation is what a column's COLLATION_NAME means for
+// sluice.Column.Collation: empty for non-string columns (no collation) and
+// the binary character set, whose values are equal only when their bytes
+// are; otherwise the collation, even a _bin one, which pads with spaces
+// ('a' = 'a ' under utf8mb4_bin). The binlog reader says the same.
+func columnCollation(name string) string {
+	if name == "binary" {
+		return ""
+	}
+	return name
+}
+
 // tableInfo is a source table as information_schema describes it.
 type tableInfo struct {
 	table *sluice.Table
@@ -214,8 +231,9 @@ type queryer interface {
 // no primary key.
 func lookupTable(ctx context.Context, q queryer, name sluice.TableName) (*tableInfo, error) {
 	var typ string
-	err := q.QueryRowContext(ctx, `SELECT TABLE_TYPE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
-		name.Schema, name.Name).Scan(&typ)
+	var engine sql.NullString
+	err := q.QueryRowContext(ctx, `SELECT TABLE_TYPE, ENGINE FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
+		name.Schema, name.Name).Scan(&typ, &engine)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("source table %s does not exist in database %s: create it or fix the table list", name, name.Schema)
 	}
@@ -225,7 +243,14 @@ func lookupTable(ctx context.Context, q queryer, name sluice.TableName) (*tableI
 	if typ != "BASE TABLE" {
 		return nil, fmt.Errorf("source %s is a %s, not a table: triggers can only capture base tables", name, strings.ToLower(typ))
 	}
-	rows, err := q.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE = 'YES', COALESCE(DATETIME_PRECISION, 0)
+	// A TRUNCATE fires no trigger; the reader notices one by the InnoDB
+	// table id changing (see identities), which other engines do not have.
+	if !strings.EqualFold(engine.String, "InnoDB") {
+		return nil, fmt.Errorf("source table %s uses the %s engine: the trigger reader needs InnoDB tables, whose table id tells it when a TRUNCATE "+
+			"(which fires no trigger) removed rows: ALTER TABLE %s ENGINE=InnoDB", name, engine.String, ident(name.Schema, name.Name))
+	}
+	rows, err := q.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE = 'YES', COALESCE(DATETIME_PRECISION, 0),
+			COALESCE(COLLATION_NAME, '')
 		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, name.Schema, name.Name)
 	if err != nil {
 		return nil, fmt.Errorf("describe source table %s: %w", name, err)
@@ -235,10 +260,12 @@ func lookupTable(ctx context.Context, q queryer, name sluice.TableName) (*tableI
 		var c sluice.Column
 		var dataType string
 		var scale int
-		if err := rows.Scan(&c.Name, &c.Type, &dataType, &c.Nullable, &scale); err != nil {
+		var coll string
+		if err := rows.Scan(&c.Name, &c.Type, &dataType, &c.Nullable, &scale, &coll); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("describe source table %s: %w", name, err)
 		}
+		c.Collation = columnCollation(coll)
 		info.table.Columns = append(info.table.Columns, c)
 		info.captures = append(info.captures, captureFor(dataType, c.Type))
 		info.scales = append(info.scales, scale)

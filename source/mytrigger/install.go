@@ -19,6 +19,14 @@ import (
 // ChangelogTable is the changelog's name, in the connection's database.
 const ChangelogTable = "sluice_changelog"
 
+// Tables next to the changelog that let several streams read it (see
+// consumer.go): ConsumerTable has a row per stream, with the changelog id
+// it has acknowledged; PrunedTable one row, the highest id ever pruned.
+const (
+	ConsumerTable = "sluice_consumer"
+	PrunedTable   = "sluice_pruned"
+)
+
 // lockWaitSeconds bounds how long Install waits for a metadata lock: a
 // CREATE TRIGGER waits behind every open transaction that touched the
 // table, and every later writer queues behind the waiting CREATE.
@@ -151,6 +159,37 @@ func changelogSQL(logDB string) string {
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`, ident(logDB, ChangelogTable))
 }
 
+// consumerSQL creates the consumer table: a row per stream reading the
+// changelog. acked is the changelog id the stream has acknowledged (or the
+// one it opened at): Ack prunes only ids every stream has passed. tables
+// holds, as a JSON object, the InnoDB table id(s) of each table the stream
+// reads and of the changelog when it registered, so that a TRUNCATE or
+// rebuild while the stream was down is noticed when it opens again.
+func consumerSQL(logDB string) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	stream VARCHAR(255) NOT NULL,
+	acked BIGINT UNSIGNED NOT NULL,
+	tables LONGTEXT NULL,
+	registered_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+	acked_at TIMESTAMP(6) NULL,
+	PRIMARY KEY (stream)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`, ident(logDB, ConsumerTable))
+}
+
+// prunedSQL creates the pruned table's one row: max_id is the highest
+// changelog id any stream's prune deleted (NULL: none known; a changelog
+// from before this table was pruned by its single reader only), so that a
+// stream opening at a lower position knows it cannot be served. Every
+// prune and every registration locks the row, which orders them.
+func prunedSQL(logDB string) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	one TINYINT UNSIGNED NOT NULL,
+	max_id BIGINT UNSIGNED NULL,
+	at TIMESTAMP(6) NULL,
+	PRIMARY KEY (one)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`, ident(logDB, PrunedTable))
+}
+
 // trigger is a capture trigger as information_schema.TRIGGERS has it.
 type trigger struct {
 	table, timing, event string
@@ -245,9 +284,11 @@ func normalize(tables []sluice.TableName, db string) []sluice.TableName {
 }
 
 // Install creates the changelog sluice_changelog in the connection's
-// database and the three capture triggers (AFTER INSERT, UPDATE, DELETE:
-// sluice_<table>_ai, _au, _ad) on each table; tables with an empty Schema
-// are in the connection's database.
+// database, with the consumer and pruned tables beside it, and the three
+// capture triggers (AFTER INSERT, UPDATE, DELETE: sluice_<table>_ai, _au,
+// _ad) on each table; tables with an empty Schema are in the connection's
+// database. On an install from before the consumer table it adds the
+// consumer and pruned tables and leaves everything else as it is.
 //
 // It is idempotent and careful with a busy source: it first checks, with
 // catalog reads only, and changes nothing when everything is current. A
@@ -272,14 +313,28 @@ func Install(ctx context.Context, db *sql.DB, tables []sluice.TableName) error {
 		return fmt.Errorf("install sluice capture in database %s: another install is running (GET_LOCK): %v", logDB, err)
 	}
 	defer conn.ExecContext(context.Background(), `SELECT RELEASE_LOCK(?)`, lockName) //nolint:errcheck
-	var exists int
-	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
-		logDB, ChangelogTable).Scan(&exists); err != nil {
-		return fmt.Errorf("look up changelog %s.%s: %w", logDB, ChangelogTable, err)
+	// CREATE TABLE IF NOT EXISTS would still wait for a metadata lock on
+	// a table in use: create only what is missing.
+	for _, t := range []struct{ name, ddl string }{
+		{ChangelogTable, changelogSQL(logDB)}, {ConsumerTable, consumerSQL(logDB)}, {PrunedTable, prunedSQL(logDB)},
+	} {
+		exists, err := tableExists(ctx, conn, logDB, t.name)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			if _, err := conn.ExecContext(ctx, t.ddl); err != nil {
+				return fmt.Errorf("create %s.%s: %w", logDB, t.name, lockHint(err))
+			}
+		}
 	}
-	if exists == 0 {
-		if _, err := conn.ExecContext(ctx, changelogSQL(logDB)); err != nil {
-			return fmt.Errorf("create changelog %s.%s: %w", logDB, ChangelogTable, lockHint(err))
+	var rows int
+	if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+ident(logDB, PrunedTable)).Scan(&rows); err != nil {
+		return fmt.Errorf("read %s.%s: %w", logDB, PrunedTable, err)
+	}
+	if rows == 0 {
+		if _, err := conn.ExecContext(ctx, "INSERT IGNORE INTO "+ident(logDB, PrunedTable)+" (one) VALUES (1)"); err != nil {
+			return fmt.Errorf("fill %s.%s: %w", logDB, PrunedTable, err)
 		}
 	}
 	for _, t := range tables {
@@ -311,7 +366,16 @@ func Install(ctx context.Context, db *sql.DB, tables []sluice.TableName) error {
 func replaceTriggers(ctx context.Context, conn *sql.Conn, logDB string, info *tableInfo, have map[string]trigger) error {
 	t := info.table.Name
 	qt := ident(t.Schema, t.Name)
-	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+qt+" WRITE"); err != nil {
+	// A trigger of this name on another table went with a table renamed
+	// away (RENAME TABLE t TO t_old, t_new TO t): the new t takes it over,
+	// which needs that table locked too.
+	locks := []string{qt + " WRITE"}
+	for _, tr := range have {
+		if l := ident(t.Schema, tr.table) + " WRITE"; tr.table != t.Name && !slices.Contains(locks, l) {
+			locks = append(locks, l)
+		}
+	}
+	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+strings.Join(locks, ", ")); err != nil {
 		return fmt.Errorf("install capture triggers on %s: lock the table: %w", t, lockHint(err))
 	}
 	defer conn.ExecContext(context.Background(), "UNLOCK TABLES") //nolint:errcheck
@@ -337,7 +401,8 @@ func replaceTriggers(ctx context.Context, conn *sql.Conn, logDB string, info *ta
 
 // Uninstall drops the capture triggers from each table (tables that do not
 // exist are skipped). When no capture trigger writes to the changelog any
-// more, it drops the changelog too, with every change not yet read. So
+// more, it drops the changelog too, with every change not yet read, and
+// the consumer and pruned tables. So
 // uninstalling every table removes everything sluice created; uninstalling
 // some keeps the changelog for the others.
 func Uninstall(ctx context.Context, db *sql.DB, tables []sluice.TableName) error {
@@ -367,10 +432,22 @@ func Uninstall(ctx context.Context, db *sql.DB, tables []sluice.TableName) error
 	if left > 0 {
 		return nil
 	}
-	if _, err := conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+ident(logDB, ChangelogTable)); err != nil {
-		return fmt.Errorf("drop changelog %s.%s: %w", logDB, ChangelogTable, lockHint(err))
+	for _, t := range []string{ChangelogTable, ConsumerTable, PrunedTable} {
+		if _, err := conn.ExecContext(ctx, "DROP TABLE IF EXISTS "+ident(logDB, t)); err != nil {
+			return fmt.Errorf("drop %s.%s: %w", logDB, t, lockHint(err))
+		}
 	}
 	return nil
+}
+
+// tableExists looks a table up in information_schema, which takes no lock.
+func tableExists(ctx context.Context, q queryer, db, name string) (bool, error) {
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
+		db, name).Scan(&n); err != nil {
+		return false, fmt.Errorf("look up %s.%s: %w", db, name, err)
+	}
+	return n > 0, nil
 }
 
 // lockHint explains a lock wait timeout during install.

@@ -1,6 +1,7 @@
 package mytrigger
 
 import (
+	"math"
 	"testing"
 
 	"github.com/sluice-cdc/sluice"
@@ -54,10 +55,49 @@ func TestFormat(t *testing.T) {
 			t.Errorf("formatTimestamp(%q, %d) = %q, %v; want %q", tt.in, tt.scale, got, err, tt.want)
 		}
 	}
-	for f, want := range map[float64]string{1234567: "1.234567e+06", 0.1: "0.1", 1e15: "1e+15", 1e-5: "1e-05", 123456.7: "123456.7"} {
+	for f, want := range map[float64]string{1234567: "1.234567e+06", 0.1: "0.1", 1e15: "1e+15", 1e-5: "1e-05", 123456.7: "123456.7",
+		math.MaxFloat64: "1.7976931348623157e+308", 5e-324: "5e-324", math.Copysign(0, -1): "0"} {
 		if got := formatFloat(f, false); got != want {
 			t.Errorf("formatFloat(%v) = %q, want %q", f, got, want)
 		}
+	}
+	// A FLOAT arrives as its exact value widened to a double.
+	for f, want := range map[float32]string{1234567: "1.234567e+06", 16777216: "1.6777216e+07", 0.1234567: "0.1234567", 0.1: "0.1",
+		math.MaxFloat32: "3.4028235e+38", 1.17549435e-38: "1.1754944e-38", 1e-45: "1e-45", 123456789: "1.2345679e+08"} {
+		if got := formatFloat(float64(f), true); got != want {
+			t.Errorf("formatFloat(float32 %v) = %q, want %q", f, got, want)
+		}
+	}
+}
+
+func TestCovers(t *testing.T) {
+	pos := func(last uint64) sluice.Position { return position{last: last}.sluice() }
+	tests := []struct {
+		name          string
+		p, c          sluice.Position
+		covered, done bool
+		wantErr       bool
+	}{
+		{"before", pos(10), pos(9), true, false, false},
+		{"at", pos(10), pos(10), true, false, false},
+		{"after", pos(10), pos(11), false, true, false},
+		{"from the start", sluice.Position{}, pos(1), false, true, false},
+		{"start position", pos(0), pos(1), false, true, false},
+		{"zero change", pos(10), sluice.Position{}, false, false, true},
+		{"foreign p", sluice.Position{Kind: "binlog", Token: "x"}, pos(1), false, false, true},
+		{"foreign c", pos(1), sluice.Position{Kind: "pgtrigger", Token: "1:1://0"}, false, false, true},
+		{"corrupt c", pos(1), sluice.Position{Kind: Kind, Token: "x"}, false, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			covered, done, err := Covers(tt.p, tt.c)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Covers(%v, %v) error %v, want error %v", tt.p, tt.c, err, tt.wantErr)
+			}
+			if err == nil && (covered != tt.covered || done != tt.done) {
+				t.Fatalf("Covers(%v, %v) = %v, %v; want %v, %v", tt.p, tt.c, covered, done, tt.covered, tt.done)
+			}
+		})
 	}
 }
 

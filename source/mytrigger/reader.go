@@ -64,16 +64,38 @@
 //
 // A position is the last id passed. A reader started without one reads the
 // whole changelog: the target must hold the source rows as of the install.
-// Ack prunes the rows at or below the acknowledged position.
+// When polls pass changelog rows of other tables only, Read hands out an
+// OpProgress change so that a quiet stream's position keeps up.
 //
-// Limits: TRUNCATE and schema changes are not captured (restart sluice
-// after one so it describes the tables again); one reader per changelog
-// (Ack prunes every row the position has passed, whatever its table; rows
-// of tables the reader does not stream are skipped); a row image longer
-// than max_allowed_packet makes JSON_OBJECT return NULL and the reader
-// fail on that row; the changelog's auto-increment counter must survive
-// restarts (MySQL 8.0+, MariaDB 10.2.4+), else a pruned-empty changelog
-// would reuse ids; tested on MariaDB 10.11 only.
+// # Several streams, pruning and lost positions
+//
+// Several streams may read one changelog, each with its own tables: each
+// registers as a consumer (sluice_consumer, see consumer.go) when its
+// reader opens, Ack records the stream's acknowledged id there, and the
+// prune deletes only the ids every registered consumer has acknowledged.
+// Unregister removes a consumer that is gone. A reader opening at a
+// position whose changes were pruned (sluice_pruned records the highest id
+// ever pruned) or whose changelog was truncated fails with ErrPositionLost
+// instead of reading on from what is left.
+//
+// # TRUNCATE
+//
+// TRUNCATE fires no trigger. It gives the table a new InnoDB table id
+// (MariaDB 10.11: the id changes on TRUNCATE, TRUNCATE PARTITION and every
+// rebuild, not on DML or an instant ALTER; CREATE_TIME survives a
+// TRUNCATE), so the reader records each table's id when the stream
+// registers and checks it every second: a changed id stops the stream with
+// ErrTableRewritten naming the table, which must be re-synced on the
+// target. A rebuild that changed nothing (OPTIMIZE TABLE) stops it too:
+// the reader cannot tell the two apart.
+//
+// Limits: schema changes are not captured (restart sluice after one so it
+// describes the tables again); a row image longer than max_allowed_packet
+// makes JSON_OBJECT return NULL and the reader fail on that row; the
+// changelog's auto-increment counter must survive restarts (MySQL 8.0+,
+// MariaDB 10.2.4+), else a pruned-empty changelog would reuse ids; rows
+// deleted from the changelog by hand (not TRUNCATE) are not noticed;
+// tested on MariaDB 10.11 only.
 package mytrigger
 
 import (
@@ -109,10 +131,25 @@ type Config struct {
 	// or stale; without it Open fails and says how to install them.
 	Install bool
 	Logger  *slog.Logger
+	// Stream names the stream the reader reads for: its consumer record
+	// on the source, which keeps the changelog rows it has not
+	// acknowledged. Default "default" (DefaultStream).
+	Stream string
+	// ProgressInterval is the least time between two OpProgress changes,
+	// which Read hands out when polls move the position past rows of
+	// other tables only. Default 5s.
+	ProgressInterval time.Duration
+	// PinWarnAfter is how long another stream's consumer may hold back
+	// changelog rows this stream has acknowledged, without acknowledging
+	// anything itself, before the reader warns about it. Default 30m.
+	PinWarnAfter time.Duration
 }
 
 const (
 	defaultPollInterval = 200 * time.Millisecond
+	// defaultProgressInterval spaces OpProgress changes: each one costs
+	// the stream a checkpoint and the source an acknowledgement.
+	defaultProgressInterval = 5 * time.Second
 	// pollEvery is how often Read looks for new changes while it waits.
 	pollEvery = 50 * time.Millisecond
 	// defaultPruneEvery rate-limits changelog pruning.
@@ -134,16 +171,30 @@ type Reader struct {
 	tables []*sluice.Table
 	infos  map[string]*tableInfo // by changelog tbl value
 	query  string
+	stream string
+	start  position
+	// innoName is each streamed table's and the changelog's InnoDB name
+	// (encoded database, encoded table), by logName.
+	innoName map[string][2]string
 
 	mu    sync.Mutex // serialises Read and guards the fields below
 	pos   position
 	fence fence
 	nonce uint64
+	// ids are the tables' and changelog's InnoDB identities when the
+	// stream registered; lastCheck is when Read last compared them.
+	ids       map[string]string
+	lastCheck time.Time
+	// lastOut is the position of the last change handed out (or the
+	// start); lastProgress when Read last handed out an OpProgress.
+	lastOut      position
+	lastProgress time.Time
 
 	ackMu      sync.Mutex // guards the fields below
 	lastPrune  time.Time
 	pending    *position
 	pruneEvery time.Duration
+	warned     map[string]time.Time // consumers warned about, see warnPinned
 }
 
 // fence is the reader's knowledge about gaps in the changelog ids above
@@ -219,6 +270,15 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = defaultProgressInterval
+	}
+	if cfg.PinWarnAfter <= 0 {
+		cfg.PinWarnAfter = defaultPinWarnAfter
+	}
 	if len(cfg.Tables) == 0 {
 		return nil, errors.New("mytrigger source: no tables configured")
 	}
@@ -248,15 +308,20 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position
 		return nil, fmt.Errorf("mytrigger source: %w", err)
 	}
 	r := &Reader{
-		cfg:        cfg,
-		log:        cfg.Logger.With("source", Kind, "database", mc.DBName),
-		db:         sql.OpenDB(connector),
-		addr:       mc.Addr,
-		user:       mc.User,
-		logDB:      mc.DBName,
-		pos:        pos,
-		pruneEvery: defaultPruneEvery,
-		infos:      map[string]*tableInfo{},
+		cfg:          cfg,
+		log:          cfg.Logger.With("source", Kind, "database", mc.DBName, "stream", cfg.Stream),
+		db:           sql.OpenDB(connector),
+		addr:         mc.Addr,
+		user:         mc.User,
+		logDB:        mc.DBName,
+		stream:       cfg.Stream,
+		start:        pos,
+		pos:          pos,
+		lastOut:      pos,
+		lastProgress: time.Now(),
+		pruneEvery:   defaultPruneEvery,
+		infos:        map[string]*tableInfo{},
+		warned:       map[string]time.Time{},
 	}
 	r.db.SetMaxOpenConns(4)
 	r.db.SetMaxIdleConns(2)
@@ -276,6 +341,11 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position
 		r.db.Close()
 		return nil, err
 	}
+	if err := r.register(ctx); err != nil {
+		r.db.Close()
+		return nil, err
+	}
+	r.lastCheck = time.Now()
 	r.query = fmt.Sprintf(`SELECT id, tbl, op, k, d, CAST(UNIX_TIMESTAMP(at) AS CHAR) FROM %s WHERE id > ? ORDER BY id LIMIT ?`,
 		ident(r.logDB, ChangelogTable))
 	r.log.Info("mytrigger reader open", "tables", len(r.tables), "from", r.pos.sluice().String())
@@ -317,13 +387,17 @@ func (r *Reader) check(ctx context.Context) error {
 		}
 	}
 	fix := "run `sluice source install` (or start with install enabled) to create sluice's changelog and triggers in database " + r.logDB
-	var n int
-	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`,
-		r.logDB, ChangelogTable).Scan(&n); err != nil {
-		return fmt.Errorf("look up changelog %s.%s: %w", r.logDB, ChangelogTable, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("changelog %s.%s is missing: %s", r.logDB, ChangelogTable, fix)
+	for _, t := range []string{ChangelogTable, ConsumerTable, PrunedTable} {
+		exists, err := tableExists(ctx, r.db, r.logDB, t)
+		if err != nil {
+			return err
+		}
+		if !exists && t == ChangelogTable {
+			return fmt.Errorf("changelog %s.%s is missing: %s", r.logDB, ChangelogTable, fix)
+		}
+		if !exists {
+			return fmt.Errorf("%s.%s, which lets several streams share the changelog, is missing (an install from an older sluice): %s", r.logDB, t, fix)
+		}
 	}
 	for _, t := range r.cfg.Tables {
 		info, err := lookupTable(ctx, r.db, t)
@@ -344,6 +418,10 @@ func (r *Reader) check(ctx context.Context) error {
 					r.log.Warn("cannot check that a capture trigger is current: the user lacks the TRIGGER privilege", "table", t.String(), "trigger", triggerName(t.Name, e))
 				}
 				continue
+			}
+			if tr.table != info.table.Name.Name {
+				return fmt.Errorf("capture trigger %s now belongs to table %s.%s, not %s (was the table renamed, or swapped for another?): %s",
+					triggerName(t.Name, e), t.Schema, tr.table, t, fix)
 			}
 			var cols []string
 			if e.op == "D" {
@@ -368,6 +446,11 @@ func (r *Reader) check(ctx context.Context) error {
 // Tables describes the streamed tables.
 func (r *Reader) Tables() []*sluice.Table { return r.tables }
 
+// Start returns the position the reader started from: the one it was
+// opened at, or for a reader opened without one the position before the
+// first changelog id. It is a valid resume position.
+func (r *Reader) Start() sluice.Position { return r.start.sluice() }
+
 // Read returns up to max changes in order. It waits up to the poll interval
 // for changes and returns an empty slice when none came.
 func (r *Reader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
@@ -382,9 +465,22 @@ func (r *Reader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
 	deadline := time.Now().Add(r.cfg.PollInterval)
 	tick := min(pollEvery, r.cfg.PollInterval)
 	for {
+		if err := r.checkSource(ctx); err != nil {
+			return nil, err
+		}
 		changes, again, err := r.page(ctx, max)
+		if len(changes) > 0 {
+			r.lastOut, _ = parsePosition(changes[len(changes)-1].Pos)
+		}
 		if err != nil || len(changes) > 0 {
 			return changes, err
+		}
+		if r.pos.last > r.lastOut.last && time.Since(r.lastProgress) >= r.cfg.ProgressInterval {
+			// The position moved past other tables' rows only (perhaps
+			// many pages of them): say so, so that the stream checkpoints
+			// and acknowledges it.
+			r.lastOut, r.lastProgress = r.pos, time.Now()
+			return []sluice.Change{{Op: sluice.OpProgress, Pos: r.pos.sluice()}}, nil
 		}
 		if again {
 			continue
@@ -638,8 +734,10 @@ func decodeImage(info *tableInfo, s string, cols []int) (sluice.Row, error) {
 	return row, nil
 }
 
-// Ack prunes the changelog rows at or below pos. Pruning runs at most
-// every two seconds; a later Ack prunes what an earlier one skipped.
+// Ack records that the target holds every change at or below pos and
+// prunes the changelog rows every stream reading it has acknowledged.
+// Pruning runs at most every two seconds; a later Ack prunes what an
+// earlier one skipped.
 func (r *Reader) Ack(ctx context.Context, pos sluice.Position) error {
 	p, err := parsePosition(pos)
 	if err != nil {
@@ -655,56 +753,15 @@ func (r *Reader) Ack(ctx context.Context, pos sluice.Position) error {
 		return nil
 	}
 	r.pending = nil
-	// READ COMMITTED: a range delete in REPEATABLE READ would also lock the
-	// gap above the last row and block the triggers' inserts.
-	total := int64(0)
-	for {
-		n, err := r.pruneChunk(ctx, p.last)
-		total += n
-		if err != nil {
-			r.pending = &p
-			return fmt.Errorf("prune changelog %s.%s up to %s: %w", r.logDB, ChangelogTable, pos, err)
-		}
-		if n < pruneChunk {
-			break
-		}
+	n, behind, err := r.prune(ctx, p.last)
+	if err != nil {
+		r.pending = &p
+		return fmt.Errorf("prune changelog %s.%s up to %s for stream %s: %w", r.logDB, ChangelogTable, pos, r.stream, err)
 	}
 	r.lastPrune = time.Now()
-	r.log.Debug("pruned changelog", "rows", total, "position", pos.String())
+	r.warnPinned(behind)
+	r.log.Debug("pruned changelog", "rows", n, "position", pos.String())
 	return nil
-}
-
-// pruneChunk deletes up to pruneChunk rows at or below last. It deletes
-// by listed ids: a range delete would scan, and wait for, the first row
-// above last, which may belong to a transaction still running.
-func (r *Reader) pruneChunk(ctx context.Context, last uint64) (int64, error) {
-	log := ident(r.logDB, ChangelogTable)
-	rows, err := r.db.QueryContext(ctx, fmt.Sprintf(`SELECT id FROM %s WHERE id <= ? ORDER BY id LIMIT %d`, log, pruneChunk), last)
-	if err != nil {
-		return 0, err
-	}
-	var ids []string
-	for rows.Next() {
-		var id uint64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		ids = append(ids, strconv.FormatUint(id, 10))
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(ids) == 0 {
-		return 0, err
-	}
-	tx, err := r.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback() //nolint:errcheck
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE id IN (%s)`, log, strings.Join(ids, ","))); err != nil {
-		return 0, err
-	}
-	return int64(len(ids)), tx.Commit()
 }
 
 // Close ends the reader's sessions.

@@ -15,6 +15,36 @@ type tableInfo struct {
 	// json marks the columns whose type is json (or a domain over it):
 	// their text is taken from the changelog row verbatim, see jsonFields.
 	json []bool
+	// parts are a partitioned table's partitions, at every level: a
+	// TRUNCATE of one fires only its own triggers.
+	parts []partition
+}
+
+// partition is one partition of a partitioned table.
+type partition struct {
+	oid  uint32
+	name string // qualified and quoted, as regclass prints it
+}
+
+// partitions lists the partitions of table oid at every level, but
+// foreign ones (which cannot have TRUNCATE triggers); none for a table
+// that is not partitioned.
+func partitions(ctx context.Context, q queryer, oid uint32) ([]partition, error) {
+	rows, err := q.Query(ctx, `SELECT p.relid::oid, p.relid::regclass::text FROM pg_partition_tree($1) p JOIN pg_class c ON c.oid = p.relid
+		WHERE p.level > 0 AND c.relkind IN ('r', 'p') ORDER BY p.level, p.relid::regclass::text`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("list partitions of %d: %w", oid, err)
+	}
+	var out []partition
+	for rows.Next() {
+		var p partition
+		if err := rows.Scan(&p.oid, &p.name); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("list partitions of %d: %w", oid, err)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
 }
 
 func (t *tableInfo) keyNames() []string { return t.table.KeyNames() }
@@ -48,6 +78,16 @@ func lookupTable(ctx context.Context, q queryer, db string, name sluice.TableNam
 		info.json = append(info.json, isJSON)
 	}
 	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("describe source table %s: %w", name, err)
+	}
+	colls, err := pgcatalog.Collations(ctx, q, name, oid)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range info.table.Columns {
+		info.table.Columns[i].Collation = colls[c.Name]
+	}
+	if info.parts, err = partitions(ctx, q, oid); err != nil {
 		return nil, fmt.Errorf("describe source table %s: %w", name, err)
 	}
 	keys, err := pgcatalog.PrimaryKey(ctx, q, name, oid)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,7 +22,20 @@ const DefaultSchema = "sluice"
 // Object names inside the sluice schema.
 const (
 	changelogTable = "changelog"
-	captureFunc    = "capture"
+	// consumerTable has a row per stream reading the changelog: the
+	// position it has acknowledged, see consumer.go.
+	consumerTable = "consumer"
+	// prunedTable has one row: every changelog row ever pruned (or lost to
+	// a TRUNCATE of the changelog) belongs to a transaction at or below
+	// its xid.
+	prunedTable  = "pruned"
+	captureFunc  = "capture"
+	truncateFunc = "capture_truncate"
+	// logTruncFunc marks lost every consumer that a TRUNCATE of the
+	// changelog takes rows from, from the changelog's own BEFORE TRUNCATE
+	// trigger.
+	logTruncFunc    = "changelog_truncated"
+	logTruncTrigger = "changelog_truncated"
 )
 
 // triggerName is the name of the capture trigger on a replicated table. It
@@ -33,6 +47,17 @@ func triggerName(schema string) string {
 		n = n[:63]
 	}
 	return n
+}
+
+// truncateTriggerName is the name of the statement-level TRUNCATE trigger
+// on a replicated table and on each of its partitions.
+func truncateTriggerName(schema string) string {
+	const suffix = "_truncate"
+	for len(schema)+len(suffix) > 63 {
+		_, size := utf8.DecodeLastRuneInString(schema)
+		schema = schema[:len(schema)-size]
+	}
+	return schema + suffix
 }
 
 func ident(parts ...string) string { return pgx.Identifier(parts).Sanitize() }
@@ -49,31 +74,18 @@ func normalize(tables []sluice.TableName) []sluice.TableName {
 	return out
 }
 
-// installSQL creates the changelog and the capture function.
+// tableSQL creates the schema, the changelog, the consumer table and the
+// pruned table, or adds what an older install lacks.
 //
 // The changelog stores row images as json, not jsonb: json keeps the text
 // of json columns byte-exact. xid is the writing top-level transaction; the
 // reader uses it to cut the changelog into snapshot windows, hence its
-// index.
-//
-// The capture function is generic (row_to_json plus the trigger arguments:
-// the table's name as sluice knows it, then its primary key columns) so a
-// later ALTER TABLE on the source never makes it raise. It is SECURITY
-// DEFINER so the application's roles need no privilege on sluice's schema,
-// with a fixed search_path as such functions must have. Its SET clauses
-// pin the settings that change how row_to_json renders values, and are
-// restored when it returns, so the application's session never sees them:
-// extra_float_digits 3 gives the shortest exact float text whatever the
-// writer's session asked for, IntervalStyle postgres gives interval text
-// the reader's session parses the same way (sql_standard text reads
-// differently under another style). Dates and times are rendered in ISO
-// 8601 with an explicit offset by row_to_json whatever DateStyle and
-// TimeZone say.
-func installSQL(schema string) []string {
-	s := ident(schema)
+// index. op is I, U or D for a row, T for a TRUNCATE of the table and P
+// for a TRUNCATE of one of its partitions (key then names the partition).
+func tableSQL(schema string) []string {
 	log := ident(schema, changelogTable)
 	return []string{
-		fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS %s`, s),
+		fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS %s`, ident(schema)),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
 	id bigserial PRIMARY KEY,
 	xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
@@ -88,12 +100,70 @@ func installSQL(schema string) []string {
 		// without rewriting an existing changelog.
 		fmt.Sprintf(`ALTER TABLE %s ADD COLUMN IF NOT EXISTS at timestamptz NOT NULL DEFAULT statement_timestamp()`, log),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (xid)`, ident(changelogTable+"_xid_idx"), log),
-		fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET extra_float_digits = 3
-SET IntervalStyle = postgres
-AS $sluice$
+		// pos is the position the stream has acknowledged, or opened at; lost
+		// says why the changelog can no longer serve it.
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	stream text PRIMARY KEY,
+	pos text NOT NULL,
+	registered_at timestamptz NOT NULL DEFAULT now(),
+	acked_at timestamptz,
+	lost text
+)`, ident(schema, consumerTable)),
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	one boolean PRIMARY KEY DEFAULT true CHECK (one),
+	xid xid8 NOT NULL,
+	at timestamptz NOT NULL DEFAULT now()
+)`, ident(schema, prunedTable)),
+	}
+}
+
+// function is one of sluice's trigger functions in its schema.
+type function struct {
+	name string
+	// set holds the function's SET clauses.
+	set  string
+	body string
+}
+
+func (f function) create(schema string) string {
+	return fmt.Sprintf("CREATE OR REPLACE FUNCTION %s() RETURNS trigger\nLANGUAGE plpgsql SECURITY DEFINER\nSET search_path = pg_catalog, pg_temp\n%sAS $sluice$%s$sluice$",
+		ident(schema, f.name), f.set, f.body)
+}
+
+// functions are sluice's trigger functions. Each is SECURITY DEFINER so
+// the application's roles need no privilege on sluice's schema, with a
+// fixed search_path as such functions must have.
+//
+// The capture function is generic (row_to_json plus the trigger arguments:
+// the table's name as sluice knows it, then its primary key columns) so a
+// later ALTER TABLE on the source never makes it raise. Its SET clauses
+// pin the settings that change how row_to_json renders values, and are
+// restored when it returns, so the application's session never sees them:
+// extra_float_digits 3 gives the shortest exact float text whatever the
+// writer's session asked for, IntervalStyle postgres gives interval text
+// the reader's session parses the same way (sql_standard text reads
+// differently under another style). Dates and times are rendered in ISO
+// 8601 with an explicit offset by row_to_json whatever DateStyle and
+// TimeZone say.
+//
+// The truncate function appends a T row for a TRUNCATE of the table. A
+// TRUNCATE of one partition does not fire the partitioned table's
+// trigger, so each partition has the trigger too, with a second argument:
+// it appends a P row (which stops the stream: the target cannot truncate
+// part of a table) unless the partitioned table's own truncate is what
+// emptied it, i.e. the table's latest change in this transaction is a T
+// (a TRUNCATE of the table fires its trigger first, then its partitions',
+// and holds every partition locked, so nothing can have been written to
+// the partition in between).
+//
+// The changelog's own BEFORE TRUNCATE trigger marks lost the consumers
+// whose positions do not cover every row about to go, and raises the
+// pruned xid to the truncating transaction's, so that no stream resumes
+// from before it as if nothing had happened.
+func functions(schema string) []function {
+	log := ident(schema, changelogTable)
+	return []function{
+		{name: captureFunc, set: "SET extra_float_digits = 3\nSET IntervalStyle = postgres\n", body: fmt.Sprintf(`
 DECLARE
 	old_row json;
 	old_key json;
@@ -113,14 +183,47 @@ BEGIN
 	END IF;
 	RETURN NULL;
 END
-$sluice$`, ident(schema, captureFunc), log, log, log),
+`, log, log, log)},
+		{name: truncateFunc, body: fmt.Sprintf(`
+BEGIN
+	-- TG_ARGV[0] is the table as sluice names it; a second argument marks
+	-- the trigger of one of its partitions.
+	IF TG_NARGS = 1 THEN
+		INSERT INTO %s (tbl, op) VALUES (TG_ARGV[0], 'T');
+	ELSIF (SELECT c.op FROM %s c WHERE c.xid = pg_current_xact_id() AND c.tbl = TG_ARGV[0] ORDER BY c.id DESC LIMIT 1) IS DISTINCT FROM 'T' THEN
+		INSERT INTO %s (tbl, op, key) VALUES (TG_ARGV[0], 'P', json_build_object('partition', format('%%I.%%I', TG_TABLE_SCHEMA, TG_TABLE_NAME)));
+	END IF;
+	RETURN NULL;
+END
+`, log, log, log)},
+		{name: logTruncFunc, body: fmt.Sprintf(`
+BEGIN
+	-- The rows are still there: a consumer loses changes when one of them
+	-- is not covered by its position ("prev/cur/last[/xid]"). TRUNCATE
+	-- waits for every writer, so none is still running. A new consumer
+	-- may register only from a position taken after this transaction.
+	UPDATE %s s SET lost = format('changelog %%s was truncated at %%s by transaction %%s, with changes the stream had not acknowledged',
+			%s, now(), pg_current_xact_id())
+		WHERE s.lost IS NULL AND EXISTS (SELECT 1 FROM %s c
+			WHERE NOT pg_visible_in_snapshot(c.xid, split_part(s.pos, '/', 1)::pg_snapshot)
+			AND NOT (split_part(s.pos, '/', 2) <> ''
+				AND pg_visible_in_snapshot(c.xid, nullif(split_part(s.pos, '/', 2), '')::pg_snapshot)
+				AND c.id <= split_part(s.pos, '/', 3)::bigint));
+	INSERT INTO %s AS p (one, xid, at) VALUES (true, pg_current_xact_id(), now())
+		ON CONFLICT (one) DO UPDATE SET xid = greatest(p.xid, excluded.xid), at = excluded.at;
+	RETURN NULL;
+END
+`, ident(schema, consumerTable), quoteLiteral(ident(schema, changelogTable)), ident(schema, changelogTable), ident(schema, prunedTable))},
 	}
 }
 
-// Install creates, in schema, the changelog table and the capture function,
-// and the capture trigger on each table. It is idempotent: what exists and
-// is current is kept; a trigger whose key columns no longer match the
-// table's primary key is replaced. It runs in one transaction.
+// Install creates, in schema, the changelog, the consumer and pruned
+// tables and sluice's trigger functions, and on each table the capture
+// trigger and the TRUNCATE trigger (on the table and on each of its
+// partitions). It is idempotent: what exists and is current is kept; a
+// trigger whose arguments no longer match (the primary key changed) is
+// replaced; an install by an older sluice gets what it lacks. It runs in
+// one transaction.
 func Install(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice.TableName) error {
 	if schema == "" {
 		schema = DefaultSchema
@@ -131,9 +234,9 @@ func Install(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice
 	// queue behind them: on a busy source that stalls the application. So
 	// when everything is in place, change nothing; and when something must
 	// change, give up after a few seconds with an error rather than stall.
-	if current, err := installed(ctx, conn, schema, tables); err != nil {
+	if missing, err := missingObjects(ctx, conn, schema, tables); err != nil {
 		return err
-	} else if current {
+	} else if len(missing) == 0 {
 		return nil
 	}
 	tx, err := conn.Begin(ctx)
@@ -148,10 +251,22 @@ func Install(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice
 	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
 		return fmt.Errorf("install sluice capture in schema %s: %w", schema, err)
 	}
-	for _, q := range installSQL(schema) {
+	for _, q := range tableSQL(schema) {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			return fmt.Errorf("install sluice changelog in schema %s: %w", schema, lockHint(err))
 		}
+	}
+	for _, f := range functions(schema) {
+		if _, err := tx.Exec(ctx, f.create(schema)); err != nil {
+			return fmt.Errorf("install function %s.%s in schema %s: %w", schema, f.name, schema, lockHint(err))
+		}
+	}
+	logOID, err := regclass(ctx, tx, ident(schema, changelogTable))
+	if err != nil {
+		return err
+	}
+	if err := ensureTrigger(ctx, tx, logOID, ident(schema, changelogTable), logTruncTrigger, ident(schema, logTruncFunc), nil, beforeTruncateEvent); err != nil {
+		return err
 	}
 	db := tx.Conn().Config().Database
 	for _, t := range tables {
@@ -159,28 +274,17 @@ func Install(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice
 		if err != nil {
 			return err
 		}
-		want := triggerArgs(t, info.keyNames())
-		have, found, err := lookupTrigger(ctx, tx, info.oid, schema)
-		if err != nil {
+		qt := ident(t.Schema, t.Name)
+		if err := ensureTrigger(ctx, tx, info.oid, qt, triggerName(schema), ident(schema, captureFunc), triggerArgs(t, info.keyNames()), rowEvent); err != nil {
 			return err
 		}
-		if found && have.enabled() && slices.Equal(have.args, want) {
-			continue
+		if err := ensureTrigger(ctx, tx, info.oid, qt, truncateTriggerName(schema), ident(schema, truncateFunc), truncateArgs(t, false), truncateEvent); err != nil {
+			return err
 		}
-		qt := ident(t.Schema, t.Name)
-		if found {
-			if _, err := tx.Exec(ctx, fmt.Sprintf(`DROP TRIGGER %s ON %s`, ident(triggerName(schema)), qt)); err != nil {
-				return fmt.Errorf("replace capture trigger on %s: %w", t, lockHint(err))
+		for _, part := range info.parts {
+			if err := ensureTrigger(ctx, tx, part.oid, part.name, truncateTriggerName(schema), ident(schema, truncateFunc), truncateArgs(t, true), truncateEvent); err != nil {
+				return err
 			}
-		}
-		lits := make([]string, len(want))
-		for i, a := range want {
-			lits[i] = quoteLiteral(a)
-		}
-		q := fmt.Sprintf(`CREATE TRIGGER %s AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s(%s)`,
-			ident(triggerName(schema)), qt, ident(schema, captureFunc), strings.Join(lits, ", "))
-		if _, err := tx.Exec(ctx, q); err != nil {
-			return fmt.Errorf("create capture trigger on %s: %w", t, lockHint(err))
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -189,10 +293,56 @@ func Install(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice
 	return nil
 }
 
-// Uninstall drops the capture trigger from each table (tables that do not
-// exist are skipped). When no table in the database is captured into
-// schema any more, it also drops the changelog, with every change not yet
-// read, and the capture function, and then the schema if nothing else is
+// Trigger events, as CREATE TRIGGER spells them.
+const (
+	rowEvent            = "AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW"
+	truncateEvent       = "AFTER TRUNCATE ON %s FOR EACH STATEMENT"
+	beforeTruncateEvent = "BEFORE TRUNCATE ON %s FOR EACH STATEMENT"
+)
+
+// ensureTrigger creates trigger name (on relation rel, qualified as qrel)
+// calling fn with args, or replaces one whose arguments differ or that is
+// disabled.
+func ensureTrigger(ctx context.Context, tx pgx.Tx, rel uint32, qrel, name, fn string, args []string, event string) error {
+	have, found, err := lookupTrigger(ctx, tx, rel, name, fn)
+	if err != nil {
+		return err
+	}
+	if found && have.enabled() && slices.Equal(have.args, args) {
+		return nil
+	}
+	if found {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`DROP TRIGGER %s ON %s`, ident(name), qrel)); err != nil {
+			return fmt.Errorf("replace trigger %s on %s: %w", name, qrel, lockHint(err))
+		}
+	}
+	lits := make([]string, len(args))
+	for i, a := range args {
+		lits[i] = quoteLiteral(a)
+	}
+	q := fmt.Sprintf(`CREATE TRIGGER %s `+event+` EXECUTE FUNCTION %s(%s)`, ident(name), qrel, fn, strings.Join(lits, ", "))
+	if _, err := tx.Exec(ctx, q); err != nil {
+		return fmt.Errorf("create trigger %s on %s: %w", name, qrel, lockHint(err))
+	}
+	return nil
+}
+
+func regclass(ctx context.Context, q queryer, name string) (uint32, error) {
+	var oid *uint32
+	if err := q.QueryRow(ctx, `SELECT to_regclass($1)::oid`, name).Scan(&oid); err != nil {
+		return 0, fmt.Errorf("look up %s: %w", name, err)
+	}
+	if oid == nil {
+		return 0, nil
+	}
+	return *oid, nil
+}
+
+// Uninstall drops the capture and TRUNCATE triggers from each table and
+// its partitions (tables that do not exist are skipped). When no table in
+// the database is captured into schema any more, it also drops the
+// changelog, with every change not yet read, the consumer and pruned
+// tables and sluice's functions, and then the schema if nothing else is
 // in it. So uninstalling every table removes everything sluice created;
 // uninstalling some keeps the changelog for the others.
 func Uninstall(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice.TableName) error {
@@ -212,34 +362,45 @@ func Uninstall(ctx context.Context, conn *pgx.Conn, schema string, tables []slui
 		return fmt.Errorf("uninstall sluice capture from schema %s: %w", schema, err)
 	}
 	for _, t := range tables {
-		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, ident(t.Schema, t.Name)).Scan(&exists); err != nil {
+		oid, err := regclass(ctx, tx, ident(t.Schema, t.Name))
+		if err != nil {
 			return fmt.Errorf("uninstall capture trigger from %s: %w", t, err)
 		}
-		if !exists {
+		if oid == 0 {
 			continue
 		}
-		q := fmt.Sprintf(`DROP TRIGGER IF EXISTS %s ON %s`, ident(triggerName(schema)), ident(t.Schema, t.Name))
-		if _, err := tx.Exec(ctx, q); err != nil {
-			return fmt.Errorf("drop capture trigger on %s: %w", t, lockHint(err))
+		parts, err := partitions(ctx, tx, oid)
+		if err != nil {
+			return err
+		}
+		drops := []string{
+			fmt.Sprintf(`DROP TRIGGER IF EXISTS %s ON %s`, ident(triggerName(schema)), ident(t.Schema, t.Name)),
+			fmt.Sprintf(`DROP TRIGGER IF EXISTS %s ON %s`, ident(truncateTriggerName(schema)), ident(t.Schema, t.Name)),
+		}
+		for _, p := range parts {
+			drops = append(drops, fmt.Sprintf(`DROP TRIGGER IF EXISTS %s ON %s`, ident(truncateTriggerName(schema)), p.name))
+		}
+		for _, q := range drops {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("drop capture trigger on %s: %w", t, lockHint(err))
+			}
 		}
 	}
-	var fn *uint32
-	if err := tx.QueryRow(ctx, `SELECT to_regprocedure($1)::oid`, ident(schema, captureFunc)+"()").Scan(&fn); err != nil {
+	var left int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgfoid IN (to_regprocedure($1), to_regprocedure($2))`,
+		ident(schema, captureFunc)+"()", ident(schema, truncateFunc)+"()").Scan(&left); err != nil {
 		return fmt.Errorf("uninstall sluice capture from schema %s: %w", schema, err)
 	}
-	if fn != nil {
-		var left int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgfoid = $1`, *fn).Scan(&left); err != nil {
-			return fmt.Errorf("uninstall sluice capture from schema %s: %w", schema, err)
-		}
-		if left > 0 {
-			return commit(ctx, tx, schema)
-		}
+	if left > 0 {
+		return commit(ctx, tx, schema)
 	}
 	for _, q := range []string{
-		fmt.Sprintf(`DROP FUNCTION IF EXISTS %s()`, ident(schema, captureFunc)),
 		fmt.Sprintf(`DROP TABLE IF EXISTS %s`, ident(schema, changelogTable)),
+		fmt.Sprintf(`DROP TABLE IF EXISTS %s`, ident(schema, consumerTable)),
+		fmt.Sprintf(`DROP TABLE IF EXISTS %s`, ident(schema, prunedTable)),
+		fmt.Sprintf(`DROP FUNCTION IF EXISTS %s()`, ident(schema, captureFunc)),
+		fmt.Sprintf(`DROP FUNCTION IF EXISTS %s()`, ident(schema, truncateFunc)),
+		fmt.Sprintf(`DROP FUNCTION IF EXISTS %s()`, ident(schema, logTruncFunc)),
 	} {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			return fmt.Errorf("uninstall sluice capture from schema %s: %w", schema, err)
@@ -278,7 +439,16 @@ func triggerArgs(t sluice.TableName, key []string) []string {
 	return append([]string{ident(t.Schema, t.Name)}, key...)
 }
 
-// trigger is a capture trigger as pg_trigger has it.
+// truncateArgs are the TRUNCATE trigger's arguments on a table, or on one
+// of its partitions.
+func truncateArgs(t sluice.TableName, partition bool) []string {
+	if partition {
+		return []string{ident(t.Schema, t.Name), "partition"}
+	}
+	return []string{ident(t.Schema, t.Name)}
+}
+
+// trigger is a trigger as pg_trigger has it.
 type trigger struct {
 	args []string
 	// mode is pg_trigger.tgenabled: O fires in origin and local mode, A
@@ -294,18 +464,19 @@ type queryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// lookupTrigger finds sluice's capture trigger on a table.
-func lookupTrigger(ctx context.Context, q queryer, rel uint32, schema string) (trigger, bool, error) {
+// lookupTrigger finds trigger name on relation rel calling function fn
+// (qualified, without its parentheses).
+func lookupTrigger(ctx context.Context, q queryer, rel uint32, name, fn string) (trigger, bool, error) {
 	var raw []byte
 	var t trigger
 	err := q.QueryRow(ctx, `SELECT tgargs, tgenabled::text FROM pg_trigger
 		WHERE tgrelid = $1 AND tgname = $2 AND tgfoid = to_regprocedure($3)`,
-		rel, triggerName(schema), ident(schema, captureFunc)+"()").Scan(&raw, &t.mode)
+		rel, name, fn+"()").Scan(&raw, &t.mode)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return trigger{}, false, nil
 	}
 	if err != nil {
-		return trigger{}, false, fmt.Errorf("look up trigger %s: %w", triggerName(schema), err)
+		return trigger{}, false, fmt.Errorf("look up trigger %s: %w", name, err)
 	}
 	t.args = splitTriggerArgs(raw)
 	return t, true, nil
@@ -327,40 +498,85 @@ func splitTriggerArgs(raw []byte) []string {
 	return args
 }
 
-// installed reports whether the changelog, the current capture function and
-// a current, enabled trigger on every table are all in place, using only
-// catalog reads (no locks that writers would queue behind).
-func installed(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice.TableName) (bool, error) {
-	stmts := installSQL(schema)
-	fn := stmts[len(stmts)-1]
-	body := fn[strings.Index(fn, "$sluice$")+len("$sluice$") : strings.LastIndex(fn, "$sluice$")]
-	var ok bool
-	err := conn.QueryRow(ctx, `
-		SELECT to_regclass($1) IS NOT NULL
-		   AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'at' AND NOT attisdropped)
-		   AND EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure($2) AND prosrc = $3)`,
-		ident(schema, changelogTable), ident(schema, captureFunc)+"()", body).Scan(&ok)
+// missingObjects lists what Install would create or replace: sluice's
+// tables and functions, and the triggers on each table, using only catalog
+// reads (no locks that writers would queue behind). It fails when a table
+// is missing or has no primary key.
+func missingObjects(ctx context.Context, q queryer, schema string, tables []sluice.TableName) ([]string, error) {
+	tables = normalize(tables)
+	var missing []string
+	var have []bool
+	err := q.QueryRow(ctx, `SELECT ARRAY[
+			to_regclass($1) IS NOT NULL
+				AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'at' AND NOT attisdropped),
+			EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'lost' AND NOT attisdropped),
+			to_regclass($3) IS NOT NULL]`,
+		ident(schema, changelogTable), ident(schema, consumerTable), ident(schema, prunedTable)).Scan(&have)
 	if err != nil {
-		return false, fmt.Errorf("check sluice capture in schema %s: %w", schema, err)
+		return nil, fmt.Errorf("check sluice capture in schema %s: %w", schema, err)
 	}
-	if !ok {
-		return false, nil
+	for i, t := range []string{changelogTable, consumerTable, prunedTable} {
+		if !have[i] {
+			missing = append(missing, "table "+schema+"."+t)
+		}
 	}
-	db := conn.Config().Database
+	for _, f := range functions(schema) {
+		var ok bool
+		if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure($1) AND prosrc = $2)`,
+			ident(schema, f.name)+"()", f.body).Scan(&ok); err != nil {
+			return nil, fmt.Errorf("check sluice capture in schema %s: %w", schema, err)
+		}
+		if !ok {
+			missing = append(missing, "function "+schema+"."+f.name+"()")
+		}
+	}
+	logOID, err := regclass(ctx, q, ident(schema, changelogTable))
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := triggerCurrent(ctx, q, logOID, logTruncTrigger, ident(schema, logTruncFunc), nil); err != nil {
+		return nil, err
+	} else if !ok {
+		missing = append(missing, "trigger "+logTruncTrigger+" on "+schema+"."+changelogTable)
+	}
+	db := ""
+	if c, ok := q.(interface{ Config() *pgx.ConnConfig }); ok {
+		db = c.Config().Database
+	}
 	for _, t := range tables {
-		info, err := lookupTable(ctx, conn, db, t)
+		info, err := lookupTable(ctx, q, db, t)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		have, found, err := lookupTrigger(ctx, conn, info.oid, schema)
-		if err != nil {
-			return false, err
+		if ok, err := triggerCurrent(ctx, q, info.oid, triggerName(schema), ident(schema, captureFunc), triggerArgs(t, info.keyNames())); err != nil {
+			return nil, err
+		} else if !ok {
+			missing = append(missing, "capture trigger "+triggerName(schema)+" on "+t.String())
 		}
-		if !found || !have.enabled() || !slices.Equal(have.args, triggerArgs(t, info.keyNames())) {
-			return false, nil
+		if ok, err := triggerCurrent(ctx, q, info.oid, truncateTriggerName(schema), ident(schema, truncateFunc), truncateArgs(t, false)); err != nil {
+			return nil, err
+		} else if !ok {
+			missing = append(missing, "TRUNCATE trigger "+truncateTriggerName(schema)+" on "+t.String())
+		}
+		for _, p := range info.parts {
+			if ok, err := triggerCurrent(ctx, q, p.oid, truncateTriggerName(schema), ident(schema, truncateFunc), truncateArgs(t, true)); err != nil {
+				return nil, err
+			} else if !ok {
+				missing = append(missing, "TRUNCATE trigger "+truncateTriggerName(schema)+" on partition "+p.name+" of "+t.String())
+			}
 		}
 	}
-	return true, nil
+	return missing, nil
+}
+
+// triggerCurrent reports whether trigger name on rel exists, calls fn with
+// args and is enabled.
+func triggerCurrent(ctx context.Context, q queryer, rel uint32, name, fn string, args []string) (bool, error) {
+	have, found, err := lookupTrigger(ctx, q, rel, name, fn)
+	if err != nil {
+		return false, err
+	}
+	return found && have.enabled() && slices.Equal(have.args, args), nil
 }
 
 // lockHint explains a lock timeout during install.

@@ -54,6 +54,38 @@ func (s snapshot) visible(xid uint64) bool {
 	return true
 }
 
+// le reports whether every transaction visible in s is visible in t: s
+// was taken no later than t (snapshots of one server only ever see more).
+// It is exact over every possible xid, not only those that wrote rows.
+func (s snapshot) le(t snapshot) bool {
+	// An xid below s.xmin (visible in s) at or above t.xmax (not in t).
+	if s.xmin > t.xmax {
+		return false
+	}
+	// An xid t saw running that s saw finished.
+	for _, x := range t.xip {
+		if s.visible(x) {
+			return false
+		}
+	}
+	// Every xid of [max(s.xmin, t.xmax), s.xmax) that s sees is beyond t:
+	// there must be none, i.e. s lists them all as running.
+	lo := max(s.xmin, t.xmax)
+	if s.xmax > lo {
+		n := uint64(0)
+		for _, x := range s.xip {
+			if x >= lo {
+				n++
+			}
+		}
+		return n == s.xmax-lo
+	}
+	return true
+}
+
+// eq reports whether s and t see the same transactions.
+func (s snapshot) eq(t snapshot) bool { return s.le(t) && t.le(s) }
+
 // parseSnapshot reads PostgreSQL's pg_snapshot text form and checks it is
 // sane the way pg_snapshot_in does, so a corrupt token fails here with a
 // clear message rather than in a query.
@@ -97,11 +129,20 @@ func parseSnapshot(s string) (snapshot, error) {
 // snapshots. A window is read in changelog id order, in pages; last is the
 // id of the last row of the window already returned. When open is false
 // no window is being read: the next one starts at prev.
+//
+// A position covers (a target holding everything up to it holds) every
+// row whose transaction is visible in prev, and the rows of its window
+// with an id up to last. xid is the transaction of the row at last, in
+// the positions of changes (0 otherwise, and in positions written before
+// sluice recorded it): a window read again after a restart may be cut
+// differently (see Covers), and only the row's transaction then says
+// whether another position covers it.
 type position struct {
 	prev snapshot
 	cur  snapshot
 	open bool
 	last int64
+	xid  uint64
 }
 
 // startPosition reads every row in the changelog: the target is expected
@@ -109,13 +150,40 @@ type position struct {
 // in the changelog.
 var startPosition = position{prev: emptySnapshot}
 
-// token renders the position as "prev/cur/last", e.g. "740:745:742/750:750:/42",
-// or "prev//0" when no window is open.
+// token renders the position as "prev/cur/last/xid", e.g.
+// "740:745:742/750:750:/42/747", "prev/cur/last" without an xid, or
+// "prev//0" when no window is open.
 func (p position) token() string {
 	if !p.open {
 		return p.prev.String() + "//0"
 	}
-	return p.prev.String() + "/" + p.cur.String() + "/" + strconv.FormatInt(p.last, 10)
+	t := p.prev.String() + "/" + p.cur.String() + "/" + strconv.FormatInt(p.last, 10)
+	if p.xid != 0 {
+		t += "/" + strconv.FormatUint(p.xid, 10)
+	}
+	return t
+}
+
+// outer is the newest snapshot the position has seen: it covers nothing
+// that outer does not show committed.
+func (p position) outer() snapshot {
+	if p.open {
+		return p.cur
+	}
+	return p.prev
+}
+
+// includes reports whether p provably covers everything q covers, from
+// the two positions alone. False means it may not.
+func (p position) includes(q position) bool {
+	if q.outer().le(p.prev) {
+		return true
+	}
+	// A window read up to id 0 has covered none of its rows.
+	if q.open && q.last == 0 && q.prev.le(p.prev) {
+		return true
+	}
+	return q.open && p.open && q.prev.eq(p.prev) && q.cur.eq(p.cur) && q.last <= p.last
 }
 
 func (p position) sluice() sluice.Position {
@@ -132,8 +200,8 @@ func parsePosition(pos sluice.Position) (position, error) {
 		return position{}, fmt.Errorf("position %s is not a %s position (kind %q)", pos, Kind, pos.Kind)
 	}
 	parts := strings.Split(pos.Token, "/")
-	if len(parts) != 3 {
-		return position{}, fmt.Errorf("position %s: want prev-snapshot/cur-snapshot/last-id", pos)
+	if len(parts) != 3 && len(parts) != 4 {
+		return position{}, fmt.Errorf("position %s: want prev-snapshot/cur-snapshot/last-id[/xid]", pos)
 	}
 	var p position
 	var err error
@@ -145,8 +213,8 @@ func parsePosition(pos sluice.Position) (position, error) {
 		return position{}, fmt.Errorf("position %s: last id %q is not a non-negative integer", pos, parts[2])
 	}
 	if parts[1] == "" {
-		if last != 0 {
-			return position{}, fmt.Errorf("position %s: last id without an open window", pos)
+		if last != 0 || len(parts) == 4 {
+			return position{}, fmt.Errorf("position %s: last id or xid without an open window", pos)
 		}
 		return p, nil
 	}
@@ -160,5 +228,81 @@ func parsePosition(pos sluice.Position) (position, error) {
 	}
 	p.open = true
 	p.last = last
+	if len(parts) == 4 {
+		xid, err := strconv.ParseUint(parts[3], 10, 64)
+		if err != nil || parts[3] != strconv.FormatUint(xid, 10) {
+			return position{}, fmt.Errorf("position %s: xid %q is not a transaction id", pos, parts[3])
+		}
+		// The change at last belongs to the window.
+		if last == 0 || !p.cur.visible(xid) || p.prev.visible(xid) {
+			return position{}, fmt.Errorf("position %s: transaction %d of change %d is not one of the window's", pos, xid, last)
+		}
+		p.xid = xid
+	}
 	return p, nil
+}
+
+// Covers reports whether the change whose Change.Pos is c comes at or
+// before position p in the source's commit order, i.e. a target holding
+// everything up to p holds it (covered), and whether every change the
+// reader hands out after c, in the same read, is not covered by p (done).
+//
+// Positions of two reads cannot be compared by their windows alone: a
+// window read again after a restart may span what were several windows
+// the first time, with its changes in another order. So a change's
+// position carries its transaction: the change is covered when p's prev
+// snapshot shows that transaction committed, or when p's cur does and the
+// change's id is at most p's last. Done holds once c's window starts
+// after everything p's cur snapshot saw (or c is at or past p in p's own
+// window). A position that is not a change's (an OpProgress, a start) is a
+// point between windows, covered when p has seen everything it has.
+//
+// It returns an error, never a guess, when the tokens do not say:
+// positions of another reader, or a position without a transaction (from
+// an older sluice) whose window overlaps p's.
+func Covers(p, c sluice.Position) (covered, done bool, err error) {
+	pp, err := parsePosition(p)
+	if err != nil {
+		return false, false, fmt.Errorf("compare positions: %w", err)
+	}
+	if c.IsZero() {
+		return false, false, fmt.Errorf("compare positions: %s is not the position of a change", c)
+	}
+	cp, err := parsePosition(c)
+	if err != nil {
+		return false, false, fmt.Errorf("compare positions: %w", err)
+	}
+	outer := pp.outer()
+	sameWindow := pp.open && cp.open && pp.prev.eq(cp.prev) && pp.cur.eq(cp.cur)
+	done = outer.le(cp.prev) || (sameWindow && cp.last >= pp.last)
+	switch {
+	case cp.open && cp.xid != 0:
+		covered = pp.prev.visible(cp.xid) || (pp.open && pp.cur.visible(cp.xid) && cp.last <= pp.last)
+		return covered, done, nil
+	case cp.open && cp.last > 0:
+		// A change without its transaction: its window must lie wholly
+		// inside what p covers, be p's own, or start after it.
+		switch {
+		case cp.cur.le(pp.prev):
+			return true, done, nil
+		case sameWindow:
+			return cp.last <= pp.last, done, nil
+		case done:
+			return false, true, nil
+		}
+		return false, false, fmt.Errorf("compare positions: change position %s has no transaction id (written by an older sluice) and its window overlaps that of %s: "+
+			"whether %s covers it cannot be told", c, p, p)
+	}
+	// A point between windows: everything visible in cp.prev, and nothing
+	// more.
+	point := cp.prev
+	switch {
+	case point.le(pp.prev):
+		return true, done, nil
+	case !pp.open || !point.le(pp.cur):
+		// point sees a transaction that p has not seen at all.
+		return false, done, nil
+	}
+	return false, false, fmt.Errorf("compare positions: %s lies inside the window of %s, whose end the position does not record: "+
+		"whether %s covers it cannot be told", c, p, p)
 }

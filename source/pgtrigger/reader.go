@@ -21,9 +21,26 @@
 // taken in a REPEATABLE READ transaction, for an initial copy made after
 // the install.
 //
-// Not captured: TRUNCATE, and schema changes (restart sluice after one so
-// it describes the tables again). One reader per sluice schema: Ack prunes
-// every changelog row the position has passed, whatever its table.
+// A TRUNCATE is captured by a statement-level trigger and handed out in
+// order as an OpTruncate change. A TRUNCATE of a single partition of a
+// streamed table stops the stream with ErrPartialTruncate instead: the
+// target cannot truncate part of a table.
+//
+// Change positions carry the writing transaction's id, so that Covers can
+// tell exactly whether one position covers another read's change. When
+// windows advance with no change of the streamed tables, Read hands out
+// OpProgress changes so that a quiet stream's position keeps up.
+//
+// Several streams may read one changelog (see consumer.go): each
+// registers as a consumer when its reader opens, Ack records the stream's
+// position there, and prunes only the rows every consumer has
+// acknowledged. A reader opening at a position whose changes were pruned,
+// or after the changelog was truncated, fails with ErrPositionLost.
+//
+// Not captured: schema changes (restart sluice after one so it describes
+// the tables again), rows deleted from the changelog by hand (not
+// TRUNCATE), and a TRUNCATE of a partition attached after the install
+// (reinstall after attaching one).
 package pgtrigger
 
 import (
@@ -33,6 +50,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -59,10 +77,25 @@ type Config struct {
 	// without it Open fails and says how to install them.
 	Install bool
 	Logger  *slog.Logger
+	// Stream names the stream the reader reads for: its consumer record
+	// on the source, which keeps the changelog rows it has not
+	// acknowledged. Default "default" (DefaultStream).
+	Stream string
+	// ProgressInterval is the least time between two OpProgress changes,
+	// which Read hands out when windows advance with no change of the
+	// streamed tables. Default 5s.
+	ProgressInterval time.Duration
+	// PinWarnAfter is how long another stream's consumer may hold back
+	// changelog rows this stream has acknowledged, without acknowledging
+	// anything itself, before the reader warns about it. Default 30m.
+	PinWarnAfter time.Duration
 }
 
 const (
 	defaultPollInterval = 200 * time.Millisecond
+	// defaultProgressInterval spaces OpProgress changes: each one costs
+	// the stream a checkpoint and the source an acknowledgement.
+	defaultProgressInterval = 5 * time.Second
 	// pollEvery is how often Read looks for new changes while it waits.
 	pollEvery = 50 * time.Millisecond
 	// defaultPruneEvery rate-limits changelog pruning: deleting is cheap
@@ -73,26 +106,33 @@ const (
 // Reader streams changes from the changelog. Read and Ack may be called
 // from different goroutines: Ack prunes on a connection of its own.
 type Reader struct {
-	cfg      Config
-	log      *slog.Logger
-	connCfg  *pgx.ConnConfig
-	addr     string
-	tables   []*sluice.Table
-	infos    []*tableInfo
-	names    []string // changelog tbl values, aligned with tables
-	query    string
-	hasJSON  bool
-	pruneSQL string
+	cfg     Config
+	log     *slog.Logger
+	connCfg *pgx.ConnConfig
+	addr    string
+	tables  []*sluice.Table
+	infos   []*tableInfo
+	names   []string // changelog tbl values, aligned with tables
+	query   string
+	hasJSON bool
+	stream  string
+	start   position
 
-	mu   sync.Mutex // serialises Read and guards conn and pos
+	mu   sync.Mutex // serialises Read and guards the fields below
 	conn *pgx.Conn
 	pos  position
+	// lastOut is the newest snapshot of the last position handed out (a
+	// change's cur, a progress's prev, or the start's); lastProgress when
+	// Read last handed out an OpProgress.
+	lastOut      snapshot
+	lastProgress time.Time
 
 	ackMu      sync.Mutex // guards the fields below
 	ackConn    *pgx.Conn
 	lastPrune  time.Time
 	pending    *position
 	pruneEvery time.Duration
+	warned     map[string]time.Time // consumers warned about, see warnPinned
 }
 
 var _ source.Reader = (*Reader)(nil)
@@ -109,6 +149,15 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = defaultProgressInterval
+	}
+	if cfg.PinWarnAfter <= 0 {
+		cfg.PinWarnAfter = defaultPinWarnAfter
 	}
 	if len(cfg.Tables) == 0 {
 		return nil, errors.New("pgtrigger source: no tables configured")
@@ -128,17 +177,26 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 		return nil, err
 	}
 	r := &Reader{
-		cfg:        cfg,
-		log:        cfg.Logger.With("source", "pgtrigger", "database", connCfg.Database),
-		connCfg:    connCfg,
-		addr:       net.JoinHostPort(connCfg.Host, fmt.Sprint(connCfg.Port)),
-		pos:        pos,
-		pruneEvery: defaultPruneEvery,
+		cfg:          cfg,
+		log:          cfg.Logger.With("source", "pgtrigger", "database", connCfg.Database, "stream", cfg.Stream),
+		connCfg:      connCfg,
+		addr:         net.JoinHostPort(connCfg.Host, fmt.Sprint(connCfg.Port)),
+		stream:       cfg.Stream,
+		start:        pos,
+		pos:          pos,
+		lastOut:      pos.outer(),
+		lastProgress: time.Now(),
+		pruneEvery:   defaultPruneEvery,
+		warned:       map[string]time.Time{},
 	}
 	if r.conn, err = r.connect(ctx); err != nil {
 		return nil, err
 	}
 	if err := r.check(ctx); err != nil {
+		r.conn.Close(context.Background())
+		return nil, err
+	}
+	if err := r.register(ctx); err != nil {
 		r.conn.Close(context.Background())
 		return nil, err
 	}
@@ -231,7 +289,7 @@ func (r *Reader) check(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		trg, found, err := lookupTrigger(ctx, r.conn, info.oid, r.cfg.Schema)
+		trg, found, err := lookupTrigger(ctx, r.conn, info.oid, triggerName(r.cfg.Schema), ident(r.cfg.Schema, captureFunc))
 		if err != nil {
 			return fmt.Errorf("source table %s: %w", t, err)
 		}
@@ -254,29 +312,44 @@ func (r *Reader) check(ctx context.Context) error {
 			r.hasJSON = r.hasJSON || j
 		}
 	}
+	// The rest (TRUNCATE triggers, the consumer table, current functions)
+	// an install by an older sluice lacks.
+	missing, err := missingObjects(ctx, r.conn, r.cfg.Schema, r.cfg.Tables)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("sluice's capture in schema %s of database %s lacks %s (installed by an older sluice?): %s",
+			r.cfg.Schema, db, strings.Join(missing, ", "), fix)
+	}
 	return nil
 }
 
-// buildQueries writes the read and prune statements.
+// buildQueries writes the read statement.
 //
-// The read statement takes the window's closing snapshot ($1, or a new
+// It takes the window's closing snapshot ($1, or a new
 // pg_current_snapshot() when $1 is NULL) and selects the window's next page
 // in the same statement: pg_current_snapshot() is the statement's own
 // snapshot, so the rows it reads are exactly those of the transactions the
-// snapshot shows committed. The first result row carries the snapshot. The
-// xid range bounds the scan for the xid index; the visibility tests decide.
+// snapshot shows committed. The first result row carries the snapshot, and
+// the stream's consumer record (empty while it is valid, why it is lost,
+// or NULL when it is gone), read in the same snapshot: a TRUNCATE of the
+// changelog that this statement's rows already reflect has marked it
+// lost. The xid range bounds the scan for the xid index; the visibility
+// tests decide.
 //
 // Each value's text comes from the server: json_populate_record turns the
 // json image back into the table's row type and col::text applies the
 // type's own output function, under the session settings pinned in
-// readerConnConfig.
+// readerConnConfig. TRUNCATE rows (op T, P) have no image; a P row's key
+// names the partition.
 func (r *Reader) buildQueries() {
 	log := ident(r.cfg.Schema, changelogTable)
 	var b strings.Builder
 	fmt.Fprintf(&b, `WITH s AS MATERIALIZED (
 	SELECT coalesce($1::pg_snapshot, pg_current_snapshot()) AS cur
 ), page AS MATERIALIZED (
-	SELECT c.id, array_position($4::text[], c.tbl) AS t, c.op::text AS op, c.key, c.data, c.at
+	SELECT c.id, c.xid, array_position($4::text[], c.tbl) AS t, c.op::text AS op, c.key, c.data, c.at
 	FROM %s c, s
 	WHERE c.xid >= pg_snapshot_xmin($2::pg_snapshot) AND c.xid < pg_snapshot_xmax(s.cur)
 		AND pg_visible_in_snapshot(c.xid, s.cur) AND NOT pg_visible_in_snapshot(c.xid, $2::pg_snapshot)
@@ -284,7 +357,9 @@ func (r *Reader) buildQueries() {
 	ORDER BY c.id
 	LIMIT $5
 )
-SELECT NULL::bigint AS id, 0 AS t, NULL::text AS op, NULL::text[] AS data, NULL::text[] AS key, NULL::text AS raw, NULL::timestamptz AS at, (SELECT cur::text FROM s) AS snap`, log)
+SELECT NULL::bigint AS id, NULL::text AS xid, 0 AS t, NULL::text AS op, NULL::text[] AS data, NULL::text[] AS key, NULL::text AS raw,
+	NULL::timestamptz AS at, (SELECT cur::text FROM s) AS snap, (SELECT coalesce(lost, '') FROM %s WHERE stream = $6) AS note`,
+		log, ident(r.cfg.Schema, consumerTable))
 	for i, info := range r.infos {
 		rt := ident(info.table.Name.Schema, info.table.Name.Name)
 		cols := make([]string, len(info.table.Columns))
@@ -303,28 +378,26 @@ SELECT NULL::bigint AS id, 0 AS t, NULL::text AS op, NULL::text[] AS data, NULL:
 		}
 		fmt.Fprintf(&b, `
 UNION ALL
-SELECT c.id, c.t, c.op,
+SELECT c.id, c.xid::text, c.t, c.op,
 	CASE WHEN c.data IS NOT NULL THEN ARRAY[%s] END,
-	CASE WHEN c.key IS NOT NULL THEN ARRAY[%s] END,
-	%s, c.at, NULL
+	CASE WHEN c.key IS NOT NULL AND c.op <> 'P' THEN ARRAY[%s] END,
+	%s, c.at, NULL, CASE WHEN c.op = 'P' THEN c.key ->> 'partition' END
 FROM page c
 	LEFT JOIN LATERAL json_populate_record(NULL::%s, c.data) r ON true
-	LEFT JOIN LATERAL json_populate_record(NULL::%s, c.key) k ON true
+	LEFT JOIN LATERAL json_populate_record(NULL::%s, CASE WHEN c.op <> 'P' THEN c.key END) k ON true
 WHERE c.t = %d`, strings.Join(cols, ", "), strings.Join(keys, ", "), raw, rt, rt, i+1)
 	}
 	b.WriteString("\nORDER BY id NULLS FIRST")
 	r.query = b.String()
-
-	// Rows visible in prev belong to windows already read; rows of the
-	// current window up to last have been read too.
-	r.pruneSQL = fmt.Sprintf(`DELETE FROM %s
-WHERE xid < pg_snapshot_xmax(coalesce($2::pg_snapshot, $1::pg_snapshot))
-	AND (pg_visible_in_snapshot(xid, $1::pg_snapshot)
-		OR ($2::pg_snapshot IS NOT NULL AND pg_visible_in_snapshot(xid, $2::pg_snapshot) AND id <= $3))`, log)
 }
 
 // Tables describes the streamed tables.
 func (r *Reader) Tables() []*sluice.Table { return r.tables }
+
+// Start returns the position the reader started from: the one it was
+// opened at, or for a reader opened without one the position before every
+// changelog row. It is a valid resume position.
+func (r *Reader) Start() sluice.Position { return r.start.sluice() }
 
 // Read returns up to max changes in order. It waits up to the poll interval
 // for changes and returns an empty slice when none came.
@@ -353,13 +426,24 @@ func (r *Reader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
 	for {
 		wasOpen := r.pos.open
 		changes, err := r.page(ctx, max)
-		if err != nil || len(changes) > 0 {
-			return changes, err
+		if err != nil {
+			return nil, err
+		}
+		if len(changes) > 0 {
+			r.lastOut = r.pos.outer()
+			return changes, nil
 		}
 		if wasOpen {
 			// The window's last page was full and this one empty: the
 			// window is done, look at the next one at once.
 			continue
+		}
+		// An empty window closed at a new snapshot. Only a snapshot that
+		// sees more than the last position handed out is progress (and
+		// then Covers can place it against every earlier position).
+		if s := r.pos.prev; r.lastOut.le(s) && !s.le(r.lastOut) && time.Since(r.lastProgress) >= r.cfg.ProgressInterval {
+			r.lastOut, r.lastProgress = s, time.Now()
+			return []sluice.Change{{Op: sluice.OpProgress, Pos: r.pos.sluice()}}, nil
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
@@ -384,7 +468,7 @@ func (r *Reader) page(ctx context.Context, max int) ([]sluice.Change, error) {
 		s := r.pos.cur.String()
 		cur = &s
 	}
-	rows, err := r.conn.Query(ctx, r.query, cur, r.pos.prev.String(), r.pos.last, r.names, max)
+	rows, err := r.conn.Query(ctx, r.query, cur, r.pos.prev.String(), r.pos.last, r.names, max, r.stream)
 	if err != nil {
 		return nil, r.readErr(err)
 	}
@@ -392,6 +476,7 @@ func (r *Reader) page(ctx context.Context, max int) ([]sluice.Change, error) {
 	var (
 		changes []sluice.Change
 		id      pgtype.Int8
+		xid     pgtype.Text
 		t       int
 		op      pgtype.Text
 		data    []pgtype.Text
@@ -399,11 +484,12 @@ func (r *Reader) page(ctx context.Context, max int) ([]sluice.Change, error) {
 		raw     pgtype.Text
 		at      pgtype.Timestamptz
 		snap    pgtype.Text
+		note    pgtype.Text
 		next    = r.pos
 	)
 	first := true
 	for rows.Next() {
-		if err := rows.Scan(&id, &t, &op, &data, &key, &raw, &at, &snap); err != nil {
+		if err := rows.Scan(&id, &xid, &t, &op, &data, &key, &raw, &at, &snap, &note); err != nil {
 			if first {
 				return nil, r.readErr(err)
 			}
@@ -411,6 +497,9 @@ func (r *Reader) page(ctx context.Context, max int) ([]sluice.Change, error) {
 		}
 		if first {
 			first = false
+			if err := r.consumerValid(note); err != nil {
+				return nil, err
+			}
 			s, err := parseSnapshot(snap.String)
 			if err != nil {
 				return nil, fmt.Errorf("read source snapshot: %w", err)
@@ -423,9 +512,12 @@ func (r *Reader) page(ctx context.Context, max int) ([]sluice.Change, error) {
 		if t < 1 || t > len(r.infos) {
 			return nil, fmt.Errorf("changelog row %d: unexpected table index %d", id.Int64, t)
 		}
-		c, err := r.change(r.infos[t-1], id.Int64, op.String, data, key, raw)
+		c, err := r.change(r.infos[t-1], id.Int64, op.String, data, key, raw, note)
 		if err != nil {
 			return nil, err
+		}
+		if next.xid, err = strconv.ParseUint(xid.String, 10, 64); err != nil {
+			return nil, fmt.Errorf("changelog row %d: transaction id %q: %w", id.Int64, xid.String, err)
 		}
 		next.last = id.Int64
 		c.Pos = next.sluice()
@@ -446,6 +538,19 @@ func (r *Reader) page(ctx context.Context, max int) ([]sluice.Change, error) {
 	return changes, nil
 }
 
+// consumerValid turns the stream's consumer record, as the read statement
+// saw it, into an error when the changelog no longer serves the stream.
+func (r *Reader) consumerValid(note pgtype.Text) error {
+	switch {
+	case !note.Valid:
+		return fmt.Errorf("stream %s: its consumer record in %s.%s was removed while it ran (`sluice source uninstall --stream-id`?), so other streams may prune changes it has not read: "+
+			"restart the stream, which registers again and checks that its position can still be served", r.stream, r.cfg.Schema, consumerTable)
+	case note.String != "":
+		return fmt.Errorf("stream %s: %s, so changes it had not read are gone: %s: %w", r.stream, note.String, lostFix(r.stream), ErrPositionLost)
+	}
+	return nil
+}
+
 func (r *Reader) readErr(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "42703" || pgErr.Code == "42P01" || pgErr.Code == "42846") {
@@ -456,7 +561,7 @@ func (r *Reader) readErr(err error) error {
 }
 
 // change builds one Change from a changelog row.
-func (r *Reader) change(info *tableInfo, id int64, op string, data, key []pgtype.Text, raw pgtype.Text) (sluice.Change, error) {
+func (r *Reader) change(info *tableInfo, id int64, op string, data, key []pgtype.Text, raw, note pgtype.Text) (sluice.Change, error) {
 	t := info.table
 	c := sluice.Change{Table: t}
 	switch op {
@@ -466,6 +571,13 @@ func (r *Reader) change(info *tableInfo, id int64, op string, data, key []pgtype
 		c.Op = sluice.OpUpdate
 	case "D":
 		c.Op = sluice.OpDelete
+	case "T":
+		c.Op = sluice.OpTruncate
+		return c, nil
+	case "P":
+		return c, &sluice.TableError{Table: t.Name, Err: fmt.Errorf(
+			"partition %s of source table %s was truncated (changelog row %d): the target cannot truncate part of a table, and the stream cannot go on without it: "+
+				"re-sync %s on the target from a fresh copy, then start the stream from the copy's position: %w", note.String, t.Name, id, t.Name, ErrPartialTruncate)}
 	default:
 		return c, fmt.Errorf("changelog row %d of source table %s: unknown op %q", id, t.Name, op)
 	}
@@ -537,9 +649,11 @@ func fixJSON(info *tableInfo, row sluice.Row, raw string) error {
 	return nil
 }
 
-// Ack prunes the changelog rows pos has passed: every row of the windows
-// before pos's and the rows of its window up to its last id. Pruning runs
-// at most every two seconds; a later Ack prunes what an earlier one skipped.
+// Ack records that the target holds every change pos covers, and prunes
+// the changelog rows every stream reading it has acknowledged: the rows of
+// the windows before a position's and of its window up to its last id.
+// Pruning runs at most every two seconds; a later Ack prunes what an
+// earlier one skipped.
 func (r *Reader) Ack(ctx context.Context, pos sluice.Position) error {
 	p, err := parsePosition(pos)
 	if err != nil {
@@ -557,21 +671,17 @@ func (r *Reader) Ack(ctx context.Context, pos sluice.Position) error {
 			return err
 		}
 	}
-	var cur *string
-	if p.open {
-		s := p.cur.String()
-		cur = &s
-	}
-	tag, err := r.ackConn.Exec(ctx, r.pruneSQL, p.prev.String(), cur, p.last)
+	n, behind, err := r.prune(ctx, p)
 	if err != nil {
 		// The session may be broken; the next Ack reconnects.
 		r.ackConn.Close(context.Background())
 		r.ackConn = nil
 		r.pending = &p
-		return fmt.Errorf("prune changelog %s.%s up to %s: %w", r.cfg.Schema, changelogTable, pos, err)
+		return fmt.Errorf("prune changelog %s.%s up to %s for stream %s: %w", r.cfg.Schema, changelogTable, pos, r.stream, err)
 	}
 	r.lastPrune = time.Now()
-	r.log.Debug("pruned changelog", "rows", tag.RowsAffected(), "position", pos.String())
+	r.warnPinned(behind)
+	r.log.Debug("pruned changelog", "rows", n, "position", pos.String())
 	return nil
 }
 

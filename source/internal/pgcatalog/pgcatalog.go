@@ -1,6 +1,6 @@
 // Package pgcatalog reads what the PostgreSQL readers (logical and
 // trigger-based) both need of a source table from the catalog: its oid,
-// replica identity and primary key.
+// replica identity, primary key and collations.
 package pgcatalog
 
 import (
@@ -51,4 +51,32 @@ func PrimaryKey(ctx context.Context, q Querier, name sluice.TableName, oid uint3
 		return nil, fmt.Errorf("read primary key of source table %s: %w", name, err)
 	}
 	return keys, nil
+}
+
+// Collations returns, for each column of the table whose values the source
+// may find equal though their bytes differ, its collation's name: the
+// columns with a nondeterministic collation (pg_collation.
+// collisdeterministic false, e.g. an ICU case-insensitive one). A column
+// with a deterministic collation, or of a type without one, compares equal
+// only when its bytes are, and is not in the map. See sluice.Column.
+func Collations(ctx context.Context, q Querier, name sluice.TableName, oid uint32) (map[string]string, error) {
+	rows, err := q.Query(ctx, `SELECT a.attname, c.collname
+		FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
+		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped AND NOT c.collisdeterministic`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("read collations of source table %s: %w", name, err)
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var col, coll string
+		if err := rows.Scan(&col, &coll); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read collations of source table %s: %w", name, err)
+		}
+		out[col] = coll
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read collations of source table %s: %w", name, err)
+	}
+	return out, nil
 }

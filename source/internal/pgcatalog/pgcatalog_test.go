@@ -1,0 +1,51 @@
+package pgcatalog
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// TestCollations: only columns with a nondeterministic collation are
+// named; deterministic collations (the default, "C", a deterministic ICU
+// one) and types without a collation compare bytes.
+func TestCollations(t *testing.T) {
+	ctx := context.Background()
+	db := dbtest.PGDatabase(t)
+	conn, err := pgx.Connect(ctx, dbtest.PG(t).URL(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		`CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)`,
+		`CREATE COLLATION de_icu (provider = icu, locale = 'de')`,
+		`CREATE DOMAIN ci_text AS text COLLATE ci`,
+		`CREATE TABLE c (id text COLLATE ci PRIMARY KEY, plain text, posix text COLLATE "C", de text COLLATE de_icu,
+			dom ci_text, arr varchar(5)[] COLLATE ci, n numeric, dropped text COLLATE ci)`,
+		`ALTER TABLE c DROP COLUMN dropped`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	name := sluice.TableName{Schema: "public", Name: "c"}
+	oid, _, err := Table(ctx, conn, db, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Collations(ctx, conn, name, oid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"id": "ci", "dom": "ci", "arr": "ci"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Collations = %v, want %v", got, want)
+	}
+}

@@ -25,7 +25,9 @@ const (
 	// (with ZEROFILL padding), DECIMAL (scale kept), DATE, DATETIME(n),
 	// TIME(n), character types (converted to utf8mb4 like a utf8mb4
 	// session's results), ENUM, SET and JSON (text kept verbatim; without
-	// the cast JSON_OBJECT would embed a JSON column as JSON).
+	// the cast JSON_OBJECT would embed a JSON column as JSON, and write
+	// SQL NULL and the JSON value null alike: as a string, the JSON null
+	// is "null" and SQL NULL the image's null).
 	capText capture = iota
 	// capBase64: TO_BASE64(col), decoded by the reader: raw bytes for the
 	// binary string types, BIT(n) and the spatial types, which JSON cannot

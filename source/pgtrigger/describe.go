@@ -12,8 +12,11 @@ import (
 type tableInfo struct {
 	oid   uint32
 	table *sluice.Table
-	// json marks the columns whose type is json (or a domain over it):
-	// their text is taken from the changelog row verbatim, see jsonFields.
+	// json marks the columns whose type is json or jsonb (or a domain over
+	// either): their text is taken from the changelog row verbatim (see
+	// jsonFields), and row_to_json writes both SQL NULL and the JSON value
+	// null in them as null, which the capture trigger tells apart for the
+	// nullable ones (see jsonNullable).
 	json []bool
 	// parts are a partitioned table's partitions, at every level: a
 	// TRUNCATE of one fires only its own triggers.
@@ -49,6 +52,20 @@ func partitions(ctx context.Context, q queryer, oid uint32) ([]partition, error)
 
 func (t *tableInfo) keyNames() []string { return t.table.KeyNames() }
 
+// jsonNullable names the json and jsonb columns that may hold SQL NULL, in
+// column order: the capture trigger records, for each of them that the row
+// image shows as null, whether it is SQL NULL or the JSON value null. A NOT
+// NULL column (every key column is one) can only hold the JSON value.
+func (t *tableInfo) jsonNullable() []string {
+	var out []string
+	for i, c := range t.table.Columns {
+		if t.json[i] && c.Nullable {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
 // lookupTable describes a source table: its columns in attnum order, with
 // the type as format_type spells it, and its primary key in key order. It
 // fails with a message naming the table and the fix when the table is
@@ -58,8 +75,10 @@ func lookupTable(ctx context.Context, q queryer, db string, name sluice.TableNam
 	if err != nil {
 		return nil, err
 	}
+	// A domain has its base type's output function, however deep the
+	// domains over domains, and row_to_json looks through domains too.
 	rows, err := q.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull,
-			coalesce(nullif(t.typbasetype, 0), t.oid) = 'json'::regtype
+			t.typoutput IN ('json_out'::regproc, 'jsonb_out'::regproc)
 		FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
 		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
 		ORDER BY a.attnum`, oid)

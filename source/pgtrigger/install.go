@@ -99,6 +99,14 @@ func tableSQL(schema string) []string {
 		// track_commit_timestamp. A stable default adds the column
 		// without rewriting an existing changelog.
 		fmt.Sprintf(`ALTER TABLE %s ADD COLUMN IF NOT EXISTS at timestamptz NOT NULL DEFAULT statement_timestamp()`, log),
+		// row_to_json writes SQL NULL and the JSON value null alike, so
+		// for the nullable json and jsonb columns whose value the image
+		// shows as null the capture function records which one it is, as
+		// {"column": true} for SQL NULL and false for JSON null. NULL when
+		// there is no such column (every row of a table without json
+		// columns). Nullable and without a default, it is added without
+		// rewriting an existing changelog.
+		fmt.Sprintf(`ALTER TABLE %s ADD COLUMN IF NOT EXISTS nulls jsonb`, log),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (xid)`, ident(changelogTable+"_xid_idx"), log),
 		// pos is the position the stream has acknowledged, or opened at; lost
 		// says why the changelog can no longer serve it.
@@ -136,13 +144,34 @@ func (f function) create(schema string) string {
 //
 // The capture function is generic (row_to_json plus the trigger arguments:
 // the table's name as sluice knows it, then its primary key columns) so a
-// later ALTER TABLE on the source never makes it raise. Its SET clauses
-// pin the settings that change how row_to_json renders values, and are
-// restored when it returns, so the application's session never sees them:
-// extra_float_digits 3 gives the shortest exact float text whatever the
-// writer's session asked for, IntervalStyle postgres gives interval text
-// the reader's session parses the same way (sql_standard text reads
-// differently under another style). Dates and times are rendered in ISO
+// later ALTER TABLE on the source never makes it raise.
+//
+// row_to_json writes a json or jsonb value verbatim and SQL NULL as null,
+// so a column holding the JSON value null and one holding SQL NULL leave
+// the same image. A table with nullable json or jsonb columns has them as
+// further trigger arguments, after an empty one (which no column name can
+// be). For those whose member in the image is null the function asks the
+// row which null it is and records the answers in the changelog's nulls
+// column: setting the column to SQL NULL (json_populate_record) leaves the
+// row's binary image (*=) as it is exactly when it is SQL NULL. That costs
+// a few microseconds per value, where a dynamic statement naming the
+// column costs tens; the statement is the fallback for a column whose type
+// has become a domain that refuses NULL, which makes the test raise. The
+// null members are found by a text search of a short image; a long one
+// (a large document) costs more to search, or to parse, than the test, so
+// there every such column is tested. Names the row lacks (columns dropped
+// or renamed since the install) are never named in a statement, so no
+// ALTER TABLE makes the function raise. Tables without such columns keep
+// the arguments they had, and the statements: the function looks for the
+// empty argument, finds none and captures as it did before, as it does
+// for a trigger installed by an older sluice.
+//
+// Its SET clauses pin the settings that change how row_to_json renders
+// values, and are restored when it returns, so the application's session
+// never sees them: extra_float_digits 3 gives the shortest exact float
+// text whatever the writer's session asked for, IntervalStyle postgres
+// gives interval text the reader's session parses the same way
+// (sql_standard text reads differently under another style). Dates and times are rendered in ISO
 // 8601 with an explicit offset by row_to_json whatever DateStyle and
 // TimeZone say.
 //
@@ -165,25 +194,87 @@ func functions(schema string) []function {
 	return []function{
 		{name: captureFunc, set: "SET extra_float_digits = 3\nSET IntervalStyle = postgres\n", body: fmt.Sprintf(`
 DECLARE
+	-- TG_ARGV[0] is the table as sluice names it (a partition's trigger
+	-- still names its parent), then its primary key columns and, for a
+	-- table with nullable json or jsonb columns, '' and those columns.
+	json_at int := array_position(TG_ARGV, '');
+	new_row json;
 	old_row json;
 	old_key json;
+	img text;
+	col text;
+	cols text[];
+	is_null boolean;
+	nulls jsonb;
 BEGIN
-	-- TG_ARGV[0] is the table as sluice names it (a partition's trigger
-	-- still names its parent), the rest its primary key columns.
+	IF json_at IS NULL THEN
+		-- No json columns: the statements of the capture before nulls,
+		-- at its cost.
+		IF TG_OP = 'INSERT' THEN
+			INSERT INTO %[1]s (tbl, op, data) VALUES (TG_ARGV[0], 'I', row_to_json(NEW));
+			RETURN NULL;
+		END IF;
+		old_row := row_to_json(OLD);
+		SELECT json_object_agg(k, old_row -> k) INTO old_key FROM unnest(TG_ARGV[1:]) AS k;
+		IF TG_OP = 'UPDATE' THEN
+			INSERT INTO %[1]s (tbl, op, key, data) VALUES (TG_ARGV[0], 'U', old_key, row_to_json(NEW));
+		ELSE
+			INSERT INTO %[1]s (tbl, op, key) VALUES (TG_ARGV[0], 'D', old_key);
+		END IF;
+		RETURN NULL;
+	END IF;
+	IF TG_OP <> 'DELETE' THEN
+		new_row := row_to_json(NEW);
+		-- The columns to test: those whose member in the image is null.
+		-- A text search finds them, with harmless false positives (the
+		-- member inside another json value); on a long image it costs
+		-- more than testing every column.
+		IF pg_column_size(new_row) > 1024 THEN
+			cols := TG_ARGV[json_at + 1:];
+		ELSE
+			img := new_row::text;
+			FOREACH col IN ARRAY TG_ARGV[json_at + 1:] LOOP
+				IF strpos(img, to_json(col)::text || ':null') > 0 THEN
+					cols := cols || col;
+				END IF;
+			END LOOP;
+		END IF;
+		IF cols IS NOT NULL THEN
+			BEGIN
+				FOREACH col IN ARRAY cols LOOP
+					-- Setting the column to SQL NULL leaves the row as it
+					-- is exactly when it is SQL NULL. A name the row lacks
+					-- (dropped or renamed since the install) changes
+					-- nothing, and no reader asks about it.
+					nulls := coalesce(nulls, '{}') || jsonb_build_object(col, NEW *= json_populate_record(NEW, json_build_object(col, NULL)));
+				END LOOP;
+			EXCEPTION WHEN OTHERS THEN
+				-- A column's type has become a domain that refuses NULL:
+				-- ask the row, naming only columns it has.
+				nulls := NULL;
+				FOREACH col IN ARRAY cols LOOP
+					IF new_row -> col IS NOT NULL THEN
+						EXECUTE format('SELECT ($1).%%I IS NULL', col) INTO is_null USING NEW;
+						nulls := coalesce(nulls, '{}') || jsonb_build_object(col, is_null);
+					END IF;
+				END LOOP;
+			END;
+		END IF;
+	END IF;
 	IF TG_OP = 'INSERT' THEN
-		INSERT INTO %s (tbl, op, data) VALUES (TG_ARGV[0], 'I', row_to_json(NEW));
+		INSERT INTO %[1]s (tbl, op, data, nulls) VALUES (TG_ARGV[0], 'I', new_row, nulls);
 		RETURN NULL;
 	END IF;
 	old_row := row_to_json(OLD);
-	SELECT json_object_agg(k, old_row -> k) INTO old_key FROM unnest(TG_ARGV[1:]) AS k;
+	SELECT json_object_agg(k, old_row -> k) INTO old_key FROM unnest(TG_ARGV[1:json_at - 1]) AS k;
 	IF TG_OP = 'UPDATE' THEN
-		INSERT INTO %s (tbl, op, key, data) VALUES (TG_ARGV[0], 'U', old_key, row_to_json(NEW));
+		INSERT INTO %[1]s (tbl, op, key, data, nulls) VALUES (TG_ARGV[0], 'U', old_key, new_row, nulls);
 	ELSE
-		INSERT INTO %s (tbl, op, key) VALUES (TG_ARGV[0], 'D', old_key);
+		INSERT INTO %[1]s (tbl, op, key) VALUES (TG_ARGV[0], 'D', old_key);
 	END IF;
 	RETURN NULL;
 END
-`, log, log, log)},
+`, log)},
 		{name: truncateFunc, body: fmt.Sprintf(`
 BEGIN
 	-- TG_ARGV[0] is the table as sluice names it; a second argument marks
@@ -221,9 +312,11 @@ END
 // tables and sluice's trigger functions, and on each table the capture
 // trigger and the TRUNCATE trigger (on the table and on each of its
 // partitions). It is idempotent: what exists and is current is kept; a
-// trigger whose arguments no longer match (the primary key changed) is
-// replaced; an install by an older sluice gets what it lacks. It runs in
-// one transaction.
+// trigger whose arguments no longer match (the primary key or the nullable
+// json and jsonb columns changed, or an older sluice created it without
+// them) is replaced; an install by an older sluice gets what it lacks (the
+// changelog's nulls column, the current functions). It runs in one
+// transaction.
 func Install(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice.TableName) error {
 	if schema == "" {
 		schema = DefaultSchema
@@ -275,7 +368,7 @@ func Install(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice
 			return err
 		}
 		qt := ident(t.Schema, t.Name)
-		if err := ensureTrigger(ctx, tx, info.oid, qt, triggerName(schema), ident(schema, captureFunc), triggerArgs(t, info.keyNames()), rowEvent); err != nil {
+		if err := ensureTrigger(ctx, tx, info.oid, qt, triggerName(schema), ident(schema, captureFunc), triggerArgs(t, info), rowEvent); err != nil {
 			return err
 		}
 		if err := ensureTrigger(ctx, tx, info.oid, qt, truncateTriggerName(schema), ident(schema, truncateFunc), truncateArgs(t, false), truncateEvent); err != nil {
@@ -434,9 +527,28 @@ func quoteLiteral(s string) string {
 }
 
 // triggerArgs are the capture trigger's arguments for a table: its name as
-// sluice writes it into the changelog, then its primary key columns.
-func triggerArgs(t sluice.TableName, key []string) []string {
-	return append([]string{ident(t.Schema, t.Name)}, key...)
+// sluice writes it into the changelog, then its primary key columns, then,
+// when it has nullable json or jsonb columns, an empty argument and those
+// columns (see functions).
+func triggerArgs(t sluice.TableName, info *tableInfo) []string {
+	args := append([]string{ident(t.Schema, t.Name)}, info.keyNames()...)
+	if js := info.jsonNullable(); len(js) > 0 {
+		args = append(append(args, ""), js...)
+	}
+	return args
+}
+
+// splitCaptureArgs splits a capture trigger's arguments into its primary
+// key columns and its nullable json columns.
+func splitCaptureArgs(args []string) (key, json []string) {
+	if len(args) == 0 {
+		return nil, nil
+	}
+	args = args[1:]
+	if i := slices.Index(args, ""); i >= 0 {
+		return args[:i], args[i+1:]
+	}
+	return args, nil
 }
 
 // truncateArgs are the TRUNCATE trigger's arguments on a table, or on one
@@ -508,7 +620,7 @@ func missingObjects(ctx context.Context, q queryer, schema string, tables []slui
 	var have []bool
 	err := q.QueryRow(ctx, `SELECT ARRAY[
 			to_regclass($1) IS NOT NULL
-				AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'at' AND NOT attisdropped),
+				AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname IN ('at', 'nulls') AND NOT attisdropped) = 2,
 			EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'lost' AND NOT attisdropped),
 			to_regclass($3) IS NOT NULL]`,
 		ident(schema, changelogTable), ident(schema, consumerTable), ident(schema, prunedTable)).Scan(&have)
@@ -548,7 +660,7 @@ func missingObjects(ctx context.Context, q queryer, schema string, tables []slui
 		if err != nil {
 			return nil, err
 		}
-		if ok, err := triggerCurrent(ctx, q, info.oid, triggerName(schema), ident(schema, captureFunc), triggerArgs(t, info.keyNames())); err != nil {
+		if ok, err := triggerCurrent(ctx, q, info.oid, triggerName(schema), ident(schema, captureFunc), triggerArgs(t, info)); err != nil {
 			return nil, err
 		} else if !ok {
 			missing = append(missing, "capture trigger "+triggerName(schema)+" on "+t.String())

@@ -4,7 +4,10 @@
 // Install puts a changelog table and an AFTER ROW trigger on each selected
 // table into a schema of sluice's own ("sluice" by default). Every insert,
 // update and delete appends the row image (row_to_json) and the old primary
-// key to the changelog, stamped with the writing transaction's id.
+// key to the changelog, stamped with the writing transaction's id. The
+// image writes SQL NULL and the JSON value null alike, so for the nullable
+// json and jsonb columns it shows as null the trigger also records which
+// one each is (the changelog's nulls column; see functions).
 //
 // The Reader reads the changelog in snapshot windows, as PgQ does: it takes
 // pg_current_snapshot() S and reads the rows whose transaction is visible
@@ -45,6 +48,7 @@ package pgtrigger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -126,6 +130,9 @@ type Reader struct {
 	// Read last handed out an OpProgress.
 	lastOut      snapshot
 	lastProgress time.Time
+	// legacyNulls holds the json columns already warned about: a row image
+	// showed null in them with no record of which null it was, see fixJSON.
+	legacyNulls map[string]bool
 
 	ackMu      sync.Mutex // guards the fields below
 	ackConn    *pgx.Conn
@@ -188,6 +195,7 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 		lastProgress: time.Now(),
 		pruneEvery:   defaultPruneEvery,
 		warned:       map[string]time.Time{},
+		legacyNulls:  map[string]bool{},
 	}
 	if r.conn, err = r.connect(ctx); err != nil {
 		return nil, err
@@ -300,10 +308,21 @@ func (r *Reader) check(ctx context.Context) error {
 			return fmt.Errorf("capture trigger %s on source table %s is disabled: ALTER TABLE %s ENABLE TRIGGER %s",
 				triggerName(r.cfg.Schema), t, ident(t.Schema, t.Name), ident(triggerName(r.cfg.Schema)))
 		}
-		want := triggerArgs(t, info.keyNames())
+		want := triggerArgs(t, info)
 		if !slices.Equal(trg.args, want) {
-			return fmt.Errorf("capture trigger on source table %s records key (%s) but the primary key is (%s): %s",
-				t, strings.Join(trg.args[min(1, len(trg.args)):], ", "), strings.Join(info.keyNames(), ", "), fix)
+			key, js := splitCaptureArgs(trg.args)
+			if !slices.Equal(key, info.keyNames()) {
+				return fmt.Errorf("capture trigger on source table %s records key (%s) but the primary key is (%s): %s",
+					t, strings.Join(key, ", "), strings.Join(info.keyNames(), ", "), fix)
+			}
+			if len(js) == 0 {
+				return fmt.Errorf("capture trigger on source table %s does not tell SQL NULL from the JSON value null in its nullable json and jsonb columns (%s) "+
+					"(installed by an older sluice, or the columns were added or made nullable since), so their JSON nulls would reach the target as SQL NULL: %s",
+					t, strings.Join(info.jsonNullable(), ", "), fix)
+			}
+			return fmt.Errorf("capture trigger on source table %s tells SQL NULL from the JSON value null in columns (%s), but its nullable json and jsonb columns are (%s) "+
+				"(the columns changed since the install), so some JSON nulls would reach the target as SQL NULL: %s",
+				t, strings.Join(js, ", "), strings.Join(info.jsonNullable(), ", "), fix)
 		}
 		r.infos = append(r.infos, info)
 		r.tables = append(r.tables, info.table)
@@ -341,15 +360,18 @@ func (r *Reader) check(ctx context.Context) error {
 // Each value's text comes from the server: json_populate_record turns the
 // json image back into the table's row type and col::text applies the
 // type's own output function, under the session settings pinned in
-// readerConnConfig. TRUNCATE rows (op T, P) have no image; a P row's key
-// names the partition.
+// readerConnConfig. But json_populate_record reads the JSON value null as
+// SQL NULL: a table with json or jsonb columns also gets its raw image and
+// the capture's record of its nulls (see fixJSON), and a json or jsonb key
+// column (never SQL NULL) is the key image's member itself. TRUNCATE rows
+// (op T, P) have no image; a P row's key names the partition.
 func (r *Reader) buildQueries() {
 	log := ident(r.cfg.Schema, changelogTable)
 	var b strings.Builder
 	fmt.Fprintf(&b, `WITH s AS MATERIALIZED (
 	SELECT coalesce($1::pg_snapshot, pg_current_snapshot()) AS cur
 ), page AS MATERIALIZED (
-	SELECT c.id, c.xid, array_position($4::text[], c.tbl) AS t, c.op::text AS op, c.key, c.data, c.at
+	SELECT c.id, c.xid, array_position($4::text[], c.tbl) AS t, c.op::text AS op, c.key, c.data, c.nulls, c.at
 	FROM %s c, s
 	WHERE c.xid >= pg_snapshot_xmin($2::pg_snapshot) AND c.xid < pg_snapshot_xmax(s.cur)
 		AND pg_visible_in_snapshot(c.xid, s.cur) AND NOT pg_visible_in_snapshot(c.xid, $2::pg_snapshot)
@@ -358,7 +380,7 @@ func (r *Reader) buildQueries() {
 	LIMIT $5
 )
 SELECT NULL::bigint AS id, NULL::text AS xid, 0 AS t, NULL::text AS op, NULL::text[] AS data, NULL::text[] AS key, NULL::text AS raw,
-	NULL::timestamptz AS at, (SELECT cur::text FROM s) AS snap, (SELECT coalesce(lost, '') FROM %s WHERE stream = $6) AS note`,
+	NULL::text AS nulls, NULL::timestamptz AS at, (SELECT cur::text FROM s) AS snap, (SELECT coalesce(lost, '') FROM %s WHERE stream = $6) AS note`,
 		log, ident(r.cfg.Schema, consumerTable))
 	for i, info := range r.infos {
 		rt := ident(info.table.Name.Schema, info.table.Name.Name)
@@ -368,24 +390,29 @@ SELECT NULL::bigint AS id, NULL::text AS xid, 0 AS t, NULL::text AS op, NULL::te
 		}
 		keys := make([]string, len(info.table.Key))
 		for j, k := range info.table.Key {
-			keys[j] = "k." + ident(info.table.Columns[k].Name) + "::text"
-		}
-		raw := "NULL::text"
-		for _, j := range info.json {
-			if j {
-				raw = "c.data::text"
+			if name := info.table.Columns[k].Name; info.json[k] {
+				// The member's text as the capture wrote it: the
+				// column's own (jsonb) text, and null for the JSON null.
+				// A missing member is SQL NULL, which change refuses.
+				keys[j] = "(c.key -> " + quoteLiteral(name) + ")::text"
+			} else {
+				keys[j] = "k." + ident(name) + "::text"
 			}
+		}
+		raw, nulls := "NULL::text", "NULL::text"
+		if slices.Contains(info.json, true) {
+			raw, nulls = "c.data::text", "c.nulls::text"
 		}
 		fmt.Fprintf(&b, `
 UNION ALL
 SELECT c.id, c.xid::text, c.t, c.op,
 	CASE WHEN c.data IS NOT NULL THEN ARRAY[%s] END,
 	CASE WHEN c.key IS NOT NULL AND c.op <> 'P' THEN ARRAY[%s] END,
-	%s, c.at, NULL, CASE WHEN c.op = 'P' THEN c.key ->> 'partition' END
+	%s, %s, c.at, NULL, CASE WHEN c.op = 'P' THEN c.key ->> 'partition' END
 FROM page c
 	LEFT JOIN LATERAL json_populate_record(NULL::%s, c.data) r ON true
 	LEFT JOIN LATERAL json_populate_record(NULL::%s, CASE WHEN c.op <> 'P' THEN c.key END) k ON true
-WHERE c.t = %d`, strings.Join(cols, ", "), strings.Join(keys, ", "), raw, rt, rt, i+1)
+WHERE c.t = %d`, strings.Join(cols, ", "), strings.Join(keys, ", "), raw, nulls, rt, rt, i+1)
 	}
 	b.WriteString("\nORDER BY id NULLS FIRST")
 	r.query = b.String()
@@ -482,6 +509,7 @@ func (r *Reader) page(ctx context.Context, max int) ([]sluice.Change, error) {
 		data    []pgtype.Text
 		key     []pgtype.Text
 		raw     pgtype.Text
+		nulls   pgtype.Text
 		at      pgtype.Timestamptz
 		snap    pgtype.Text
 		note    pgtype.Text
@@ -489,7 +517,7 @@ func (r *Reader) page(ctx context.Context, max int) ([]sluice.Change, error) {
 	)
 	first := true
 	for rows.Next() {
-		if err := rows.Scan(&id, &xid, &t, &op, &data, &key, &raw, &at, &snap, &note); err != nil {
+		if err := rows.Scan(&id, &xid, &t, &op, &data, &key, &raw, &nulls, &at, &snap, &note); err != nil {
 			if first {
 				return nil, r.readErr(err)
 			}
@@ -512,7 +540,7 @@ func (r *Reader) page(ctx context.Context, max int) ([]sluice.Change, error) {
 		if t < 1 || t > len(r.infos) {
 			return nil, fmt.Errorf("changelog row %d: unexpected table index %d", id.Int64, t)
 		}
-		c, err := r.change(r.infos[t-1], id.Int64, op.String, data, key, raw, note)
+		c, err := r.change(r.infos[t-1], id.Int64, op.String, data, key, raw, nulls, note)
 		if err != nil {
 			return nil, err
 		}
@@ -561,7 +589,7 @@ func (r *Reader) readErr(err error) error {
 }
 
 // change builds one Change from a changelog row.
-func (r *Reader) change(info *tableInfo, id int64, op string, data, key []pgtype.Text, raw, note pgtype.Text) (sluice.Change, error) {
+func (r *Reader) change(info *tableInfo, id int64, op string, data, key []pgtype.Text, raw, nulls, note pgtype.Text) (sluice.Change, error) {
 	t := info.table
 	c := sluice.Change{Table: t}
 	switch op {
@@ -590,9 +618,11 @@ func (r *Reader) change(info *tableInfo, id int64, op string, data, key []pgtype
 			c.Row[i] = value(v)
 		}
 		if raw.Valid {
-			if err := fixJSON(info, c.Row, raw.String); err != nil {
+			legacy, err := fixJSON(info, c.Row, raw.String, nulls)
+			if err != nil {
 				return c, fmt.Errorf("changelog row %d of source table %s: %w", id, t.Name, err)
 			}
+			r.warnLegacyNulls(t, id, legacy)
 		}
 	}
 	if c.Op != sluice.OpInsert {
@@ -623,13 +653,27 @@ func value(v pgtype.Text) sluice.Value {
 	return sluice.Text(v.String)
 }
 
-// fixJSON replaces the text of json columns with their text as stored (see
-// jsonFields). row_to_json writes SQL NULL and a JSON null the same way; a
-// nullable column reads it as SQL NULL, a NOT NULL one as JSON null.
-func fixJSON(info *tableInfo, row sluice.Row, raw string) error {
+// fixJSON replaces the values of json and jsonb columns with their text
+// as stored (see jsonFields): json_populate_record normalises json text
+// and reads the JSON value null as SQL NULL.
+//
+// row_to_json writes SQL NULL and the JSON value null alike. A NOT NULL
+// column holds the JSON value; for a nullable one, nulls (the changelog
+// row's nulls column, see tableSQL) says which it is. A column it does
+// not name was captured by a trigger that did not tell them apart (one
+// installed by an older sluice, or before the column was added or made
+// nullable): it reads as SQL NULL, as sluice read it before, and fixJSON
+// returns its name so that the reader can say so.
+func fixJSON(info *tableInfo, row sluice.Row, raw string, nulls pgtype.Text) (legacy []string, err error) {
 	fields, err := jsonFields(raw)
 	if err != nil {
-		return fmt.Errorf("row image: %w", err)
+		return nil, fmt.Errorf("row image: %w", err)
+	}
+	var sqlNull map[string]bool
+	if nulls.Valid {
+		if err := json.Unmarshal([]byte(nulls.String), &sqlNull); err != nil {
+			return nil, fmt.Errorf("record of the nulls in json columns %s: %w", nulls.String, err)
+		}
 	}
 	for i, isJSON := range info.json {
 		if !isJSON {
@@ -640,13 +684,40 @@ func fixJSON(info *tableInfo, row sluice.Row, raw string) error {
 		switch {
 		case !ok:
 			row[i] = sluice.Null
-		case text == "null" && col.Nullable:
-			row[i] = sluice.Null
-		default:
+		case text != "null" || !col.Nullable:
 			row[i] = sluice.Text(text)
+		default:
+			isNull, known := sqlNull[col.Name]
+			switch {
+			case !known:
+				legacy = append(legacy, col.Name)
+				row[i] = sluice.Null
+			case isNull:
+				row[i] = sluice.Null
+			default:
+				row[i] = sluice.Text(text)
+			}
 		}
 	}
-	return nil
+	return legacy, nil
+}
+
+// warnLegacyNulls says, once per column, that changelog row id held a null
+// in json columns cols that its trigger did not tell apart (see fixJSON):
+// the target gets SQL NULL there even where the source holds the JSON
+// value null.
+func (r *Reader) warnLegacyNulls(t *sluice.Table, id int64, cols []string) {
+	for _, c := range cols {
+		k := t.Name.String() + "." + c
+		if r.legacyNulls[k] {
+			continue
+		}
+		r.legacyNulls[k] = true
+		r.log.Warn("json column captured without telling SQL NULL from JSON null: read as SQL NULL",
+			"table", t.Name.String(), "column", c, "changelog_row", id,
+			"why", "captured by a trigger installed by an older sluice, or before the column was added or made nullable; rows captured since `sluice source install` are exact",
+			"fix", "if the source row holds the JSON value null, update it on the source (or re-sync the table) so the target gets it")
+	}
 }
 
 // Ack records that the target holds every change pos covers, and prunes

@@ -103,7 +103,11 @@ func TestBulkTransferIsDelayedNotThrottled(t *testing.T) {
 			received <- time.Now()
 		}
 	})
-	p := startProxy(t, target, oneWay)
+	// A long delay, so that the transfer itself (slow under -race on a
+	// loaded machine) stays well inside it: a proxy that slept per chunk
+	// would take tens of delays.
+	const delay = 300 * time.Millisecond
+	p := startProxy(t, target, delay)
 	c := dial(t, p.Addr())
 	payload := bytes.Repeat([]byte{'x'}, size)
 	start := time.Now()
@@ -114,8 +118,8 @@ func TestBulkTransferIsDelayedNotThrottled(t *testing.T) {
 	case at := <-received:
 		// One delay plus transfer time; a proxy that slept per chunk would
 		// take a multiple of the delay.
-		if took := at.Sub(start); took <= oneWay || took >= 2*oneWay {
-			t.Errorf("1 MiB took %v to arrive, want (%v, %v)", took, oneWay, 2*oneWay)
+		if took := at.Sub(start); took <= delay || took >= 2*delay {
+			t.Errorf("1 MiB took %v to arrive, want (%v, %v)", took, delay, 2*delay)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("1 MiB never arrived")

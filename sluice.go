@@ -208,12 +208,16 @@ type Change struct {
 }
 
 // NewKey returns the key the row has after the change: the old key for a
-// delete, the new image's key otherwise.
+// delete, the new image's key for an insert or update, nil for a change of
+// no single row (a truncate, a progress marker).
 func (c *Change) NewKey() Row {
-	if c.Op == OpDelete {
+	switch c.Op {
+	case OpDelete:
 		return c.Key
+	case OpInsert, OpUpdate:
+		return c.Table.KeyOf(c.Row)
 	}
-	return c.Table.KeyOf(c.Row)
+	return nil
 }
 
 // Size estimates the bytes a change holds in memory, for queue accounting.
@@ -285,6 +289,10 @@ type Checkpoint struct {
 	// Last is the position of the last change the lane's transaction
 	// applied; zero means Position.
 	Last Position
+	// Routing fingerprints how the stream routed changes to its lanes
+	// when the lane wrote the checkpoint: after a crash, a lane's Last
+	// says which changes it committed only under the same routing.
+	Routing string
 }
 
 // TableError is an error about one table: log lines carry the table as a

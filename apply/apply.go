@@ -20,12 +20,20 @@ type Target interface {
 	Apply(ctx context.Context, b *Batch, cp sluice.Checkpoint) error
 }
 
-// Batch is a run of consecutive source changes compacted to the final state
-// of each row key they touch.
+// Batch is a run of consecutive source changes, ready for one target
+// transaction: most tables' changes compacted to the final state of each row
+// key (Tables), and the changes of tables whose order matters applied one at
+// a time in source order (Ordered). A target applies Tables first, then
+// Ordered.
 type Batch struct {
 	Tables []*TableBatch
+	// Ordered holds, in source order, every change of the tables the batch
+	// applies one change at a time (see Compact). No table is in both
+	// Tables and Ordered.
+	Ordered []sluice.Change
 	// Changes counts the source changes the batch carries (before
-	// compaction), Rows the row operations left after it.
+	// compaction; progress markers do not count), Rows the row operations
+	// left after it.
 	Changes int
 	Rows    int
 	// Last is the position of the batch's last change: once the batch is
@@ -33,28 +41,20 @@ type Batch struct {
 	Last sluice.Position
 }
 
-// TableBatch is the compacted work for one table.
+// TableBatch is the compacted work for one table, applied in this order:
+// the truncate, the deletes, the upserts.
 type TableBatch struct {
 	Table *sluice.Table
+	// Truncate removes every row of the table first: the source truncated
+	// it, and Deletes and Upserts hold what happened after.
+	Truncate bool
 	// Deletes holds the keys (aligned with Table.Key) of rows that end the
 	// batch absent.
 	Deletes []sluice.Row
 	// Upserts holds the final full images (aligned with Table.Columns) of
-	// rows that end the batch present. An image may hold Unchanged values.
+	// rows that end the batch present. An image may hold Unchanged values
+	// of a row whose key did not change: the target keeps those columns.
 	Upserts []sluice.Row
-	// Moves holds, in source order, primary-key updates whose new image
-	// has Unchanged values that no earlier image in the batch can fill
-	// (PostgreSQL does not send unchanged TOASTed values, and the old key
-	// does not carry them). A target applies each before the table's
-	// deletes and upserts, in place: it deletes any row at To and changes
-	// the key of the row at From to To, so the unchanged values stay; the
-	// row's upsert then writes the columns that were sent.
-	Moves []Move
-}
-
-// Move changes a row's primary key in place.
-type Move struct {
-	From, To sluice.Row // keys, aligned with Table.Key
 }
 
 type keyState struct {
@@ -62,54 +62,78 @@ type keyState struct {
 	key     sluice.Row
 	deleted bool
 	image   sluice.Row
-	order   int
+	gone    bool // dropped by a later truncate of its table
 }
 
-// Compact folds changes, in source order, into a Batch: per key the last
-// image wins, a key whose last change is a delete is deleted (even when the
-// batch also inserted it: see below), a delete followed by an insert becomes
-// an upsert of the new image, and an update that changes the primary key
-// deletes the old key and upserts the new one. Unchanged values in an
-// update are filled from an earlier image of the same row in the batch when
-// there is one.
+// Compact folds changes, in source order, into a Batch.
 //
-// An insert followed by a delete still deletes the key: the batch may be a
-// replay whose insert an earlier, differently cut batch already committed
-// (lanes commit past the checkpoint's low watermark, and a replay after a
-// crash starts from it). Dropping the pair would leave that row on the
-// target for good; deleting a key that is absent costs nothing.
-func Compact(changes []sluice.Change) *Batch {
-	b := &Batch{Changes: len(changes)}
+// The changes of a table go to Batch.Ordered, uncompacted, when inOrder
+// says so (the caller saw the table's compacted changes break a constraint:
+// a unique value one row releases and another takes, a parent its child
+// needs) or when compaction cannot keep them exact: an update that changes
+// a row's primary key while leaving values unsent (PostgreSQL's unchanged
+// TOAST columns) that no earlier image in the batch supplies. Only the row
+// on the target holds those values, so it must be updated in place, and
+// each later change of the table must see it where the source had it.
+//
+// Every other table is compacted per key: the last image wins, a key whose
+// last change is a delete is deleted (even when the batch also inserted
+// it), a delete followed by an insert becomes an upsert of the new image,
+// and an update that changes the primary key deletes the old key and
+// upserts the new one. Unchanged values in an update are filled from an
+// earlier image of the same row in the batch when there is one. A truncate
+// drops what the batch did to the table before it.
+//
+// An insert followed by a delete still deletes the key: a replay (an
+// unknown commit outcome retried) may find the insert already committed,
+// and deleting a key that is absent costs nothing.
+func Compact(changes []sluice.Change, inOrder func(sluice.TableName) bool) *Batch {
+	b := &Batch{}
 	if len(changes) == 0 {
 		return b
 	}
 	b.Last = changes[len(changes)-1].Pos
 	states := make(map[string]*keyState, len(changes))
 	var order []*keyState
+	// A reader hands out a new *Table when a table's definition changes:
+	// each key's final image goes with the *Table it is aligned with, so
+	// one table may have a TableBatch per definition.
 	tableOrder := map[*sluice.Table]int{}
 	var tables []*sluice.Table
-	moves := map[*sluice.Table][]Move{}
+	truncated := map[sluice.TableName]bool{}
+	ordered := map[sluice.TableName]bool{}
 
-	touch := func(t *sluice.Table, key sluice.Row) *keyState {
+	touchTable := func(t *sluice.Table) {
 		if _, ok := tableOrder[t]; !ok {
 			tableOrder[t] = len(tables)
 			tables = append(tables, t)
 		}
+	}
+	touch := func(t *sluice.Table, key sluice.Row) *keyState {
+		touchTable(t)
 		k := encodeKey(t, key)
 		st, ok := states[k]
 		if !ok {
-			st = &keyState{table: t, key: key, order: len(order)}
+			st = &keyState{table: t, key: key}
 			states[k] = st
 			order = append(order, st)
 		}
-		// A reader hands out a new *Table when the table's definition
-		// changes; the key's latest change is aligned with the latest one.
 		st.table = t
 		return st
 	}
 
 	for i := range changes {
 		c := &changes[i]
+		if c.Op == sluice.OpProgress {
+			continue
+		}
+		b.Changes++
+		if inOrder != nil && inOrder(c.Table.Name) {
+			ordered[c.Table.Name] = true
+		}
+		if ordered[c.Table.Name] {
+			continue
+		}
 		switch c.Op {
 		case sluice.OpInsert:
 			st := touch(c.Table, c.Table.KeyOf(c.Row))
@@ -122,38 +146,60 @@ func Compact(changes []sluice.Change) *Batch {
 				oldKey = newKey
 			}
 			var prev sluice.Row
-			if !keysEqual(oldKey, newKey) {
+			if !KeysEqual(oldKey, newKey) {
 				old := touch(c.Table, oldKey)
 				prev = old.image
 				old.deleted = true
 				old.image = nil
 			}
 			st := touch(c.Table, newKey)
-			moved := false
-			if prev == nil && !keysEqual(oldKey, newKey) && hasUnchanged(c.Row) {
-				// The values the source did not send are only on the
-				// target, in the row at the old key: move that row.
-				moves[c.Table] = append(moves[c.Table], Move{From: oldKey, To: newKey})
-				moved = true
-			}
-			if prev == nil && !moved {
+			if prev == nil && KeysEqual(oldKey, newKey) {
 				prev = st.image
 			}
+			img := fillUnchanged(c.Row, prev)
+			if !KeysEqual(oldKey, newKey) && hasUnchanged(img) {
+				ordered[c.Table.Name] = true
+				continue
+			}
 			st.deleted = false
-			st.image = fillUnchanged(c.Row, prev)
+			st.image = img
 		case sluice.OpDelete:
 			st := touch(c.Table, c.Key)
 			st.deleted = true
 			st.image = nil
+		case sluice.OpTruncate:
+			touchTable(c.Table)
+			truncated[c.Table.Name] = true
+			for _, st := range order {
+				if st.table.Name == c.Table.Name {
+					st.gone = true
+					delete(states, encodeKey(st.table, st.key))
+				}
+			}
 		}
 	}
 
+	for i := range changes {
+		if c := &changes[i]; c.Op != sluice.OpProgress && ordered[c.Table.Name] {
+			b.Ordered = append(b.Ordered, *c)
+			b.Rows++
+		}
+	}
 	tbs := make([]*TableBatch, len(tables))
 	for i, t := range tables {
-		tbs[i] = &TableBatch{Table: t, Moves: moves[t]}
-		b.Rows += len(moves[t])
+		tbs[i] = &TableBatch{Table: t}
+		// The truncate goes with the table's first TableBatch, so that it
+		// runs before every row the batch leaves in the table.
+		if truncated[t.Name] {
+			tbs[i].Truncate = true
+			delete(truncated, t.Name)
+			b.Rows++
+		}
 	}
 	for _, st := range order {
+		if st.gone || ordered[st.table.Name] {
+			continue
+		}
 		tb := tbs[tableOrder[st.table]]
 		switch {
 		case st.deleted:
@@ -165,7 +211,7 @@ func Compact(changes []sluice.Change) *Batch {
 		}
 	}
 	for _, tb := range tbs {
-		if len(tb.Deletes)+len(tb.Upserts)+len(tb.Moves) > 0 {
+		if !ordered[tb.Table.Name] && (tb.Truncate || len(tb.Deletes)+len(tb.Upserts) > 0) {
 			b.Tables = append(b.Tables, tb)
 		}
 	}
@@ -202,7 +248,8 @@ func hasUnchanged(r sluice.Row) bool {
 	return false
 }
 
-func keysEqual(a, b sluice.Row) bool {
+// KeysEqual reports whether two keys (or rows) hold the same values.
+func KeysEqual(a, b sluice.Row) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -286,6 +333,65 @@ func ParseMode(s string) (Mode, error) {
 		return PerRow, nil
 	}
 	return 0, fmt.Errorf("apply mode %q: want pipelined or per-row", s)
+}
+
+// ConstraintError marks an apply failure on a constraint of the target (a
+// unique key, a foreign key, a check) after which the target rolled the
+// whole batch back. A compacted batch can break a constraint that the
+// source's own order of the same changes kept (two rows swapping a unique
+// value; a child inserted before its parent), so the stream retries the
+// batch with Table's changes in source order (Compact's inOrder). Applied in
+// source order onto a target that holds exactly the source's rows, the
+// changes cannot break a constraint the source kept: a ConstraintError from
+// such a batch means the target differs from the source.
+type ConstraintError struct {
+	// Tables are the tables the violated constraint concerns, as the
+	// batch names them: the failing statement's, and for a foreign key the
+	// table on its other side when the target says which.
+	Tables []sluice.TableName
+	// Constraint is the target's name for the constraint, Detail the
+	// target's description of the violation (the key and value), when it
+	// gives them.
+	Constraint string
+	Detail     string
+	Err        error
+}
+
+func (e *ConstraintError) Error() string { return e.Err.Error() }
+func (e *ConstraintError) Unwrap() error { return e.Err }
+
+// TableOf names the table, for the log's table field.
+func (e *ConstraintError) TableOf() (sluice.TableName, bool) {
+	if len(e.Tables) == 0 {
+		return sluice.TableName{}, false
+	}
+	return e.Tables[0], true
+}
+
+// Resume returns the checkpoint a stream resumes from, given the
+// checkpoints its target holds (one per lane that wrote one): the highest
+// watermark, each lane's being one that was true when it committed.
+func Resume(cps []sluice.Checkpoint) (sluice.Checkpoint, bool) {
+	var best sluice.Checkpoint
+	for i, cp := range cps {
+		if i == 0 || cp.Applied > best.Applied || (cp.Applied == best.Applied && cp.Seq > best.Seq) {
+			best = cp
+		}
+	}
+	return best, len(cps) > 0
+}
+
+// Committed reports whether cps, the checkpoints a target holds for cp's
+// stream, show cp committed: after a connection broke while a batch was in
+// flight, its commit may or may not have run, and the checkpoint written
+// inside the same transaction tells which.
+func Committed(cps []sluice.Checkpoint, cp sluice.Checkpoint) bool {
+	for _, got := range cps {
+		if got.Lane == cp.Lane {
+			return got.Seq == cp.Seq && got.Position == cp.Position
+		}
+	}
+	return false
 }
 
 // RetryableError marks an apply failure after which the target rolled the

@@ -2,6 +2,9 @@ package apply
 
 import (
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -102,7 +105,7 @@ func TestCompact(t *testing.T) {
 			for i := range tc.changes {
 				tc.changes[i].Pos = sluice.Position{Kind: "test", Token: fmt.Sprint(i)}
 			}
-			b := Compact(tc.changes)
+			b := Compact(tc.changes, nil)
 			if got := render(b); got != tc.want {
 				t.Errorf("got\n%s\nwant\n%s", got, tc.want)
 			}
@@ -121,7 +124,7 @@ func TestCompact(t *testing.T) {
 func TestCompactTableNames(t *testing.T) {
 	x := table("a", "b.c", []int{0}, "id")
 	y := table("a.b", "c", []int{0}, "id")
-	b := Compact([]sluice.Change{ins(x, "1"), del(y, "1")})
+	b := Compact([]sluice.Change{ins(x, "1"), del(y, "1")}, nil)
 	if b.Rows != 2 || len(b.Tables) != 2 {
 		t.Fatalf("got %s", render(b))
 	}
@@ -133,7 +136,7 @@ func TestCompactTableNames(t *testing.T) {
 func TestCompactRedefinedTable(t *testing.T) {
 	v1 := table("public", "t", []int{0}, "id", "v")
 	v2 := table("public", "t", []int{0}, "id", "v", "added")
-	b := Compact([]sluice.Change{ins(v1, "1", "a"), ins(v1, "2", "b"), upd(v2, nil, "1", "a2", "n")})
+	b := Compact([]sluice.Change{ins(v1, "1", "a"), ins(v1, "2", "b"), upd(v2, nil, "1", "a2", "n")}, nil)
 	for _, tb := range b.Tables {
 		for _, r := range tb.Upserts {
 			if len(r) != len(tb.Table.Columns) {
@@ -146,40 +149,110 @@ func TestCompactRedefinedTable(t *testing.T) {
 	}
 }
 
-func TestCompactMovesKeyChangeWithUnchangedValues(t *testing.T) {
-	tbl := &sluice.Table{Name: sluice.TableName{Name: "docs"}, Columns: []sluice.Column{{Name: "id"}, {Name: "n"}, {Name: "body"}}, Key: []int{0}}
-	unchanged := sluice.Value{Unchanged: true}
-	cs := []sluice.Change{
-		// The key changes and the big body was not sent: only the target
-		// has it, so the row must be moved in place.
-		{Table: tbl, Op: sluice.OpUpdate, Key: sluice.Row{sluice.Text("1")}, Row: sluice.Row{sluice.Text("101"), sluice.Text("5"), unchanged}},
-		{Table: tbl, Op: sluice.OpUpdate, Key: sluice.Row{sluice.Text("101")}, Row: sluice.Row{sluice.Text("101"), sluice.Text("6"), unchanged}},
-		// Here an earlier image in the batch has the body: no move needed.
-		{Table: tbl, Op: sluice.OpInsert, Row: sluice.Row{sluice.Text("2"), sluice.Text("1"), sluice.Text("big")}},
-		{Table: tbl, Op: sluice.OpUpdate, Key: sluice.Row{sluice.Text("2")}, Row: sluice.Row{sluice.Text("202"), sluice.Text("1"), unchanged}},
-	}
-	b := Compact(cs)
-	if len(b.Tables) != 1 {
-		t.Fatalf("tables = %d", len(b.Tables))
-	}
-	tb := b.Tables[0]
-	if len(tb.Moves) != 1 || tb.Moves[0].From[0].Text != "1" || tb.Moves[0].To[0].Text != "101" {
-		t.Fatalf("moves = %+v, want one move 1 → 101", tb.Moves)
-	}
-	var got101, got202 sluice.Row
-	for _, r := range tb.Upserts {
-		switch r[0].Text {
-		case "101":
-			got101 = r
-		case "202":
-			got202 = r
+// renderOrdered prints a batch's ordered changes as "op table key/row" items.
+func renderOrdered(b *Batch) string {
+	var parts []string
+	for _, c := range b.Ordered {
+		switch c.Op {
+		case sluice.OpDelete:
+			parts = append(parts, "-"+c.Table.Name.Name+fmt.Sprint(c.Key))
+		case sluice.OpInsert:
+			parts = append(parts, "+"+c.Table.Name.Name+fmt.Sprint(c.Row))
+		case sluice.OpUpdate:
+			key := c.Key
+			if key == nil {
+				key = c.Table.KeyOf(c.Row)
+			}
+			parts = append(parts, "~"+c.Table.Name.Name+fmt.Sprint(key)+fmt.Sprint(c.Row))
+		case sluice.OpTruncate:
+			parts = append(parts, "!"+c.Table.Name.Name)
 		}
 	}
-	if got101 == nil || got101[1].Text != "6" || !got101[2].Unchanged {
-		t.Fatalf("upsert of 101 = %v, want n=6 with body unchanged", got101)
+	return strings.Join(parts, " ")
+}
+
+// TestCompactKeyChangesOverUnsentValues covers the chains that once wrote
+// NULL over TOASTed values: a key changed twice (A→B→C), and back (A→B→A),
+// with the big value unsent. Only the row on the target has it, so the
+// table's changes must be applied in place, in source order; a batch
+// where an earlier image supplies the value stays compacted.
+func TestCompactKeyChangesOverUnsentValues(t *testing.T) {
+	docs := table("public", "docs", []int{0}, "id", "n", "body")
+	other := table("public", "other", []int{0}, "id", "v")
+	cases := []struct {
+		name          string
+		changes       []sluice.Change
+		ordered, rest string
+	}{
+		{"A→B→C", []sluice.Change{upd(docs, []string{"1"}, "1001", "2", "?"), upd(docs, []string{"1001"}, "2001", "2", "?")},
+			"~docs[1][1001 2 (unchanged)] ~docs[1001][2001 2 (unchanged)]", ""},
+		{"A→B→A", []sluice.Change{upd(docs, []string{"1"}, "2", "5", "?"), upd(docs, []string{"2"}, "1", "6", "?")},
+			"~docs[1][2 5 (unchanged)] ~docs[2][1 6 (unchanged)]", ""},
+		{"the issue's writer", []sluice.Change{
+			upd(docs, []string{"7"}, "1007", "3", "?"),
+			upd(docs, []string{"1007"}, "2007", "3", "?"),
+			upd(docs, nil, "2", "9", "?"),
+			ins(other, "1", "x"),
+		}, "~docs[7][1007 3 (unchanged)] ~docs[1007][2007 3 (unchanged)] ~docs[2][2 9 (unchanged)]", "public.other: +[1 x]"},
+		{"filled from the batch: compacted", []sluice.Change{ins(docs, "1", "1", "big"), upd(docs, []string{"1"}, "2", "1", "?"), upd(docs, []string{"2"}, "3", "2", "?")},
+			"", "public.docs: -[1] -[2] +[3 2 big]"},
+		{"same key unsent: compacted", []sluice.Change{upd(docs, nil, "1", "2", "?"), upd(docs, nil, "1", "3", "?")},
+			"", "public.docs: +[1 3 (unchanged)]"},
+		{"truncate drops what came before", []sluice.Change{ins(other, "1", "x"), {Table: other, Op: sluice.OpTruncate}, ins(other, "2", "y")},
+			"", "public.other: ! +[2 y]"},
+		{"progress markers are not changes", []sluice.Change{{Op: sluice.OpProgress}, ins(other, "1", "x"), {Op: sluice.OpProgress}},
+			"", "public.other: +[1 x]"},
 	}
-	if got202 == nil || got202[2].Text != "big" {
-		t.Fatalf("upsert of 202 = %v, want the body filled from the insert", got202)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := Compact(tc.changes, nil)
+			if got := renderOrdered(b); got != tc.ordered {
+				t.Errorf("ordered:\n got %s\nwant %s", got, tc.ordered)
+			}
+			if got := renderTruncates(b); got != tc.rest {
+				t.Errorf("compacted:\n got %s\nwant %s", got, tc.rest)
+			}
+		})
+	}
+}
+
+func renderTruncates(b *Batch) string {
+	var lines []string
+	for _, tb := range b.Tables {
+		var parts []string
+		if tb.Truncate {
+			parts = append(parts, "!")
+		}
+		for _, k := range tb.Deletes {
+			parts = append(parts, "-"+fmt.Sprint(k))
+		}
+		for _, r := range tb.Upserts {
+			parts = append(parts, "+"+fmt.Sprint(r))
+		}
+		lines = append(lines, tb.Table.Name.String()+": "+strings.Join(parts, " "))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestCompactInOrder checks that a table the caller names goes to Ordered
+// whole, in source order and interleaved with the other ordered tables,
+// while the rest stays compacted.
+func TestCompactInOrder(t *testing.T) {
+	u := table("public", "users", []int{0}, "id", "email")
+	p := table("public", "parents", []int{0}, "id")
+	o := table("public", "other", []int{0}, "id", "v")
+	cs := []sluice.Change{
+		upd(u, nil, "1", "tmp"), ins(p, "9"), upd(u, nil, "2", "a"), ins(o, "1", "x"), upd(u, nil, "1", "b"), upd(o, nil, "1", "y"),
+	}
+	b := Compact(cs, func(n sluice.TableName) bool { return n.Name != "other" })
+	if got, want := renderOrdered(b), "~users[1][1 tmp] +parents[9] ~users[2][2 a] ~users[1][1 b]"; got != want {
+		t.Errorf("ordered:\n got %s\nwant %s", got, want)
+	}
+	if got, want := render(b), "public.other: +[1 y]"; got != want {
+		t.Errorf("compacted: got %s, want %s", got, want)
+	}
+	if b.Changes != 6 || b.Rows != 5 {
+		t.Errorf("Changes, Rows = %d, %d; want 6, 5", b.Changes, b.Rows)
 	}
 }
 
@@ -196,4 +269,127 @@ func TestParseMode(t *testing.T) {
 	if _, err := ParseMode("batched"); err == nil || !strings.Contains(err.Error(), "pipelined or per-row") {
 		t.Errorf("ParseMode(batched) error = %v", err)
 	}
+}
+
+// TestCompactModel checks Compact against a model: random change sequences
+// over a table with a value the source leaves unsent when it does not
+// change (like PostgreSQL's TOAST), cut into batches at random points.
+// Each batch, applied the way a target applies it (Tables, then Ordered)
+// to the source's state at the batch's start, must leave exactly the
+// source's state at its end. A loss shows as a value the target never
+// got.
+func TestCompactModel(t *testing.T) {
+	docs := table("public", "docs", []int{0}, "id", "n", "body")
+	for seed := uint64(1); seed <= 2000; seed++ {
+		r := rand.New(rand.NewPCG(seed, 0))
+		src := map[string][2]string{} // id → n, body
+		var changes []sluice.Change
+		var states []map[string][2]string // source state after each change
+		for len(changes) < 40 {
+			id := strconv.Itoa(r.IntN(8))
+			cur, exists := src[id]
+			switch {
+			case !exists && r.IntN(3) > 0:
+				v := [2]string{strconv.Itoa(r.IntN(100)), "body" + strconv.Itoa(r.IntN(1000))}
+				src[id] = v
+				changes = append(changes, ins(docs, id, v[0], v[1]))
+			case exists && r.IntN(10) == 0:
+				delete(src, id)
+				changes = append(changes, del(docs, id))
+			case exists:
+				newID := id
+				if r.IntN(2) == 0 {
+					newID = strconv.Itoa(r.IntN(8))
+					if _, taken := src[newID]; taken && newID != id {
+						continue
+					}
+				}
+				n := strconv.Itoa(r.IntN(100))
+				body, sent := cur[1], "?"
+				if r.IntN(4) == 0 {
+					body = "body" + strconv.Itoa(r.IntN(1000))
+					sent = body
+				}
+				delete(src, id)
+				src[newID] = [2]string{n, body}
+				changes = append(changes, upd(docs, []string{id}, newID, n, sent))
+			case r.IntN(15) == 0:
+				clear(src)
+				changes = append(changes, sluice.Change{Table: docs, Op: sluice.OpTruncate})
+			default:
+				continue
+			}
+			states = append(states, maps.Clone(src))
+		}
+		start := map[string][2]string{}
+		for from := 0; from < len(changes); {
+			to := min(len(changes), from+1+r.IntN(12))
+			var inOrder func(sluice.TableName) bool
+			if r.IntN(4) == 0 {
+				inOrder = func(sluice.TableName) bool { return true }
+			}
+			got, err := applyModel(maps.Clone(start), Compact(changes[from:to], inOrder))
+			if err != nil {
+				t.Fatalf("seed %d, batch [%d,%d): %v\nchanges: %v", seed, from, to, err, changes[from:to])
+			}
+			if want := states[to-1]; !maps.Equal(got, want) {
+				t.Fatalf("seed %d, batch [%d,%d): target %v, source %v\nchanges: %v", seed, from, to, got, want, changes[from:to])
+			}
+			start, from = states[to-1], to
+		}
+	}
+}
+
+// applyModel applies a batch to an in-memory table the way a target does:
+// an upsert of a missing row leaves its unsent columns NULL, an update in
+// place keeps them, an update of a missing row changes nothing.
+func applyModel(rows map[string][2]string, b *Batch) (map[string][2]string, error) {
+	set := func(dst *[2]string, img sluice.Row) {
+		if !img[1].Unchanged {
+			dst[0] = img[1].Text
+		}
+		if !img[2].Unchanged {
+			dst[1] = img[2].Text
+		}
+	}
+	for _, tb := range b.Tables {
+		if tb.Truncate {
+			clear(rows)
+		}
+		for _, k := range tb.Deletes {
+			delete(rows, k[0].Text)
+		}
+		for _, img := range tb.Upserts {
+			v, ok := rows[img[0].Text]
+			if !ok {
+				v = [2]string{"NULL", "NULL"}
+			}
+			set(&v, img)
+			rows[img[0].Text] = v
+		}
+	}
+	for _, c := range b.Ordered {
+		switch c.Op {
+		case sluice.OpTruncate:
+			clear(rows)
+		case sluice.OpDelete:
+			delete(rows, c.Key[0].Text)
+		case sluice.OpInsert:
+			v := [2]string{"NULL", "NULL"}
+			set(&v, c.Row)
+			rows[c.Row[0].Text] = v
+		case sluice.OpUpdate:
+			v, ok := rows[c.Key[0].Text]
+			if !ok {
+				return nil, fmt.Errorf("update of missing row %v", c.Key)
+			}
+			if _, taken := rows[c.Row[0].Text]; taken && c.Row[0].Text != c.Key[0].Text {
+				return nil, fmt.Errorf("key change onto an existing row %v", c.Row)
+			}
+			delete(rows, c.Key[0].Text)
+			set(&v, c.Row)
+			rows[c.Row[0].Text] = v
+		}
+	}
+	return rows, nil
 }

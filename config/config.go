@@ -61,35 +61,36 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // field is not set at that level. The toml tag of each field is its key,
 // the snake_case of the flag's name.
 type Settings struct {
-	StreamID           *string   `toml:"stream_id"`
-	Source             *string   `toml:"source"`
-	SourcePasswordFile *string   `toml:"source_password_file"`
-	Target             *string   `toml:"target"`
-	TargetPasswordFile *string   `toml:"target_password_file"`
-	Tables             []string  `toml:"tables"`
-	StateDir           *string   `toml:"state_dir"`
-	SourceMode         *string   `toml:"source_mode"`
-	FromNow            *bool     `toml:"from_now"`
-	ApplyBatchSize     *int      `toml:"apply_batch_size"`
-	NoAutoTune         *bool     `toml:"no_auto_tune"`
-	ApplyMode          *string   `toml:"apply_mode"`
-	MultiStatements    *string   `toml:"multi_statements"`
-	DisableFKChecks    *bool     `toml:"disable_fk_checks"`
-	Controller         *string   `toml:"controller"`
-	MinLanes           *int      `toml:"min_lanes"`
-	MaxLanes           *int      `toml:"max_lanes"`
-	StallRatio         *float64  `toml:"stall_ratio"`
-	StallWindow        *Duration `toml:"stall_window"`
-	ExitOnStall        *bool     `toml:"exit_on_stall"`
-	KillBudget         *Duration `toml:"kill_budget"`
-	TargetTxTimeout    *Duration `toml:"target_tx_timeout"`
-	MaxBatchBytes      *int64    `toml:"max_batch_bytes"`
-	PollInterval       *Duration `toml:"poll_interval"`
-	MaxQueueBytes      *int64    `toml:"max_queue_bytes"`
-	ShutdownTimeout    *Duration `toml:"shutdown_timeout"`
-	MetricsListen      *string   `toml:"metrics_listen"`
-	LogLevel           *string   `toml:"log_level"`
-	LogFormat          *string   `toml:"log_format"`
+	StreamID            *string   `toml:"stream_id"`
+	Source              *string   `toml:"source"`
+	SourcePasswordFile  *string   `toml:"source_password_file"`
+	Target              *string   `toml:"target"`
+	TargetPasswordFile  *string   `toml:"target_password_file"`
+	Tables              []string  `toml:"tables"`
+	StateDir            *string   `toml:"state_dir"`
+	SourceMode          *string   `toml:"source_mode"`
+	FromNow             *bool     `toml:"from_now"`
+	ApplyBatchSize      *int      `toml:"apply_batch_size"`
+	NoAutoTune          *bool     `toml:"no_auto_tune"`
+	ApplyMode           *string   `toml:"apply_mode"`
+	MultiStatements     *string   `toml:"multi_statements"`
+	DisableFKChecks     *bool     `toml:"disable_fk_checks"`
+	AllowCollationMerge *bool     `toml:"allow_collation_merge"`
+	Controller          *string   `toml:"controller"`
+	MinLanes            *int      `toml:"min_lanes"`
+	MaxLanes            *int      `toml:"max_lanes"`
+	StallRatio          *float64  `toml:"stall_ratio"`
+	StallWindow         *Duration `toml:"stall_window"`
+	ExitOnStall         *bool     `toml:"exit_on_stall"`
+	KillBudget          *Duration `toml:"kill_budget"`
+	TargetTxTimeout     *Duration `toml:"target_tx_timeout"`
+	MaxBatchBytes       *int64    `toml:"max_batch_bytes"`
+	PollInterval        *Duration `toml:"poll_interval"`
+	MaxQueueBytes       *int64    `toml:"max_queue_bytes"`
+	ShutdownTimeout     *Duration `toml:"shutdown_timeout"`
+	MetricsListen       *string   `toml:"metrics_listen"`
+	LogLevel            *string   `toml:"log_level"`
+	LogFormat           *string   `toml:"log_format"`
 }
 
 // daemonWide are the keys that belong to the process, not to one stream:
@@ -227,35 +228,36 @@ type Flags interface {
 
 // Stream is a stream's effective settings.
 type Stream struct {
-	StreamID           string
-	Source             string
-	SourcePasswordFile string
-	Target             string
-	TargetPasswordFile string
-	Tables             []string
-	StateDir           string
-	SourceMode         string
-	FromNow            bool
-	ApplyBatchSize     int
-	NoAutoTune         bool
-	ApplyMode          string
-	MultiStatements    string
-	DisableFKChecks    bool
-	Controller         string
-	MinLanes           int
-	MaxLanes           int
-	StallRatio         float64
-	StallWindow        time.Duration
-	ExitOnStall        bool
-	KillBudget         time.Duration
-	TargetTxTimeout    time.Duration
-	MaxBatchBytes      int64
-	PollInterval       time.Duration
-	MaxQueueBytes      int64
-	ShutdownTimeout    time.Duration
-	MetricsListen      string
-	LogLevel           string
-	LogFormat          string
+	StreamID            string
+	Source              string
+	SourcePasswordFile  string
+	Target              string
+	TargetPasswordFile  string
+	Tables              []string
+	StateDir            string
+	SourceMode          string
+	FromNow             bool
+	ApplyBatchSize      int
+	NoAutoTune          bool
+	ApplyMode           string
+	MultiStatements     string
+	DisableFKChecks     bool
+	AllowCollationMerge bool
+	Controller          string
+	MinLanes            int
+	MaxLanes            int
+	StallRatio          float64
+	StallWindow         time.Duration
+	ExitOnStall         bool
+	KillBudget          time.Duration
+	TargetTxTimeout     time.Duration
+	MaxBatchBytes       int64
+	PollInterval        time.Duration
+	MaxQueueBytes       int64
+	ShutdownTimeout     time.Duration
+	MetricsListen       string
+	LogLevel            string
+	LogFormat           string
 }
 
 // Resolve merges flags (and their environment variables), the file and the

@@ -39,6 +39,10 @@ type StreamOptions struct {
 	// MultiStatements is "auto" (default), "on" or "off": whether a MySQL
 	// target gets each batch as one multi-statement packet.
 	MultiStatements string
+	// AllowCollationMerge accepts target key columns (the source's primary
+	// key, the target's unique indexes) whose collation holds as equal
+	// values the source keeps apart (see postgres.Config).
+	AllowCollationMerge bool
 	// DisableFKChecks runs a MySQL target's applier session with
 	// foreign_key_checks = 0.
 	DisableFKChecks bool
@@ -447,30 +451,39 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	if err != nil {
 		return recordErr(ctx, store, o.ID, fmt.Errorf("--source: %w", err))
 	}
+	tgtEngine, err := EngineOf(o.TargetURL)
+	if err != nil {
+		return recordErr(ctx, store, o.ID, fmt.Errorf("--target: %w", err))
+	}
 	// Every connection to the target (first lane, further lanes, the
 	// stall diagnosis) is opened the same way.
 	topts := targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,
-		MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, Logger: log}
+		MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, AllowCollationMerge: o.AllowCollationMerge, Logger: log}
 	tgt, err := openTarget(ctx, topts)
 	if err != nil {
 		return recordErr(ctx, store, o.ID, err)
 	}
 	defer tgt.Close(context.WithoutCancel(ctx))
 
-	start, err := resumePoint(ctx, log, store, tgt, o.ID)
+	res, err := resumePoint(ctx, log, store, tgt, o.ID)
 	if err != nil {
 		return recordErr(ctx, store, o.ID, err)
 	}
+	start := res.start
 	rd, err := openSource(ctx, sourceOptions{
-		URL:          o.SourceURL,
-		Mode:         o.SourceMode,
-		Stream:       o.ID,
-		FromNow:      o.FromNow,
-		Tables:       o.Tables,
-		PollInterval: o.PollInterval,
-		Install:      true,
-		Logger:       log,
+		URL:           o.SourceURL,
+		Mode:          o.SourceMode,
+		Stream:        o.ID,
+		FromNow:       o.FromNow,
+		Tables:        o.Tables,
+		PollInterval:  o.PollInterval,
+		Install:       true,
+		OldCheckpoint: !start.Position.IsZero() && start.Lanes == 0,
+		Logger:        log,
 	}, start.Position)
+	if err != nil && res.olderTarget != nil {
+		err = olderTargetError(o.ID, start, *res.olderTarget, err)
+	}
 	if err != nil {
 		return recordErr(ctx, store, o.ID, err)
 	}
@@ -507,16 +520,29 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	}
 	ctrl := newSizer()
 	tables := rd.Tables()
-	// Tables with unique keys besides the primary key stay in one lane.
-	whole := map[sluice.TableName]bool{}
-	if o.MaxLanes > 1 {
-		for _, t := range tables {
-			has, err := tgt.HasUniqueKeys(ctx, t.Name)
-			if err != nil {
-				return recordErr(ctx, store, o.ID, err)
-			}
-			whole[t.Name] = has
+	// Lanes route the changes of tables with unique keys besides the
+	// primary key, and of tables joined by foreign keys, by group; a
+	// stream whose lanes stopped undrained must route as they did.
+	var groups map[sluice.TableName]string
+	var routing string
+	if o.MaxLanes > 1 || slices.ContainsFunc(res.lanes, func(cp sluice.Checkpoint) bool { return cp.Lanes > 1 }) {
+		groups, routing, err = routeGroups(ctx, tgt, tables, srcEngine == EnginePostgres && tgtEngine == EnginePostgres)
+		if err != nil {
+			return recordErr(ctx, store, o.ID, err)
 		}
+	}
+	rec, err := recovery(log, res, routing)
+	if err != nil {
+		return recordErr(ctx, store, o.ID, err)
+	}
+	if start.Position.IsZero() {
+		// A new stream: its start is durable before it reports itself
+		// started, so that a restart (with --from-now or without) resumes
+		// there and skips nothing.
+		if start, err = startCheckpoint(ctx, tgt, store, o.ID, rd.Start(), routing); err != nil {
+			return recordErr(ctx, store, o.ID, err)
+		}
+		log.Info("stream start recorded", "stream", o.ID, "position", start.Position.String())
 	}
 	newTarget := func(ctx context.Context) (stream.Target, error) {
 		t, err := openTarget(ctx, topts)
@@ -552,7 +578,10 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		MaxLanes:            o.MaxLanes,
 		NewTarget:           newTarget,
 		NewSizer:            newSizer,
-		WholeTable:          func(t *sluice.Table) bool { return whole[t.Name] },
+		Groups:              groups,
+		Routing:             routing,
+		Recovery:            rec,
+		Covers:              coversOfKind[start.Position.Kind],
 		Start:               start,
 		MaxQueueBytes:       o.MaxQueueBytes,
 		ShutdownTimeout:     o.ShutdownTimeout,
@@ -603,39 +632,6 @@ func recordErr(ctx context.Context, store *checkpoint.Store, stream string, err 
 	}
 	_ = store.SetError(stream, err.Error())
 	return err
-}
-
-// resumePoint picks the newer of the state file's checkpoint and the one the
-// target keeps inside its own transactions. The target's can be newer (a
-// crash between the target commit and the state-file write); the state
-// file's can be newer only if the target's table was lost, e.g. a restore.
-func resumePoint(ctx context.Context, log *slog.Logger, store *checkpoint.Store, tgt target, id string) (sluice.Checkpoint, error) {
-	rec, inFile, err := store.Get(id)
-	if err != nil {
-		return sluice.Checkpoint{}, err
-	}
-	onTarget, inTarget, err := tgt.ReadCheckpoint(ctx, id)
-	if err != nil {
-		return sluice.Checkpoint{}, fmt.Errorf("read stream %s checkpoint from the target: %w", id, err)
-	}
-	fileCP := rec.Checkpoint()
-	switch {
-	case inTarget && (!inFile || onTarget.Seq > fileCP.Seq):
-		if inFile {
-			log.Info("target checkpoint is newer than the state file; resuming from the target's", "stream", id, "target_seq", onTarget.Seq, "file_seq", fileCP.Seq)
-		}
-		onTarget.Stream = id
-		return onTarget, nil
-	case inFile && inTarget && onTarget.Seq < fileCP.Seq:
-		log.Warn("target checkpoint is older than the state file (was the target restored?); resuming from the state file", "stream", id, "target_seq", onTarget.Seq, "file_seq", fileCP.Seq)
-	case inFile && !inTarget:
-		log.Warn("target has no checkpoint for this stream; resuming from the state file", "stream", id)
-	}
-	if inFile {
-		fileCP.Stream = id
-		return fileCP, nil
-	}
-	return sluice.Checkpoint{Stream: id}, nil
 }
 
 // report prints progress and keeps the status file fresh until ctx ends.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -51,10 +52,15 @@ func EngineOf(rawURL string) (Engine, error) {
 	return "", fmt.Errorf("connection %s: unsupported scheme %q (supported: postgres://, mysql://)", MaskURL(rawURL), scheme)
 }
 
-// MaskURL hides the password of a connection URL or MySQL DSN for logs and
-// errors.
+// MaskURL hides the password of a connection URL, MySQL DSN or
+// PostgreSQL key=value string for logs and errors. A URL that does not
+// parse is redacted whole: where its password ends cannot be told.
 func MaskURL(raw string) string {
-	if !strings.Contains(raw, "://") {
+	scheme, _, isURL := strings.Cut(raw, "://")
+	if !isURL && kvPassword.MatchString(raw) {
+		return kvPassword.ReplaceAllString(raw, "${1}xxxxx")
+	}
+	if !isURL {
 		// user:pass@tcp(host)/db; as go-sql-driver reads it, the password
 		// runs from the first ':' to the last '@' before the last '/' (it
 		// may itself hold '@' and '/').
@@ -70,14 +76,27 @@ func MaskURL(raw string) string {
 		return raw
 	}
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+	if err != nil {
+		return scheme + "://(a connection URL that does not parse; not shown, as it may hold a password)"
 	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword") {
+			q.Set(k, "xxxxx")
+			u.RawQuery = q.Encode()
+		}
 	}
 	return u.String()
 }
+
+// kvPassword finds the password of a PostgreSQL key=value connection
+// string: password=secret or password='sec ret' (quotes escaped by \).
+var kvPassword = regexp.MustCompile(`(?i)((?:^|\s)(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s]*)`)
 
 func ParseTables(list []string) ([]sluice.TableName, error) {
 	var out []sluice.TableName
@@ -111,11 +130,18 @@ type sourceOptions struct {
 	// FromNow lets a log-based reader start a stream that has no
 	// checkpoint at the source's current position.
 	FromNow bool
-	Logger  *slog.Logger
+	// OldCheckpoint says the position comes from a checkpoint written by a
+	// sluice before lanes kept checkpoints of their own, which moved an
+	// idle PostgreSQL slot past its checkpoint.
+	OldCheckpoint bool
+	Logger        *slog.Logger
 }
 
 type reader interface {
 	Tables() []*sluice.Table
+	// Start is the position the reader started from: its resume position,
+	// or where a reader opened without one starts reading.
+	Start() sluice.Position
 	Read(ctx context.Context, max int) ([]sluice.Change, error)
 	Ack(ctx context.Context, pos sluice.Position) error
 	Close() error
@@ -188,6 +214,7 @@ func openSource(ctx context.Context, o sourceOptions, from sluice.Position) (rea
 	case ModeLogical:
 		r, err := pglogical.Open(ctx, o.URL, pglogical.Config{
 			Tables: o.Tables, Stream: o.Stream, FromNow: o.FromNow, PollInterval: o.PollInterval, Logger: o.Logger,
+			AcceptSlotAhead: o.OldCheckpoint,
 		}, from)
 		if err != nil {
 			return nil, hint(err)
@@ -205,6 +232,7 @@ func openSource(ctx context.Context, o sourceOptions, from sluice.Position) (rea
 	switch eng {
 	case EnginePostgres:
 		return pgtrigger.Open(ctx, o.URL, pgtrigger.Config{
+			Stream:       o.Stream,
 			Tables:       o.Tables,
 			PollInterval: o.PollInterval,
 			Install:      o.Install,
@@ -212,6 +240,7 @@ func openSource(ctx context.Context, o sourceOptions, from sluice.Position) (rea
 		}, from)
 	case EngineMySQL:
 		return mytrigger.Open(ctx, o.URL, mytrigger.Config{
+			Stream:       o.Stream,
 			Tables:       o.Tables,
 			PollInterval: o.PollInterval,
 			Install:      o.Install,
@@ -231,7 +260,10 @@ type targetOptions struct {
 	MultiStatements string
 	// DisableFKChecks runs a MySQL target session with foreign_key_checks=0.
 	DisableFKChecks bool
-	Logger          *slog.Logger
+	// AllowCollationMerge accepts target key columns whose collation holds
+	// as equal values the source keeps apart.
+	AllowCollationMerge bool
+	Logger              *slog.Logger
 }
 
 // crossTarget is a target the cross-engine type map can wrap.
@@ -251,6 +283,8 @@ type target interface {
 	stream.Target
 	Preflight(ctx context.Context, tables []*sluice.Table) error
 	ReadCheckpoint(ctx context.Context, stream string) (sluice.Checkpoint, bool, error)
+	ReadCheckpoints(ctx context.Context, stream string) ([]sluice.Checkpoint, error)
+	ForeignKeys(ctx context.Context, name sluice.TableName) ([]sluice.TableName, error)
 	Close(ctx context.Context) error
 }
 
@@ -266,13 +300,13 @@ func openTarget(ctx context.Context, o targetOptions) (target, error) {
 	var tgt crossTarget
 	switch eng {
 	case EnginePostgres:
-		t, err := postgres.Open(ctx, o.URL, postgres.Config{Mode: mode, Logger: o.Logger})
+		t, err := postgres.Open(ctx, o.URL, postgres.Config{Mode: mode, AllowCollationMerge: o.AllowCollationMerge, Logger: o.Logger})
 		if err != nil {
 			return nil, err
 		}
 		tgt = t
 	case EngineMySQL:
-		cfg := mysqltarget.Config{Mode: mode, DisableForeignKeyChecks: o.DisableFKChecks, Logger: o.Logger}
+		cfg := mysqltarget.Config{Mode: mode, DisableForeignKeyChecks: o.DisableFKChecks, AllowCollationMerge: o.AllowCollationMerge, Logger: o.Logger}
 		switch o.MultiStatements {
 		case "", "auto":
 		case "on", "off":
@@ -314,10 +348,22 @@ func InstallCapture(ctx context.Context, sourceURL string, tables []sluice.Table
 	return captureAdmin(ctx, sourceURL, tables, true)
 }
 
-// UninstallCapture removes trigger capture from tables on a source, as
-// `sluice source uninstall` does.
-func UninstallCapture(ctx context.Context, sourceURL string, tables []sluice.TableName) error {
+// UninstallCapture removes stream's consumer of the changelog (so that it
+// no longer holds rows back from pruning) and trigger capture from tables
+// on a source, as `sluice source uninstall` does.
+func UninstallCapture(ctx context.Context, sourceURL, stream string, tables []sluice.TableName) error {
+	if err := unregisterConsumer(ctx, sourceURL, stream); err != nil {
+		return err
+	}
 	return captureAdmin(ctx, sourceURL, tables, false)
+}
+
+// unregisterConsumer drops a stream's consumer position of a trigger
+// source's changelog.
+func unregisterConsumer(ctx context.Context, sourceURL, stream string) error {
+	return withTriggerSource(ctx, sourceURL,
+		func(conn *pgx.Conn) error { return pgtrigger.Unregister(ctx, conn, pgtrigger.DefaultSchema, stream) },
+		func(db *sql.DB) error { return mytrigger.Unregister(ctx, db, stream) })
 }
 
 // SetupLogical creates (or completes) a PostgreSQL stream's publication
@@ -333,6 +379,24 @@ func UninstallLogical(ctx context.Context, sourceURL, stream string, tables []sl
 }
 
 func captureAdmin(ctx context.Context, sourceURL string, tables []sluice.TableName, install bool) error {
+	return withTriggerSource(ctx, sourceURL,
+		func(conn *pgx.Conn) error {
+			if install {
+				return pgtrigger.Install(ctx, conn, pgtrigger.DefaultSchema, tables)
+			}
+			return pgtrigger.Uninstall(ctx, conn, pgtrigger.DefaultSchema, tables)
+		},
+		func(db *sql.DB) error {
+			if install {
+				return mytrigger.Install(ctx, db, tables)
+			}
+			return mytrigger.Uninstall(ctx, db, tables)
+		})
+}
+
+// withTriggerSource connects to a trigger source and runs the function for
+// its engine on the connection.
+func withTriggerSource(ctx context.Context, sourceURL string, pg func(*pgx.Conn) error, my func(*sql.DB) error) error {
 	eng, err := EngineOf(sourceURL)
 	if err != nil {
 		return fmt.Errorf("--source: %w", err)
@@ -344,10 +408,7 @@ func captureAdmin(ctx context.Context, sourceURL string, tables []sluice.TableNa
 			return err
 		}
 		defer conn.Close(ctx)
-		if install {
-			return pgtrigger.Install(ctx, conn, pgtrigger.DefaultSchema, tables)
-		}
-		return pgtrigger.Uninstall(ctx, conn, pgtrigger.DefaultSchema, tables)
+		return pg(conn)
 	case EngineMySQL:
 		cfg, err := mytrigger.ParseDSN(sourceURL)
 		if err != nil {
@@ -359,10 +420,7 @@ func captureAdmin(ctx context.Context, sourceURL string, tables []sluice.TableNa
 		}
 		db := sql.OpenDB(connector)
 		defer db.Close()
-		if install {
-			return mytrigger.Install(ctx, db, tables)
-		}
-		return mytrigger.Uninstall(ctx, db, tables)
+		return my(db)
 	}
 	return fmt.Errorf("--source: %s sources are not supported", eng)
 }

@@ -411,7 +411,7 @@ func (r *runner) batch(n int) (*apply.Batch, sluice.Checkpoint) {
 			Pos:  sluice.Position{Kind: "diagnose", Token: strconv.FormatInt(id, 10)},
 		}
 	}
-	b := apply.Compact(changes)
+	b := apply.Compact(changes, nil)
 	r.seq++
 	return b, sluice.Checkpoint{Stream: r.stream, Seq: r.seq, Position: b.Last, Applied: uint64(r.nextID), Time: now}
 }

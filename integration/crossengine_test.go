@@ -2,13 +2,12 @@ package integration
 
 import (
 	"context"
-	"crypto/md5"
 	"database/sql"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -331,225 +330,21 @@ var xtables = map[string][]string{
 	"order_lines": {"order_id", "line_no", "sku", "qty"},
 }
 
-// xkeys orders rows; qualified so that PostgreSQL does not sort by the
-// text output columns of the same names.
-var xkeys = map[string]string{"items": "items.id", "order_lines": "order_lines.order_id, order_lines.line_no"}
-
-// xsum is a table's checksum over values normalised so that the same
-// value compares equal on both engines (t and 1, '\x00ff' and raw bytes,
-// a timestamp with and without +00, jsonb's and JSON's spacing).
-func (e *endpoint) xsum(ctx context.Context, table string) (int, string, error) {
-	n, sum, _, err := e.xrows(ctx, table)
-	return n, sum, err
+// xtableNames are the cross-engine schema's tables, in a fixed order.
+func xtableNames() []string {
+	names := make([]string, 0, len(xtables))
+	for t := range xtables {
+		names = append(names, t)
+	}
+	slices.Sort(names)
+	return names
 }
 
-// xrows returns a table's row count, checksum and normalised rows.
-func (e *endpoint) xrows(ctx context.Context, table string) (int, string, []string, error) {
-	cols := xtables[table]
-	var lines []string
-	q := fmt.Sprintf("SELECT %s FROM %s ORDER BY %s", strings.Join(cols, ", "), table, xkeys[table])
-	kinds := map[string]string{}
-	for _, c := range xcols {
-		kinds[c.name] = c.kind
-	}
-	h := md5.New()
-	n := 0
-	emit := func(vals []*string) {
-		n++
-		var line strings.Builder
-		for i, v := range vals {
-			if v == nil {
-				line.WriteString("NULL|")
-				h.Write([]byte("\x00N\x00"))
-				continue
-			}
-			nv := normalise(kinds[cols[i]], *v)
-			fmt.Fprintf(&line, "%q|", nv)
-			fmt.Fprintf(h, "%s\x00", nv)
-		}
-		lines = append(lines, line.String())
-		h.Write([]byte{'\n'})
-	}
-	if e.pg != nil {
-		sel := make([]string, len(cols))
-		for i, c := range cols {
-			sel[i] = c + "::text"
-		}
-		rows, err := e.pg.Query(ctx, fmt.Sprintf("SELECT %s FROM %s ORDER BY %s", strings.Join(sel, ", "), table, xkeys[table]))
-		if err != nil {
-			return 0, "", nil, err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			vals := make([]*string, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				return 0, "", nil, err
-			}
-			emit(vals)
-		}
-		return n, hex.EncodeToString(h.Sum(nil)), lines, rows.Err()
-	}
-	rows, err := e.my.QueryContext(ctx, q)
-	if err != nil {
-		return 0, "", nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		raw := make([]sql.RawBytes, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range raw {
-			ptrs[i] = &raw[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return 0, "", nil, err
-		}
-		vals := make([]*string, len(cols))
-		for i, b := range raw {
-			if b != nil {
-				s := string(b)
-				if kinds[cols[i]] == "bytes" {
-					s = `\x` + hex.EncodeToString(b)
-				}
-				vals[i] = &s
-			}
-		}
-		emit(vals)
-	}
-	return n, hex.EncodeToString(h.Sum(nil)), lines, rows.Err()
-}
-
-func normalise(kind, v string) string {
-	switch kind {
-	case "bool":
-		switch v {
-		case "t", "true", "1":
-			return "1"
-		}
-		return "0"
-	case "char":
-		return strings.TrimRight(v, " ")
-	case "ts":
-		v = strings.TrimSuffix(v, "+00")
-		if dot := strings.IndexByte(v, '.'); dot >= 0 {
-			v = strings.TrimRight(strings.TrimRight(v, "0"), ".")
-		}
-		return v
-	case "json":
-		var x any
-		if json.Unmarshal([]byte(v), &x) == nil {
-			b, _ := json.Marshal(x)
-			return string(b)
-		}
-	case "f32":
-		if f, err := strconv.ParseFloat(v, 32); err == nil {
-			return strconv.FormatFloat(f, 'g', -1, 32)
-		}
-	case "f64":
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			return strconv.FormatFloat(f, 'g', -1, 64)
-		}
-	case "lower":
-		return strings.ToLower(v)
-	}
-	return v
-}
-
+// waitXConverged polls until the cross-engine tables are equal on both
+// sides, by the independent comparison.
 func waitXConverged(t *testing.T, src, dst *endpoint, within time.Duration, run *running) {
 	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(within)
-	for {
-		var diff []string
-		for table := range xtables {
-			an, as, err := src.xsum(ctx, table)
-			if err != nil {
-				t.Fatalf("checksum source %s: %v", table, err)
-			}
-			bn, bs, err := dst.xsum(ctx, table)
-			if err != nil {
-				t.Fatalf("checksum target %s: %v", table, err)
-			}
-			if an != bn || as != bs {
-				diff = append(diff, fmt.Sprintf("%s: source %d rows %s, target %d rows %s", table, an, as, bn, bs))
-			}
-		}
-		if len(diff) == 0 {
-			return
-		}
-		if run != nil {
-			select {
-			case err := <-run.done:
-				run.done <- err
-				t.Fatalf("stream stopped before the target converged: %v", err)
-			default:
-			}
-		}
-		if time.Now().After(deadline) {
-			if src.my != nil {
-				rows, err := src.my.QueryContext(ctx, "SELECT id, tbl, op FROM sluice_changelog ORDER BY id DESC LIMIT 8")
-				if err == nil {
-					for rows.Next() {
-						var id, tbl, op string
-						rows.Scan(&id, &tbl, &op)
-						t.Logf("changelog %s %s %s", id, tbl, op)
-					}
-					rows.Close()
-				}
-				rows, err = src.my.QueryContext(ctx, "SELECT trx_id, trx_state, trx_started, trx_mysql_thread_id, COALESCE(trx_query,'') FROM information_schema.innodb_trx")
-				if err == nil {
-					for rows.Next() {
-						var a, b, c, d, e string
-						rows.Scan(&a, &b, &c, &d, &e)
-						t.Logf("innodb_trx %s %s %s %s %s", a, b, c, d, e)
-					}
-					rows.Close()
-				}
-			}
-			{
-				_, _, a, _ := src.xrows(ctx, "items")
-				_, _, b, _ := dst.xrows(ctx, "items")
-				ids := map[string]bool{}
-				for _, l := range b {
-					ids[strings.SplitN(l, "|", 2)[0]] = true
-				}
-				for _, l := range a {
-					id := strings.SplitN(l, "|", 2)[0]
-					if !ids[id] {
-						t.Logf("missing on target: %s", l)
-						if src.my != nil {
-							rows, err := src.my.QueryContext(ctx, "SELECT id, op, COALESCE(k,''), LEFT(COALESCE(d,''), 60) FROM sluice_changelog WHERE JSON_VALUE(k, '$.id') = ? OR JSON_VALUE(d, '$.id') = ? ORDER BY id", strings.Trim(id, `"`), strings.Trim(id, `"`))
-							if err == nil {
-								for rows.Next() {
-									var a, b, c, d string
-									rows.Scan(&a, &b, &c, &d)
-									t.Logf("  changelog %s %s key=%s data=%s", a, b, c, d)
-								}
-								rows.Close()
-							} else {
-								t.Logf("changelog query: %v", err)
-							}
-						}
-					}
-				}
-			}
-			for table := range xtables {
-				_, _, a, _ := src.xrows(ctx, table)
-				_, _, b, _ := dst.xrows(ctx, table)
-				for i := 0; i < len(a) && i < len(b); i++ {
-					if a[i] != b[i] {
-						t.Logf("%s first differing row:\n source %s\n target %s", table, a[i], b[i])
-						break
-					}
-				}
-			}
-			t.Fatalf("target did not converge within %v: %s", within, strings.Join(diff, "; "))
-		}
-		time.Sleep(200 * time.Millisecond) // polling interval
-	}
+	waitEqual(t, src, dst, xtableNames(), within, run)
 }
 
 // TestCrossEngineOverWAN runs the three MySQL-family acceptance pairs end

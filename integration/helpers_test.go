@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/internal/wanproxy"
@@ -141,78 +140,12 @@ func exec1(t *testing.T, p *pgxpool.Pool, sql string, args ...any) {
 	}
 }
 
-// tableSum is a table's row count and a checksum over every row's text form
-// in primary-key order.
-type tableSum struct {
-	Rows int64
-	Sum  string
-}
-
-func checksum(ctx context.Context, p *pgxpool.Pool, table string) (tableSum, error) {
-	rows, err := p.Query(ctx, `
-		SELECT a.attname FROM pg_index i
-		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
-		WHERE i.indrelid = $1::regclass AND i.indisprimary
-		ORDER BY array_position(i.indkey, a.attnum)`, table)
-	if err != nil {
-		return tableSum{}, err
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return tableSum{}, err
-	}
-	order := make([]string, len(keys))
-	for i, k := range keys {
-		order[i] = pgx.Identifier{k}.Sanitize()
-	}
-	var s tableSum
-	q := fmt.Sprintf(`SELECT count(*), coalesce(md5(string_agg(md5(t::text), '' ORDER BY %s)), '') FROM %s t`,
-		strings.Join(order, ", "), table)
-	err = p.QueryRow(ctx, q).Scan(&s.Rows, &s.Sum)
-	return s, err
-}
-
-// waitConverged polls until every table's checksum on the target equals the
-// source's, or fails the test at the deadline showing the difference.
+// waitConverged polls until every table on the target equals the
+// source's, by the independent comparison, or fails the test at the
+// deadline showing the difference.
 func waitConverged(t *testing.T, p *pair, tables []string, within time.Duration, run *running) {
 	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(within)
-	var last string
-	for {
-		same := true
-		var diff []string
-		for _, tb := range tables {
-			a, err := checksum(ctx, p.src, tb)
-			if err != nil {
-				t.Fatalf("checksum source %s: %v", tb, err)
-			}
-			b, err := checksum(ctx, p.dst, tb)
-			if err != nil {
-				t.Fatalf("checksum target %s: %v", tb, err)
-			}
-			if a != b {
-				same = false
-				diff = append(diff, fmt.Sprintf("%s: source %d rows %s, target %d rows %s", tb, a.Rows, a.Sum, b.Rows, b.Sum))
-			}
-		}
-		if same {
-			return
-		}
-		if run != nil {
-			select {
-			case err := <-run.done:
-				run.done <- err
-				t.Fatalf("stream stopped before the target converged: %v", err)
-			default:
-			}
-		}
-		last = strings.Join(diff, "; ")
-		if time.Now().After(deadline) {
-			t.Fatalf("target did not converge to the source within %v: %s", within, last)
-		}
-		time.Sleep(200 * time.Millisecond) // polling interval, not a wait for replication
-	}
+	waitEqualDB(t, dbtest.DB{PG: p.src}, dbtest.DB{PG: p.dst}, tables, within, run)
 }
 
 // rng returns a seeded random source and logs the seed so a failure can be

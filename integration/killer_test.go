@@ -21,6 +21,9 @@ func TestKilledTransactionsAreRetried(t *testing.T) {
 	exec1(t, p.dst, `CREATE FUNCTION slow_row() RETURNS trigger LANGUAGE plpgsql AS
 		$$ BEGIN PERFORM pg_sleep(0.002); RETURN NEW; END $$`)
 	exec1(t, p.dst, `CREATE TRIGGER slow_row BEFORE INSERT OR UPDATE ON slow FOR EACH ROW EXECUTE FUNCTION slow_row()`)
+	// sluice applies with session_replication_role = replica, as logical
+	// replication does, where ordinary triggers do not fire.
+	exec1(t, p.dst, `ALTER TABLE slow ENABLE ALWAYS TRIGGER slow_row`)
 	installCapture(t, p.srcURL, []string{"slow"})
 	exec1(t, p.src, `INSERT INTO slow SELECT g, 'v' || g FROM generate_series(1, 1500) g`)
 	exec1(t, p.src, `UPDATE slow SET v = v || '!' WHERE id % 3 = 0`)

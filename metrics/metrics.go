@@ -151,6 +151,9 @@ func (s *Stream) ObserveBatch(cs []sluice.Change, d time.Duration, err error) {
 	}
 	counts := map[key]int{}
 	for i := range cs {
+		if cs[i].Op == sluice.OpProgress {
+			continue // no change of a row
+		}
 		counts[key{cs[i].Table, cs[i].Op}]++
 	}
 	s.mu.Lock()

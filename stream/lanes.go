@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
-	"strings"
+	"hash/fnv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,18 +15,49 @@ import (
 )
 
 // Lanes run when Config.MaxLanes > 1. Changes are numbered in source
-// order and routed by a hash of (table, primary key), so one row's changes
-// stay in one lane and in order; each lane batches and applies its own
-// changes over its own target connection. The checkpoint is the low
-// watermark W: every change numbered ≤ W is committed. A lane's
-// transaction writes the watermark it will make true — the changes of
-// other lanes already committed plus its own batch — so the checkpoint row
-// committed with it never passes an uncommitted change.
+// order and routed by a hash of (table, primary key), or of their table's
+// group (Config.Groups), so one row's changes stay in one lane and in
+// order; each lane batches and applies its own changes over its own target
+// connection.
 //
-// An update that moves a row to a key of another lane is applied alone,
-// with every lane drained before and after it, so that the old key's and
-// the new key's changes keep their order. The lane count changes only
-// while every lane is drained, for the same reason.
+// The watermark W is the newest change such that every change numbered
+// up to it is committed. Each lane's transaction writes a checkpoint row of
+// the lane's own (sluice.Checkpoint.Lane) holding the watermark that its
+// commit makes true (the changes of other lanes already committed plus its
+// own batch) and Last, the position of the batch's last change. The state
+// file and the source's acknowledgements follow the highest watermark a
+// committed row holds, never the in-memory one, so that a restart always
+// finds on the target every change the source was told it may release.
+// When the lanes go quiet with the in-memory watermark ahead, lane 0 writes
+// it (a checkpoint-only transaction).
+//
+// A lane commits changes past the watermark. After a stop that did not
+// drain the lanes (kill -9), a restart resumes at the watermark and reads
+// those changes again: the lanes' rows say which are on the target (a
+// lane's changes up to its Last), and they are skipped rather than applied
+// twice (Recovery). That needs the same routing as when they were written:
+// the hash is fixed (FNV-1a), the lane count is the one the rows name
+// until every lane's Last is passed, and Config.Routing fingerprints the
+// groups.
+//
+// An update that moves a row to a key of another lane, and a truncate, are
+// applied alone, with every lane drained before and after it, so that the
+// changes on either side keep their order. The lane count changes only
+// while every lane is drained, for the same reason, and the drained
+// watermark is written before the switch.
+
+// Recovery is what the lanes of a stream that stopped without draining
+// them (kill -9, a crash) had committed past the checkpoint it resumes
+// from.
+type Recovery struct {
+	// Lanes is how many lanes ran. The stream runs as many, routing as
+	// they did, until it has read past every lane's Last.
+	Lanes int
+	// Last holds, per lane that committed changes past the checkpoint,
+	// the position of the last change it committed: the lane's changes up
+	// to it are on the target.
+	Last map[int]sluice.Position
+}
 
 // item is a change with its number in source order.
 type item struct {
@@ -86,8 +116,8 @@ func (q *laneQueue) push(ctx context.Context, it item, maxItems func() int, maxB
 }
 
 // peek returns up to max queued items without removing them, waiting up to
-// wait for the first.
-func (q *laneQueue) peek(ctx context.Context, max int, wait time.Duration) []item {
+// wait for the first, or until wake receives.
+func (q *laneQueue) peek(ctx context.Context, max int, wait time.Duration, wake <-chan struct{}) []item {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
@@ -104,6 +134,8 @@ func (q *laneQueue) peek(ctx context.Context, max int, wait time.Duration) []ite
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+			return nil
+		case <-wake:
 			return nil
 		case <-ch:
 		}
@@ -144,7 +176,6 @@ func (l *lane) ahead() int { return laneAhead * max(l.ctrl.Size(), 1) }
 // multi is the shared state of a laned stream.
 type multi struct {
 	s     *Stream
-	seed  maphash.Seed
 	lanes []*lane
 	ctl   *controller.Lanes
 	// want is the lane count the controller chose, why its reason;
@@ -153,6 +184,9 @@ type multi struct {
 	want     atomic.Int32
 	why      atomic.Pointer[string]
 	resizeCh chan struct{}
+	// flushWake wakes lane 0 to write the watermark (see flush).
+	flushWake chan struct{}
+	flushMu   sync.Mutex
 
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced on every commit
@@ -162,16 +196,30 @@ type multi struct {
 	positions map[uint64]sluice.Position
 	active    int
 	cpSeq     uint64 // last checkpoint sequence handed out
-	fileSeq   uint64 // last sequence written to the state file
-	ackMu     sync.Mutex
+	// durable is the highest watermark a committed lane checkpoint holds,
+	// durableCP that checkpoint: what a restart resumes from, and all the
+	// state file and the source are told.
+	durable   uint64
+	durableCP sluice.Checkpoint
+	// rec is the recovery under way (nil when none); skipped counts the
+	// changes it skipped.
+	rec     *Recovery
+	skipped uint64
+	// markers are the numbers of the progress markers the watermark has
+	// not passed yet, passedMarkers how many it passed: they are numbered
+	// like changes but are none.
+	markers       []uint64
+	passedMarkers uint64
+	ackMu         sync.Mutex
 }
 
 func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
-	m := &multi{s: s, seed: maphash.MakeSeed(), changed: make(chan struct{}), next: 1,
-		positions: map[uint64]sluice.Position{}, active: 1, cpSeq: s.cfg.Start.Seq, fileSeq: s.cfg.Start.Seq,
-		wPos: s.cfg.Start.Position}
-	per := s.cfg.MaxQueueBytes / int64(2*s.cfg.MaxLanes)
-	for i := 0; i < s.cfg.MaxLanes; i++ {
+	m := &multi{s: s, changed: make(chan struct{}), next: 1,
+		positions: map[uint64]sluice.Position{}, active: 1, cpSeq: s.cfg.Start.Seq,
+		wPos: s.cfg.Start.Position, durableCP: s.cfg.Start, flushWake: make(chan struct{}, 1)}
+	n := len(s.beats)
+	per := s.cfg.MaxQueueBytes / int64(2*n)
+	for i := 0; i < n; i++ {
 		l := &lane{id: i, q: newLaneQueue(max(per, 1<<20))}
 		if i == 0 {
 			l.target, l.ctrl = s.cfg.Target, s.cfg.Batch
@@ -189,8 +237,14 @@ func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 			}
 		}
 	}()
-	m.ctl = controller.NewLanes(controller.LanesConfig{Min: s.cfg.MinLanes, Max: s.cfg.MaxLanes, Window: s.cfg.LaneWindow})
+	m.ctl = controller.NewLanes(controller.LanesConfig{Min: s.cfg.MinLanes, Max: max(s.cfg.MaxLanes, 1), Window: s.cfg.LaneWindow})
 	m.active = m.ctl.N()
+	if rec := s.cfg.Recovery; rec != nil && rec.Lanes > 1 && len(rec.Last) > 0 {
+		m.rec = rec
+		m.active = rec.Lanes
+		s.log.Info("recovering lanes: the changes they committed past the checkpoint are skipped when read again",
+			"lanes", rec.Lanes, "lanes_ahead", len(rec.Last), "from", s.cfg.Start.Position.String())
+	}
 	m.want.Store(int32(m.active))
 	m.resizeCh = make(chan struct{}, 1)
 	m.sizeQueues()
@@ -244,20 +298,34 @@ func (m *multi) sizeQueues() {
 	}
 }
 
+// laneOf routes a change of table t to one of n lanes: by the table's
+// group when it has one, else by (table, key). The hash is FNV-1a, not a
+// seeded one, so that a restart routes as the run before it did (see
+// Recovery).
 func (m *multi) laneOf(t *sluice.Table, key sluice.Row, n int) int {
-	var h maphash.Hash
-	h.SetSeed(m.seed)
-	h.WriteString(t.Name.String())
+	h := fnv.New64a()
+	if g := m.s.cfg.Groups[t.Name]; g != "" {
+		h.Write([]byte{2})
+		h.Write([]byte(g))
+		return int(h.Sum64() % uint64(n))
+	}
+	h.Write([]byte{1})
+	h.Write([]byte(t.Name.String()))
 	for _, v := range key {
-		h.WriteByte(0)
 		if v.Null {
-			h.WriteByte(1)
+			h.Write([]byte{0, 1})
 			continue
 		}
-		h.WriteString(v.Text)
+		h.Write([]byte{0, 0})
+		h.Write([]byte(v.Text))
 	}
 	return int(h.Sum64() % uint64(n))
 }
+
+// RoutingVersion names the lane routing above; it is part of the
+// fingerprint a stream's lanes write (Config.Routing), so that a change of
+// the hash is a change of routing.
+const RoutingVersion = "fnv1a-v1"
 
 // uncommitted reports whether any routed change is not yet committed.
 func (m *multi) uncommitted() bool {
@@ -319,16 +387,32 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 				return err
 			}
 			c := cs[i]
-			n := m.active
-			var target int
-			moves := false
-			if s.cfg.WholeTable != nil && s.cfg.WholeTable(c.Table) {
-				target = m.laneOf(c.Table, nil, n)
-			} else {
-				target = m.laneOf(c.Table, c.NewKey(), n)
-				moves = c.Op == sluice.OpUpdate && c.Key != nil && m.laneOf(c.Table, c.Key, n) != target
+			if c.Op == sluice.OpProgress {
+				m.pass(c.Pos, true)
+				continue
 			}
-			if moves {
+			if m.rec != nil {
+				skip, err := m.recovered(c)
+				if err != nil {
+					return err
+				}
+				if skip {
+					m.pass(c.Pos, false)
+					continue
+				}
+			}
+			n := m.active
+			target := m.laneOf(c.Table, c.NewKey(), n)
+			// A change whose rows are in more than one lane is applied
+			// with every lane drained on either side of it.
+			barrier := c.Op == sluice.OpTruncate && m.s.cfg.Groups[c.Table.Name] == ""
+			if c.Op == sluice.OpTruncate {
+				target = m.laneOf(c.Table, nil, n)
+			}
+			if c.Op == sluice.OpUpdate && c.Key != nil && m.s.cfg.Groups[c.Table.Name] == "" && m.laneOf(c.Table, c.Key, n) != target {
+				barrier = true
+			}
+			if barrier {
 				if err := m.drain(ctx); err != nil {
 					return nil
 				}
@@ -352,13 +436,119 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 			if err := l.q.push(ctx, item{seq: seq, c: c}, l.ahead, laneAhead*s.cfg.MaxBatchBytes); err != nil {
 				return nil
 			}
-			if moves {
+			if barrier {
 				if err := m.drain(ctx); err != nil {
 					return nil
 				}
 			}
 		}
 	}
+}
+
+// pass numbers a change that needs no applying (a progress marker, or one
+// the target holds already): it counts as committed at once, and the
+// watermark moves over it as soon as every change before it is committed.
+func (m *multi) pass(pos sluice.Position, marker bool) {
+	m.mu.Lock()
+	seq := m.next
+	m.next++
+	m.positions[seq] = pos
+	if marker {
+		m.markers = append(m.markers, seq)
+	}
+	m.advanceLocked()
+	m.mu.Unlock()
+}
+
+// appliedAt is the count of source changes up to change number w, which
+// a checkpoint at w records: the stream's count at its start plus the
+// changes numbered since, less the progress markers among them. Call with
+// m.mu held.
+func (m *multi) appliedAt(w uint64) uint64 {
+	n := m.s.cfg.Start.Applied + w - m.passedMarkers
+	for _, seq := range m.markers {
+		if seq > w {
+			break
+		}
+		n--
+	}
+	return n
+}
+
+// advanceLocked moves the in-memory watermark to the newest change such
+// that every change numbered up to it is committed, and wakes lane 0 to
+// write it when no lane commit will. Call with m.mu held.
+func (m *multi) advanceLocked() bool {
+	w := m.next - 1
+	for _, o := range m.lanes {
+		if len(o.fifo) > 0 && o.fifo[0]-1 < w {
+			w = o.fifo[0] - 1
+		}
+	}
+	if w <= m.w {
+		return false
+	}
+	for q := m.w + 1; q < w; q++ {
+		delete(m.positions, q)
+	}
+	m.w, m.wPos = w, m.positions[w]
+	delete(m.positions, w)
+	for len(m.markers) > 0 && m.markers[0] <= w {
+		m.markers = m.markers[1:]
+		m.passedMarkers++
+	}
+	if m.w > m.durable {
+		select {
+		case m.flushWake <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// recovered reports whether the target holds c already: a lane of the run
+// before committed it past the checkpoint (see Recovery). A lane whose Last
+// every later change comes after is done with; once all are, the stream
+// runs as usual.
+func (m *multi) recovered(c sluice.Change) (bool, error) {
+	rec := m.rec
+	l := -1
+	if c.Op != sluice.OpProgress {
+		l = m.laneOf(c.Table, c.NewKey(), rec.Lanes)
+		if c.Op == sluice.OpTruncate {
+			l = m.laneOf(c.Table, nil, rec.Lanes)
+		}
+	}
+	skip := false
+	for lane, last := range rec.Last {
+		covered, done, err := m.s.cfg.Covers(last, c.Pos)
+		if err != nil {
+			return false, fmt.Errorf("stream %s: recover lane %d: compare position %s with the lane's last %s: %w", m.s.cfg.ID, lane, c.Pos, last, err)
+		}
+		if lane == l && covered {
+			skip = true
+		}
+		if done {
+			delete(rec.Last, lane)
+		}
+	}
+	if skip {
+		m.skipped++
+	}
+	if len(rec.Last) == 0 {
+		m.mu.Lock()
+		m.rec = nil
+		m.mu.Unlock()
+		m.s.log.Info("lanes recovered: every change they had committed past the checkpoint was skipped, none applied twice",
+			"skipped", m.skipped, "lanes", rec.Lanes)
+		if int(m.want.Load()) != m.active {
+			select {
+			case m.resizeCh <- struct{}{}:
+			default:
+			}
+		}
+	}
+	return skip, nil
 }
 
 // watchLanes feeds the lane controller a few times a window and hands its
@@ -375,6 +565,9 @@ func (m *multi) watchLanes(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
+			if m.recovering() {
+				continue
+			}
 			if int(m.want.Load()) != m.lanesActive() {
 				// A switch is pending (the dispatcher drains the lanes
 				// first): what is measured now belongs to neither count,
@@ -383,7 +576,7 @@ func (m *multi) watchLanes(ctx context.Context) {
 			}
 			inFlight := s.oldestTx(now)
 			m.mu.Lock()
-			applied := s.cfg.Start.Applied + m.w
+			applied := m.appliedAt(m.w)
 			backlog := m.uncommitted()
 			active := m.active
 			m.mu.Unlock()
@@ -402,6 +595,14 @@ func (m *multi) watchLanes(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// recovering reports whether a recovery is under way: the lane count stays
+// the one the rows were written with.
+func (m *multi) recovering() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rec != nil
 }
 
 func (m *multi) lanesActive() int {
@@ -434,6 +635,15 @@ func (m *multi) resize(ctx context.Context, n int, why string) error {
 	if err := m.drain(ctx); err != nil {
 		return nil
 	}
+	// The new count routes changes elsewhere: the watermark the drain
+	// reached goes on the target first, so that no lane's row of the old
+	// count names a change past it (see Recovery).
+	if err := m.flush(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	for _, l := range m.lanes[:n] {
 		// Safe without a lock: a drained lane has nothing queued, so its
 		// goroutine does not touch target until the first push, which
@@ -456,7 +666,7 @@ func (m *multi) resize(ctx context.Context, n int, why string) error {
 	s.log.Info("lane count changed", "from", m.active, "to", n, "why", why)
 	m.mu.Lock()
 	m.active = n
-	applied := s.cfg.Start.Applied + m.w
+	applied := m.appliedAt(m.w)
 	m.mu.Unlock()
 	m.sizeQueues()
 	s.mu.Lock()
@@ -472,20 +682,53 @@ func (m *multi) resize(ctx context.Context, n int, why string) error {
 // transactions, not the whole queue.
 const laneAhead = 3
 
-// runLane applies a lane's queue in batches until ctx ends.
+// runLane applies a lane's queue in batches until ctx ends. Lane 0 also
+// writes the watermark when the lanes went quiet with it ahead of what the
+// target holds (flush).
 func (m *multi) runLane(ctx context.Context, l *lane) error {
 	s := m.s
 	limit, attempts := 0, 0
+	var wake <-chan struct{}
+	if l.id == 0 {
+		wake = m.flushWake
+	}
+	// Lane 0 writes the watermark at most every flushEvery: under load
+	// the other lanes' commits move it all the time, and their own
+	// checkpoints follow close behind.
+	var lastFlush, flushAt time.Time
 	for ctx.Err() == nil {
 		s.beat(l.id)
 		want := l.ctrl.Size()
 		if limit > 0 {
 			want = limit
 		}
-		items := l.q.peek(ctx, want, s.cfg.IdleWait)
+		wait := s.cfg.IdleWait
+		if !flushAt.IsZero() {
+			wait = max(min(wait, time.Until(flushAt)), time.Millisecond)
+		}
+		items := l.q.peek(ctx, want, wait, wake)
 		items = items[:bytePrefix(items, s.cfg.MaxBatchBytes, itemSize)]
 		if len(items) == 0 {
-			if l.id == 0 && time.Since(l.lastPing) >= idlePing {
+			if l.id != 0 {
+				continue
+			}
+			if flushAt.IsZero() && m.flushWanted() {
+				flushAt = lastFlush.Add(flushEvery)
+			}
+			if !flushAt.IsZero() && !time.Now().Before(flushAt) {
+				flushAt, lastFlush = time.Time{}, time.Now()
+				if err := m.flush(ctx); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					if retry, _ := apply.IsRetryable(err); !retry {
+						return err
+					}
+					flushAt = time.Now().Add(flushEvery)
+					s.log.Warn("write the lanes' watermark to the target; retrying", append(ErrAttrs(err), "lane", 0)...)
+				}
+			}
+			if time.Since(l.lastPing) >= idlePing {
 				// Lane 0 keeps measuring an idle target, as the single
 				// apply loop does, and notices one that stopped answering.
 				s.idlePing(ctx, l.target)
@@ -504,6 +747,9 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 			}
 		}
 		err := m.applyLane(ctx, l, items)
+		if errors.Is(err, errReorder) {
+			continue
+		}
 		if err == nil {
 			limit, attempts = 0, 0
 			if time.Since(l.lastPing) >= idlePing {
@@ -521,11 +767,6 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 			return nil
 		}
 		retry, killed := apply.IsRetryable(err)
-		if !retry && uniqueViolation(err) {
-			// Another lane may hold the row that releases this unique value;
-			// once it commits, the retry goes through.
-			retry = true
-		}
 		if !retry {
 			return err
 		}
@@ -554,20 +795,16 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 
 func itemSize(it *item) int64 { return int64(it.c.Size()) }
 
-func uniqueViolation(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "SQLSTATE 23505") || strings.Contains(msg, "Error 1062")
-}
-
 // applyLane applies items (a prefix of the lane's queue) in one
-// transaction with the watermark it makes true.
+// transaction with the lane's checkpoint: the watermark the commit makes
+// true, and the position of its last change.
 func (m *multi) applyLane(ctx context.Context, l *lane, items []item) error {
 	s := m.s
 	cs := make([]sluice.Change, len(items))
 	for i := range items {
 		cs[i] = items[i].c
 	}
-	b := apply.Compact(cs)
+	b := apply.Compact(cs, s.ordered.has)
 
 	m.mu.Lock()
 	wIf := m.next - 1
@@ -582,11 +819,13 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item) error {
 	}
 	m.cpSeq++
 	// wIf ≥ w: its position is the watermark's or still in the map.
-	cp := sluice.Checkpoint{Stream: s.cfg.ID, Seq: m.cpSeq, Applied: s.cfg.Start.Applied + wIf, Time: time.Now().UTC(), Position: m.wPos}
+	cp := sluice.Checkpoint{Stream: s.cfg.ID, Seq: m.cpSeq, Applied: m.appliedAt(wIf), Time: time.Now().UTC(), Position: m.wPos,
+		Lane: l.id, Lanes: m.active, Last: cs[len(cs)-1].Pos, Routing: s.cfg.Routing}
 	if p, ok := m.positions[wIf]; ok && wIf > m.w {
 		cp.Position = p
 	} else {
-		cp.Applied = s.cfg.Start.Applied + m.w
+		wIf = m.w
+		cp.Applied = m.appliedAt(m.w)
 	}
 	m.mu.Unlock()
 
@@ -607,64 +846,96 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item) error {
 		s.cfg.OnBatch(cs, d, err)
 	}
 	if err != nil {
+		if err = s.reorder(b, err); err == errReorder {
+			return err
+		}
 		return fmt.Errorf("lane %d: apply batch of %d changes (%d rows): %w", l.id, len(items), b.Rows, err)
 	}
 	l.q.drop(len(items))
 
 	m.mu.Lock()
 	l.fifo = l.fifo[len(items):]
-	w := m.next - 1
-	for _, o := range m.lanes {
-		if len(o.fifo) > 0 && o.fifo[0]-1 < w {
-			w = o.fifo[0] - 1
-		}
-	}
-	advanced := w > m.w
-	var fileCP sluice.Checkpoint
-	if advanced {
-		for q := m.w + 1; q < w; q++ {
-			delete(m.positions, q)
-		}
-		m.w, m.wPos = w, m.positions[w]
-		m.fileSeq = max(m.fileSeq, cp.Seq)
-		fileCP = sluice.Checkpoint{Stream: s.cfg.ID, Seq: m.fileSeq, Position: m.wPos, Applied: s.cfg.Start.Applied + w, Time: time.Now().UTC()}
-		delete(m.positions, w)
-	}
-	allDone := w == m.next-1
+	m.advanceLocked()
+	allDone := m.w == m.next-1
 	close(m.changed)
 	m.changed = make(chan struct{})
 	m.mu.Unlock()
 	l.ctrl.Observe(len(items), time.Since(start))
 	s.log.Debug("batch committed", "lane", l.id, "changes", len(items), "rows", b.Rows, "tx_time", d)
-	if !advanced {
+	return m.committed(cp, wIf, allDone)
+}
+
+// flushEvery is the least time between two of lane 0's watermark writes.
+const flushEvery = time.Second
+
+// flushWanted reports whether the in-memory watermark is ahead of what the
+// target holds.
+func (m *multi) flushWanted() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.w > m.durable
+}
+
+// flush writes the in-memory watermark to the target when it is ahead of
+// what the committed lane checkpoints hold: a checkpoint-only transaction
+// on lane 0, which is idle when this runs (the lanes went quiet, or all are
+// drained for a resize).
+func (m *multi) flush(ctx context.Context) error {
+	m.flushMu.Lock()
+	defer m.flushMu.Unlock()
+	s := m.s
+	m.mu.Lock()
+	if m.w <= m.durable {
+		m.mu.Unlock()
 		return nil
 	}
-	// The state file and the reader follow the watermark, in order.
+	w := m.w
+	m.cpSeq++
+	cp := sluice.Checkpoint{Stream: s.cfg.ID, Seq: m.cpSeq, Applied: m.appliedAt(w), Time: time.Now().UTC(), Position: m.wPos,
+		Lane: 0, Lanes: m.active, Last: m.wPos, Routing: s.cfg.Routing}
+	allDone := w == m.next-1
+	m.mu.Unlock()
+	applyCtx, cancel := s.inFlight(ctx)
+	defer cancel()
+	if err := m.lanes[0].target.Apply(applyCtx, &apply.Batch{}, cp); err != nil {
+		return fmt.Errorf("lane 0: write the watermark: %w", err)
+	}
+	return m.committed(cp, w, allDone)
+}
+
+// committed takes note of a lane checkpoint the target committed, whose
+// watermark is change w: when it is the highest yet, the state file, the
+// stream's figures and the source follow it, in order.
+func (m *multi) committed(cp sluice.Checkpoint, w uint64, allDone bool) error {
+	s := m.s
 	m.ackMu.Lock()
 	defer m.ackMu.Unlock()
-	s.mu.Lock()
-	stale := fileCP.Applied <= s.stats.Applied
-	s.mu.Unlock()
-	if stale {
+	m.mu.Lock()
+	if w <= m.durable {
+		m.mu.Unlock()
 		return nil
 	}
+	m.durable, m.durableCP = w, cp
+	m.mu.Unlock()
+	fileCP := cp
+	fileCP.Lane, fileCP.Lanes, fileCP.Last = 0, 0, sluice.Position{}
 	if err := s.cfg.Store.Commit(fileCP); err != nil {
 		return fmt.Errorf("batch committed on the target but the state file was not updated (the target's own checkpoint row has it): %w", err)
 	}
 	now := time.Now()
 	s.mu.Lock()
-	s.stats.Seq, s.stats.Applied, s.stats.Position, s.stats.LastCommit, s.stats.LastError = fileCP.Seq, fileCP.Applied, fileCP.Position, now, ""
-	s.rateWin = append(s.rateWin, ratePoint{now, fileCP.Applied})
+	s.stats.Seq, s.stats.Applied, s.stats.Position, s.stats.LastCommit, s.stats.LastError = cp.Seq, cp.Applied, cp.Position, now, ""
+	s.rateWin = append(s.rateWin, ratePoint{now, cp.Applied})
 	for len(s.rateWin) > 2 && now.Sub(s.rateWin[0].t) > 10*time.Second {
 		s.rateWin = s.rateWin[1:]
 	}
 	if first := s.rateWin[0]; len(s.rateWin) > 1 && now.After(first.t) {
-		s.stats.Rate = float64(fileCP.Applied-first.applied) / now.Sub(first.t).Seconds()
+		s.stats.Rate = float64(cp.Applied-first.applied) / now.Sub(first.t).Seconds()
 	}
 	if allDone {
 		s.oldest = time.Time{}
 	}
 	s.mu.Unlock()
-	s.ack(fileCP.Position)
+	s.ack(cp.Position)
 	return nil
 }

@@ -208,7 +208,7 @@ func TestWholeTableStaysInOneLane(t *testing.T) {
 	s := New(Config{
 		ID: "whole", Reader: &scriptReader{cs: cs}, Target: first, Store: &memStore{target: &rowTarget{rows: map[string]string{}}},
 		Batch: newSizer(), MinLanes: 4, MaxLanes: 4, NewTarget: newTarget, NewSizer: newSizer,
-		WholeTable: func(t *sluice.Table) bool { return t.Name.Name == "users" },
+		Groups: map[sluice.TableName]string{uniq.Name: uniq.Name.String()},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

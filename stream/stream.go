@@ -70,10 +70,23 @@ type Config struct {
 	// before deciding on the next; zero means controller.LanesConfig's
 	// default.
 	LaneWindow time.Duration
-	// WholeTable reports tables whose changes must all go to one lane:
-	// tables with unique keys besides the primary key, where a change that
-	// releases a unique value and one that takes it must keep their order.
-	WholeTable func(*sluice.Table) bool
+	// Groups names, for tables whose changes must all go to one lane, the
+	// group they go with: a table with unique keys besides the primary key
+	// (a change that releases a unique value and one that takes it must
+	// keep their order), and tables joined by foreign keys (a parent and
+	// its child). Other tables' changes are routed by primary key.
+	Groups map[sluice.TableName]string
+	// Routing fingerprints the routing (Groups and the hash) for the
+	// lanes' checkpoints: after a crash, a lane's committed changes past
+	// the watermark can be told apart only under the same routing.
+	Routing string
+	// Recovery, when set, holds what the lanes of a stream that stopped
+	// without draining had committed past its checkpoint: those changes
+	// are skipped when they are read again, so none is applied twice.
+	Recovery *Recovery
+	// Covers compares the reader's positions (see Recovery); required with
+	// Recovery.
+	Covers func(p, c sluice.Position) (covered, done bool, err error)
 	// Start is the checkpoint the reader was opened at; the stream counts
 	// commits and applied changes on from it.
 	Start sluice.Checkpoint
@@ -173,6 +186,9 @@ type Stream struct {
 	// round, in Unix nanoseconds; loops is how many loops run.
 	beats []atomic.Int64
 	loops atomic.Int32
+	// ordered holds the tables whose changes are applied in source order
+	// for now (ordered.go).
+	ordered orderedTables
 }
 
 type ratePoint struct {
@@ -205,7 +221,11 @@ func New(cfg Config) *Stream {
 	if cfg.IdleWait <= 0 || cfg.IdleWait > idlePing {
 		cfg.IdleWait = idlePing
 	}
-	s := &Stream{cfg: cfg, log: log, q: newQueue(cfg.MaxQueueBytes), beats: make([]atomic.Int64, max(cfg.MaxLanes, 1)),
+	loops := max(cfg.MaxLanes, 1)
+	if cfg.Recovery != nil {
+		loops = max(loops, cfg.Recovery.Lanes)
+	}
+	s := &Stream{cfg: cfg, log: log, q: newQueue(cfg.MaxQueueBytes), beats: make([]atomic.Int64, loops),
 		ackWake: make(chan struct{}, 1)}
 	s.stats = Stats{
 		Stream:    cfg.ID,
@@ -287,10 +307,14 @@ func (s *Stream) Run(ctx context.Context) error {
 		s.watchStall(applyCtx, stopApply)
 	}()
 	var err error
-	laned := s.cfg.MaxLanes > 1 && s.cfg.NewTarget != nil && s.cfg.NewSizer != nil
+	recovering := s.cfg.Recovery != nil && s.cfg.Recovery.Lanes > 1
+	laned := (s.cfg.MaxLanes > 1 || recovering) && s.cfg.NewTarget != nil && s.cfg.NewSizer != nil
+	if recovering && !laned {
+		return fmt.Errorf("stream %s: recovery of %d lanes needs lane connections (NewTarget and NewSizer)", s.cfg.ID, s.cfg.Recovery.Lanes)
+	}
 	loops := 1
 	if laned {
-		loops = s.cfg.MaxLanes
+		loops = len(s.beats)
 	}
 	for i := range loops {
 		s.beat(i)
@@ -564,6 +588,9 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 		}
 		n := bytePrefix(pending[:min(want, len(pending))], s.cfg.MaxBatchBytes, changeSize)
 		err := s.applyBatch(ctx, pending[:n])
+		if errors.Is(err, errReorder) {
+			continue
+		}
 		if err == nil && time.Since(lastPing) >= idlePing {
 			// A busy stream measures the RTT between batches too, so the
 			// controller follows a link that gets slower or faster.
@@ -665,14 +692,18 @@ func (s *Stream) setRTT(d time.Duration) {
 // transaction and, once the commit returned, records the checkpoint in the
 // state file and tells the reader.
 func (s *Stream) applyBatch(ctx context.Context, cs []sluice.Change) error {
-	b := apply.Compact(cs)
+	b := apply.Compact(cs, s.ordered.has)
 	s.mu.Lock()
 	cp := sluice.Checkpoint{
 		Stream:   s.cfg.ID,
 		Seq:      s.stats.Seq + 1,
 		Position: b.Last,
-		Applied:  s.stats.Applied + uint64(len(cs)),
+		Applied:  s.stats.Applied + uint64(b.Changes),
 		Time:     time.Now().UTC(),
+		Lane:     0,
+		Lanes:    1,
+		Last:     b.Last,
+		Routing:  s.cfg.Routing,
 	}
 	s.mu.Unlock()
 
@@ -694,6 +725,9 @@ func (s *Stream) applyBatch(ctx context.Context, cs []sluice.Change) error {
 		s.cfg.OnBatch(cs, d, err)
 	}
 	if err != nil {
+		if err = s.reorder(b, err); err == errReorder {
+			return err
+		}
 		return fmt.Errorf("apply batch of %d changes (%d rows): %w", len(cs), b.Rows, err)
 	}
 	// The target has committed: only now may the state file move.

@@ -27,12 +27,9 @@ import (
 const allowMergeFlag = "--allow-collation-merge"
 
 // allowCollationMerge reports whether preflight accepts key columns whose
-// target collation merges keys the source keeps distinct.
-//
-// It is to read Config.AllowCollationMerge; Config (mysql.go) does not
-// have that field yet, so for now every such column is refused, the safe
-// side.
-func (t *Target) allowCollationMerge() bool { return false }
+// target collation merges keys the source keeps distinct
+// (Config.AllowCollationMerge).
+func (t *Target) allowCollationMerge() bool { return t.cfg.AllowCollationMerge }
 
 // keyRules says how check judges the collations of key columns.
 type keyRules struct {

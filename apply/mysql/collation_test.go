@@ -151,7 +151,7 @@ func TestKeyCollationMergesRows(t *testing.T) {
 			name := fmt.Sprintf("m%d", i)
 			tbl := table(name, []int{0}, "k varchar(8)", "v int")
 			tbl.Columns[0].Collation = c.srcColl
-			batch := apply.Compact([]sluice.Change{ins(tbl, c.a, "1"), ins(tbl, c.b, "2")})
+			batch := apply.Compact([]sluice.Change{ins(tbl, c.a, "1"), ins(tbl, c.b, "2")}, nil)
 
 			if c.merged {
 				// The setting is off: Apply, which describes the table

@@ -105,7 +105,16 @@ type Config struct {
 	// DisableForeignKeyChecks runs the applier's session with
 	// foreign_key_checks = 0 (see the package doc).
 	DisableForeignKeyChecks bool
-	Logger                  *slog.Logger
+	// AllowCollationMerge accepts key columns (the source's primary key,
+	// the target's unique indexes) whose target collation holds as equal
+	// values the source keeps apart: case-, accent- or
+	// trailing-space-insensitive MySQL collations (utf8mb4_bin is PAD
+	// SPACE), nondeterministic PostgreSQL ones. Otherwise Preflight refuses
+	// them: rows whose keys differ only so would be one target row, the
+	// second upsert silently overwriting the first. Set it only when the
+	// source never holds two such keys.
+	AllowCollationMerge bool
+	Logger              *slog.Logger
 	// Dial, when set, opens the target's network connections instead of
 	// the driver's dialer (e.g. to count round trips).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -145,7 +154,8 @@ func parseConn(s string) (*mysql.Config, error) {
 	if rest, ok := strings.CutPrefix(s, "mysql://"); ok {
 		u, err := url.Parse("mysql://" + rest)
 		if err != nil {
-			return nil, err
+			// url.Parse's error holds the whole URL, password included.
+			return nil, errors.New("the mysql:// URL does not parse: percent-encode the characters % @ : / ? # and spaces in the user name and password (% as %25, @ as %40)")
 		}
 		host := u.Host
 		if host == "" {
@@ -231,12 +241,28 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 			}
 		}
 	}
-	if _, err := t.conn.ExecContext(ctx, checkpointDDL); err != nil {
+	if err := t.setupCheckpoint(ctx); err != nil {
 		t.closeDB()
-		return nil, fmt.Errorf("target %s at %s: create checkpoint table %s.%s: %w (create it as a privileged user or grant CREATE on the database)",
+		return nil, fmt.Errorf("target %s at %s: create checkpoint table %s.%s: %w (create it as a privileged user or grant CREATE and ALTER on the database)",
 			t.server, t.addr, t.database, checkpointTable, err)
 	}
 	return t, nil
+}
+
+// setupCheckpoint creates the checkpoint table, or brings one made by an
+// earlier sluice to the shape with a row per lane.
+func (t *Target) setupCheckpoint(ctx context.Context) error {
+	if _, err := t.conn.ExecContext(ctx, checkpointDDL); err != nil {
+		return err
+	}
+	var n int
+	err := t.read(ctx, func() error { return t.conn.QueryRowContext(ctx, checkpointHasLanes).Scan(&n) })
+	if err != nil || n > 0 {
+		return err
+	}
+	t.log.Info("upgrading the checkpoint table to a row per lane", "table", t.database+"."+checkpointTable)
+	_, err = t.conn.ExecContext(ctx, checkpointUpgrade)
+	return err
 }
 
 func (t *Target) openDB(ctx context.Context) error {
@@ -394,36 +420,55 @@ func (t *Target) Ping(ctx context.Context) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// ReadCheckpoint returns the checkpoint the target committed last for
-// stream, and false when it has none.
+// ReadCheckpoint returns the checkpoint the stream resumes from (see
+// apply.Resume), and false when the target has none.
 func (t *Target) ReadCheckpoint(ctx context.Context, stream string) (sluice.Checkpoint, bool, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var cp sluice.Checkpoint
-	var ok bool
-	err := t.reading(ctx, func() (err error) {
-		cp, ok, err = t.readCheckpoint(ctx, stream)
-		return err
-	})
-	return cp, ok, err
+	cps, err := t.ReadCheckpoints(ctx, stream)
+	if err != nil {
+		return sluice.Checkpoint{}, false, err
+	}
+	cp, ok := apply.Resume(cps)
+	return cp, ok, nil
 }
 
-func (t *Target) readCheckpoint(ctx context.Context, stream string) (sluice.Checkpoint, bool, error) {
-	cp := sluice.Checkpoint{Stream: stream}
-	var pos string
-	err := t.conn.QueryRowContext(ctx, buildCheckpointSelect(stream)).Scan(&cp.Seq, &pos, &cp.Applied, &cp.Time)
-	if errors.Is(err, sql.ErrNoRows) {
-		return cp, false, nil
-	}
+// ReadCheckpoints returns the checkpoints the target committed last for
+// stream, one per lane that wrote one, in lane order.
+func (t *Target) ReadCheckpoints(ctx context.Context, stream string) ([]sluice.Checkpoint, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var cps []sluice.Checkpoint
+	err := t.reading(ctx, func() (err error) {
+		cps, err = t.readCheckpoints(ctx, stream)
+		return err
+	})
+	return cps, err
+}
+
+func (t *Target) readCheckpoints(ctx context.Context, stream string) ([]sluice.Checkpoint, error) {
+	rows, err := t.conn.QueryContext(ctx, buildCheckpointSelect(stream))
 	if err != nil {
-		return cp, false, fmt.Errorf("read checkpoint of stream %q from %s.%s: %w", stream, t.database, checkpointTable, err)
+		return nil, fmt.Errorf("read checkpoint of stream %q from %s.%s: %w", stream, t.database, checkpointTable, err)
 	}
-	p, err := sluice.ParsePosition(pos)
-	if err != nil {
-		return cp, false, fmt.Errorf("read checkpoint of stream %q: %w", stream, err)
+	defer rows.Close()
+	var cps []sluice.Checkpoint
+	for rows.Next() {
+		cp := sluice.Checkpoint{Stream: stream}
+		var pos, last string
+		if err := rows.Scan(&cp.Lane, &cp.Seq, &pos, &cp.Applied, &cp.Time, &last, &cp.Lanes, &cp.Routing); err != nil {
+			return nil, fmt.Errorf("read checkpoint of stream %q from %s.%s: %w", stream, t.database, checkpointTable, err)
+		}
+		if cp.Position, err = sluice.ParsePosition(pos); err == nil {
+			cp.Last, err = sluice.ParsePosition(last)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read checkpoint of stream %q, lane %d: %w", stream, cp.Lane, err)
+		}
+		cps = append(cps, cp)
 	}
-	cp.Position = p
-	return cp, true, nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read checkpoint of stream %q from %s.%s: %w", stream, t.database, checkpointTable, err)
+	}
+	return cps, nil
 }
 
 // statement is one statement of a batch and what it does, for errors.
@@ -434,6 +479,13 @@ type statement struct {
 	// guard: an upsert carrying the unique-key guard, whose failure sets a
 	// primary key column to NULL.
 	guard bool
+	// keyCheck marks an ordered key change and the check after it, which
+	// fails when the change found no row to move.
+	keyCheck bool
+	// follows: the statement must run right after the one before it (it
+	// reads ROW_COUNT()), with no step marker in between; a failure of it
+	// is reported as the one before it.
+	follows bool
 }
 
 // Apply writes b and cp in one transaction: one round trip with
@@ -508,6 +560,10 @@ func (t *Target) applyMulti(ctx context.Context, stmts []statement) error {
 	}
 	add("SET " + stepVar + " = 0;\nSTART TRANSACTION")
 	for i, s := range stmts {
+		if s.follows {
+			add(s.sql)
+			continue
+		}
 		add("SET " + stepVar + " = " + strconv.Itoa(i+1) + ";\n" + s.sql)
 	}
 	add("SET " + stepVar + " = " + strconv.Itoa(len(stmts)+1) + ";\nCOMMIT")
@@ -566,6 +622,9 @@ func (e *stepError) Error() string {
 	case e.step > 0 && e.step <= len(e.stmts):
 		s := e.stmts[e.step-1]
 		var me *mysql.MySQLError
+		if s.keyCheck && errors.As(e.err, &me) && me.Number == 1242 {
+			return "apply " + s.what + ": no row has the old key on the target, so the target differs from the source (a row the source had is missing): " + e.err.Error()
+		}
 		if s.guard && errors.As(e.err, &me) && me.Number == 1048 {
 			return "apply " + s.what + ": a row collides on a unique key with a row of the table that this batch does not touch " +
 				"(the target differs from the source, or the changes that free the value are in another batch): " + e.err.Error()
@@ -630,6 +689,9 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		se.candidates = " to tables " + strings.Join(names, ", ")
 	}
 	if !lost {
+		if ce := t.constraintError(se, applyErr); ce != nil {
+			return ce
+		}
 		return classify(applyErr, false)
 	}
 	oldID := t.connID
@@ -646,7 +708,7 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 	}
 	killed := t.wasKilled(ctx, oldID)
 	if cp.Stream != "" {
-		got, ok, err := t.readCheckpoint(ctx, cp.Stream)
+		got, err := t.readCheckpoints(ctx, cp.Stream)
 		if t.implicitTx {
 			t.conn.ExecContext(ctx, "ROLLBACK")
 		}
@@ -654,8 +716,8 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 			t.discard()
 			return &apply.RetryableError{Err: fmt.Errorf("%w (commit outcome unknown: %v)", applyErr, err), Killed: killed}
 		}
-		if ok && got.Seq == cp.Seq && got.Position == cp.Position {
-			t.log.Warn("connection lost after commit; the batch is committed", "stream", cp.Stream, "seq", cp.Seq, "err", applyErr)
+		if apply.Committed(got, cp) {
+			t.log.Warn("connection lost after commit; the batch is committed", "stream", cp.Stream, "lane", cp.Lane, "seq", cp.Seq, "err", applyErr)
 			return nil
 		}
 	}
@@ -664,6 +726,48 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		return re
 	}
 	return &apply.RetryableError{Err: applyErr, Killed: killed}
+}
+
+// constraintError turns a failed statement that broke a unique key (or the
+// upsert guard that stands for one) or a foreign key into an
+// *apply.ConstraintError, which the stream answers by applying the tables'
+// changes in source order; nil for any other failure.
+func (t *Target) constraintError(se *stepError, err error) error {
+	var me *mysql.MySQLError
+	if se == nil || !errors.As(err, &me) {
+		return nil
+	}
+	var st *statement
+	if se.step > 0 && se.step <= len(se.stmts) {
+		st = &se.stmts[se.step-1]
+	}
+	switch {
+	case me.Number == 1062, // ER_DUP_ENTRY
+		me.Number == 1451, me.Number == 1452, // ER_ROW_IS_REFERENCED_2, ER_NO_REFERENCED_ROW_2
+		me.Number == 1048 && st != nil && st.guard: // the upsert guard
+	default:
+		return nil
+	}
+	ce := &apply.ConstraintError{Err: err}
+	if me.Number != 1048 {
+		ce.Detail = me.Message
+	}
+	if _, rest, ok := strings.Cut(me.Message, "CONSTRAINT `"); ok {
+		ce.Constraint, _, _ = strings.Cut(rest, "`")
+	}
+	if st != nil && st.table != nil {
+		ce.Tables = append(ce.Tables, st.table.Name)
+		// A foreign key's other side, when it is another of the stream's
+		// tables: the message names the child as `db`.`table` and the
+		// parent as REFERENCES `table`.
+		for _, d := range t.tables {
+			if d.src.Name != st.table.Name && (me.Number == 1451 || me.Number == 1452) &&
+				(strings.Contains(me.Message, "`"+t.database+"`.`"+d.src.Name.Name+"`") || strings.Contains(me.Message, "REFERENCES `"+d.src.Name.Name+"`")) {
+				ce.Tables = append(ce.Tables, d.src.Name)
+			}
+		}
+	}
+	return ce
 }
 
 // wasKilled tells, after the connection with id old was lost in the middle
@@ -738,10 +842,11 @@ func classify(err error, lost bool) error {
 	return err
 }
 
-// plan turns a batch into statements: per table, its deletes, then (for a
-// table with nullable unique secondary keys) the release of the unique
-// values that change, then its upserts grouped by the set of columns
-// present.
+// plan turns a batch into statements: per compacted table its truncate,
+// its deletes, then (for a table with nullable unique secondary keys) the
+// release of the unique values that change, then its upserts grouped by
+// the set of columns present; then the ordered changes, one statement each,
+// in source order.
 func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]statement, error) {
 	limit := t.maxPacket - 256
 	if perRow {
@@ -753,11 +858,8 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 		if err != nil {
 			return nil, err
 		}
-		for _, mv := range tb.Moves {
-			if stmts, err = d.appendDeletes(stmts, []sluice.Row{mv.To}, 0); err != nil {
-				return nil, err
-			}
-			stmts = append(stmts, d.moveStatement(mv))
+		if tb.Truncate {
+			stmts = append(stmts, statement{table: d.src, sql: buildTruncate(d.ident), what: "truncate of " + d.display})
 		}
 		stmts, err = d.appendDeletes(stmts, tb.Deletes, limit)
 		if err != nil {
@@ -772,7 +874,58 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 			return nil, err
 		}
 	}
+	for i := range b.Ordered {
+		c := &b.Ordered[i]
+		d, err := t.describe(ctx, c.Table)
+		if err != nil {
+			return nil, err
+		}
+		switch c.Op {
+		case sluice.OpInsert:
+			stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, 0)
+		case sluice.OpUpdate:
+			if c.Key != nil && !apply.KeysEqual(c.Key, c.Table.KeyOf(c.Row)) {
+				stmts, err = d.appendKeyChange(stmts, c.Key, c.Row)
+			} else {
+				stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, 0)
+			}
+		case sluice.OpDelete:
+			stmts, err = d.appendDeletes(stmts, []sluice.Row{c.Key}, 0)
+		case sluice.OpTruncate:
+			stmts = append(stmts, statement{table: d.src, sql: buildTruncate(d.ident), what: "truncate of " + d.display})
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	return stmts, nil
+}
+
+// appendKeyChange adds the update that moves the row at old to img's key
+// in place, leaving the columns img does not carry as they are, and the
+// check that it found the row.
+func (d *tableDesc) appendKeyChange(stmts []statement, old, img sluice.Row) ([]statement, error) {
+	if len(img) != len(d.cols) || len(old) != len(d.src.Key) {
+		return nil, fmt.Errorf("apply key change in %s: row has %d values and key %d, want %d and %d",
+			d.display, len(img), len(old), len(d.cols), len(d.src.Key))
+	}
+	for i, k := range d.src.Key {
+		if old[i].Null || old[i].Unchanged || img[k].Null || img[k].Unchanged {
+			return nil, fmt.Errorf("apply key change in %s: key %s has a NULL or missing value", d.display, d.src.FormatKey(old))
+		}
+	}
+	var cols []sqlColumn
+	var present []int
+	for i, v := range img {
+		if !v.Unchanged {
+			cols = append(cols, d.cols[i])
+			present = append(present, i)
+		}
+	}
+	update, check := buildKeyChange(d.ident, d.key, cols, present, old, img)
+	what := fmt.Sprintf("key change %s → %s in %s", d.src.FormatKey(old), d.src.FormatKey(d.src.KeyOf(img)), d.display)
+	return append(stmts, statement{table: d.src, sql: update, what: what, keyCheck: true},
+		statement{table: d.src, sql: check, what: what, keyCheck: true, follows: true}), nil
 }
 
 // rowsFor names what a statement covers: the key of its one row, or a count.
@@ -925,31 +1078,4 @@ func rowCount(n int) string {
 		return "1 row"
 	}
 	return strconv.Itoa(n) + " rows"
-}
-
-// moveStatement changes the primary key of the row at mv.From to mv.To in
-// place, keeping the values the source did not send.
-func (d *tableDesc) moveStatement(mv apply.Move) statement {
-	var b strings.Builder
-	b.WriteString("UPDATE ")
-	b.WriteString(d.ident)
-	b.WriteString(" SET ")
-	for i, c := range d.key {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(quoteIdent(c.Name))
-		b.WriteString(" = ")
-		writeValue(&b, c.Kind, mv.To[i])
-	}
-	b.WriteString(" WHERE ")
-	for i, c := range d.key {
-		if i > 0 {
-			b.WriteString(" AND ")
-		}
-		b.WriteString(quoteIdent(c.Name))
-		b.WriteString(" = ")
-		writeValue(&b, c.Kind, mv.From[i])
-	}
-	return statement{table: d.src, sql: b.String(), what: fmt.Sprintf("key change %s → %s in %s", d.src.FormatKey(mv.From), d.src.FormatKey(mv.To), d.display)}
 }

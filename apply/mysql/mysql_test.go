@@ -210,7 +210,7 @@ func TestTypesRoundTrip(t *testing.T) {
 			changes = append(changes, ins(tbl, vals...))
 		}
 		for range 2 { // the second apply is a replay (updates in place)
-			if err := tg.Apply(ctx, apply.Compact(changes), sluice.Checkpoint{}); err != nil {
+			if err := tg.Apply(ctx, apply.Compact(changes, nil), sluice.Checkpoint{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -259,7 +259,7 @@ func TestCompositeKeysDeletesIdempotence(t *testing.T) {
 			ins(lines, "3", "2", "transient", "1"),
 			del(lines, "3", "2"),
 			del(lines, "9", "9"), // absent on the target: a no-op
-		})
+		}, nil)
 		want := []string{"1|1|new|10", "2|1|keep|3", "3|1|added|NULL"}
 		for i := range 2 { // the second apply is a replay and must change nothing
 			if err := tg.Apply(ctx, b, sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
@@ -334,7 +334,7 @@ func TestFailedStatementRollsBack(t *testing.T) {
 		tg := openTarget(t, dsn, v.mode, v.multi)
 		ctx := context.Background()
 		cp1 := sluice.Checkpoint{Stream: "s", Seq: 1, Position: sluice.Position{Kind: "test", Token: "1"}}
-		if err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(stock, "a", "1"), ins(audit, "1", "first")}), cp1); err != nil {
+		if err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(stock, "a", "1"), ins(audit, "1", "first")}, nil), cp1); err != nil {
 			t.Fatal(err)
 		}
 		before := append(dump(t, db, "stock"), dump(t, db, "audit")...)
@@ -342,7 +342,7 @@ func TestFailedStatementRollsBack(t *testing.T) {
 		// audit's upsert runs first and succeeds; stock's delete succeeds;
 		// stock's upsert fails on the CHECK constraint.
 		bad := apply.Compact([]sluice.Change{ins(audit, "2", "second"), del(stock, "a"), ins(stock, "b", "2"), ins(stock, "c", "-1"),
-			ins(audit, "3", "third")})
+			ins(audit, "3", "third")}, nil)
 		err := tg.Apply(ctx, bad, sluice.Checkpoint{Stream: "s", Seq: 2, Position: sluice.Position{Kind: "test", Token: "2"}})
 		if err == nil {
 			t.Fatal("Apply of a row violating a CHECK constraint succeeded")
@@ -371,7 +371,7 @@ func TestFailedStatementRollsBack(t *testing.T) {
 			t.Errorf("@@in_transaction after a failed batch = %d, %v", inTx, err)
 		}
 		// The target stays usable.
-		if err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(stock, "c", "5")}), sluice.Checkpoint{Stream: "s", Seq: 2}); err != nil {
+		if err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(stock, "c", "5")}, nil), sluice.Checkpoint{Stream: "s", Seq: 2}); err != nil {
 			t.Fatalf("Apply after a failure: %v", err)
 		}
 		if got := dump(t, db, "stock"); fmt.Sprint(got) != "[a|1 c|5]" {
@@ -433,7 +433,7 @@ func TestRoundTrips(t *testing.T) {
 		if len(cs) != 1000 {
 			t.Fatalf("%d changes", len(cs))
 		}
-		b := apply.Compact(cs)
+		b := apply.Compact(cs, nil)
 		if b.Rows != 1000 {
 			t.Fatalf("compacted to %d rows", b.Rows)
 		}
@@ -523,7 +523,7 @@ func TestUniqueKeys(t *testing.T) {
 			upd(people, "3", "zz@z", "3", "3", "three"),
 			// 5 keeps its values.
 			upd(people, "5", "v@v", "5", "5", "five!"),
-		})
+		}, nil)
 		// Compaction put 1 and 2 before 3 and 6 … whatever the order, the
 		// batch must apply.
 		want := []string{"1|y@y|2|2|one", "2|x@x|1|1|two", "3|zz@z|3|3|three", "5|v@v|5|5|five!", "6|z@z|6|6|six", "7|q@q|4|4|seven"}
@@ -537,7 +537,7 @@ func TestUniqueKeys(t *testing.T) {
 		}
 		// A collision with a row the batch does not touch fails, naming the
 		// table, instead of overwriting that row.
-		err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(people, "8", "x@x", null, null, "eight"), ins(people, "9", null, null, null, "nine")}), sluice.Checkpoint{})
+		err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(people, "8", "x@x", null, null, "eight"), ins(people, "9", null, null, null, "nine")}, nil), sluice.Checkpoint{})
 		if err == nil {
 			t.Fatalf("a collision with an untouched row applied: %v", dump(t, db, "people"))
 		}
@@ -595,7 +595,7 @@ func TestKilledTransaction(t *testing.T) {
 		}
 		defer killer.Stop()
 		start := time.Now()
-		err = tg.Apply(ctx, apply.Compact([]sluice.Change{ins(other, "1"), upd(k, "1", "new")}), sluice.Checkpoint{Stream: "s", Seq: 1})
+		err = tg.Apply(ctx, apply.Compact([]sluice.Change{ins(other, "1"), upd(k, "1", "new")}, nil), sluice.Checkpoint{Stream: "s", Seq: 1})
 		t.Logf("after %v: error: %v", time.Since(start), err)
 		lconn.ExecContext(ctx, "ROLLBACK")
 		retry, killed := apply.IsRetryable(err)
@@ -609,7 +609,7 @@ func TestKilledTransaction(t *testing.T) {
 			t.Errorf("the killed batch committed its checkpoint (%v, %v)", ok, err)
 		}
 		killer.Stop()
-		if err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(other, "1"), upd(k, "1", "new")}), sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
+		if err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(other, "1"), upd(k, "1", "new")}, nil), sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
 			t.Fatalf("Apply after the kill: %v", err)
 		}
 		if got := dump(t, db, "k"); fmt.Sprint(got) != "[1|new]" {
@@ -635,7 +635,7 @@ func TestDroppedConnection(t *testing.T) {
 		proxy.DropConnections()
 		var err error
 		for range 3 {
-			err = tg.Apply(ctx, apply.Compact([]sluice.Change{ins(d, strconv.Itoa(i))}), sluice.Checkpoint{Stream: "s", Seq: uint64(i)})
+			err = tg.Apply(ctx, apply.Compact([]sluice.Change{ins(d, strconv.Itoa(i))}, nil), sluice.Checkpoint{Stream: "s", Seq: uint64(i)})
 			if err == nil {
 				break
 			}
@@ -668,7 +668,7 @@ func TestPacketSplit(t *testing.T) {
 			for i := range 500 {
 				cs = append(cs, ins(big, strconv.Itoa(i), strings.Repeat("v", 100)+strconv.Itoa(i)))
 			}
-			if err := tg.Apply(ctx, apply.Compact(cs), sluice.Checkpoint{Stream: "p", Seq: 1}); err != nil {
+			if err := tg.Apply(ctx, apply.Compact(cs, nil), sluice.Checkpoint{Stream: "p", Seq: 1}); err != nil {
 				t.Fatal(err)
 			}
 			var n int
@@ -682,7 +682,7 @@ func TestPacketSplit(t *testing.T) {
 				cs = append(cs, del(big, strconv.Itoa(i)))
 			}
 			cs = append(cs, ins(c, "1", "-1"))
-			err := tg.Apply(ctx, apply.Compact(cs), sluice.Checkpoint{Stream: "p", Seq: 2})
+			err := tg.Apply(ctx, apply.Compact(cs, nil), sluice.Checkpoint{Stream: "p", Seq: 2})
 			t.Logf("error: %v", err)
 			if err == nil || !strings.Contains(err.Error(), "upsert of (id=1) to") {
 				t.Fatalf("error = %v", err)
@@ -797,7 +797,7 @@ func TestTooLongValueFails(t *testing.T) {
 	tg := openTarget(t, dsn, Pipelined, nil)
 	ctx := context.Background()
 	for _, vals := range [][]string{{"1", "abcd", "1.0", "1"}, {"2", "abc", "12345.0", "1"}, {"3", "abc", "1.0", "300"}, {"4", "abc", "1.0", "x"}} {
-		err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(short, vals...)}), sluice.Checkpoint{})
+		err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(short, vals...)}, nil), sluice.Checkpoint{})
 		if err == nil {
 			t.Errorf("Apply of %v succeeded; rows now %v", vals, dump(t, db, "short"))
 			continue

@@ -165,8 +165,10 @@ func kindOf(dataType string) valueKind {
 	switch strings.ToLower(dataType) {
 	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "bit":
 		return kindBinary
-	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric", "float", "double":
+	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric", "double":
 		return kindNumber
+	case "float":
+		return kindFloat32
 	case "year":
 		// The text form of the zero year is "0": as a string it would read
 		// as 2000, as a number it is 0000.

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-cdc/sluice"
@@ -29,6 +30,12 @@ const (
 	// kindBinary values (BINARY, VARBINARY, BLOB types, BIT) are raw bytes
 	// written as hex literals X'…', which no connection charset touches.
 	kindBinary
+	// kindFloat32 values (FLOAT) are written as the exact value of the
+	// float32 they name. The server reads a literal as a double and then
+	// narrows it, and the shortest text of the largest float32,
+	// 3.4028235e38, is a double just past it: out of range, where the
+	// exact 3.4028234663852886e+38 narrows to the same float32.
+	kindFloat32
 )
 
 // sqlColumn is a target column as the SQL builder needs it.
@@ -131,6 +138,8 @@ func writeValue(b *strings.Builder, k valueKind, v sluice.Value) {
 		hexLiteral(b, v.Text)
 	case k == kindNumber && isNumber(v.Text):
 		b.WriteString(v.Text)
+	case k == kindFloat32 && isNumber(v.Text):
+		b.WriteString(float32Literal(v.Text))
 	default:
 		quoteString(b, v.Text)
 	}
@@ -142,8 +151,21 @@ func valueLen(k valueKind, v sluice.Value) int {
 		return 4
 	case k == kindBinary:
 		return 3 + 2*len(v.Text)
+	case k == kindFloat32:
+		return max(2+len(v.Text), 24)
 	}
 	return 2 + len(v.Text) + strings.Count(v.Text, "'")
+}
+
+// float32Literal returns the exact decimal value of the float32 that s
+// names (s itself when it does not parse as one: the server then says what
+// is wrong with it).
+func float32Literal(s string) string {
+	f, err := strconv.ParseFloat(s, 32)
+	if err != nil {
+		return s
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
 // errRowTooBig is returned when a single row cannot fit a statement under
@@ -406,26 +428,42 @@ func buildRows(head, sep, tail string, rows []sluice.Row, limit int,
 	return stmts, counts, nil
 }
 
-// checkpointTable is sluice's table in the target database.
+// checkpointTable is sluice's table in the target database: one row per
+// stream and lane.
 const checkpointTable = "sluice_checkpoint"
 
 // checkpointDDL creates the checkpoint table.
 const checkpointDDL = "CREATE TABLE IF NOT EXISTS `" + checkpointTable + "` (\n" +
 	"\t`stream` VARCHAR(255) NOT NULL,\n" +
+	"\t`lane` INT NOT NULL DEFAULT 0,\n" +
 	"\t`seq` BIGINT UNSIGNED NOT NULL,\n" +
 	"\t`position` TEXT NOT NULL,\n" +
 	"\t`applied` BIGINT UNSIGNED NOT NULL,\n" +
 	"\t`updated_at` DATETIME(6) NOT NULL,\n" +
-	"\tPRIMARY KEY (`stream`)\n" +
+	"\t`last_position` TEXT NULL,\n" +
+	"\t`lanes` INT NULL,\n" +
+	"\t`routing` TEXT NULL,\n" +
+	"\tPRIMARY KEY (`stream`, `lane`)\n" +
 	") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 
-// buildCheckpointUpsert returns the statement recording cp. A zero time
-// records the server's clock.
+// checkpointHasLanes tells whether the checkpoint table has the lane
+// column: one made by a sluice before lanes kept rows of their own has not.
+const checkpointHasLanes = "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = '" +
+	checkpointTable + "' AND COLUMN_NAME = 'lane'"
+
+// checkpointUpgrade brings such a table to the new shape: its row becomes
+// lane 0's, with lanes NULL (written before lanes kept their own).
+const checkpointUpgrade = "ALTER TABLE `" + checkpointTable + "` ADD COLUMN `lane` INT NOT NULL DEFAULT 0 AFTER `stream`, " +
+	"ADD COLUMN `last_position` TEXT NULL, ADD COLUMN `lanes` INT NULL, ADD COLUMN `routing` TEXT NULL, " +
+	"DROP PRIMARY KEY, ADD PRIMARY KEY (`stream`, `lane`)"
+
+// buildCheckpointUpsert returns the statement recording cp in its lane's
+// row. A zero time records the server's clock.
 func buildCheckpointUpsert(cp sluice.Checkpoint) string {
 	var b strings.Builder
-	b.WriteString("INSERT INTO `" + checkpointTable + "` (`stream`, `seq`, `position`, `applied`, `updated_at`)\nVALUES (")
+	b.WriteString("INSERT INTO `" + checkpointTable + "` (`stream`, `lane`, `seq`, `position`, `applied`, `updated_at`, `last_position`, `lanes`, `routing`)\nVALUES (")
 	quoteString(&b, cp.Stream)
-	fmt.Fprintf(&b, ", %d, ", cp.Seq)
+	fmt.Fprintf(&b, ", %d, %d, ", cp.Lane, cp.Seq)
 	quoteString(&b, cp.Position.String())
 	fmt.Fprintf(&b, ", %d, ", cp.Applied)
 	if cp.Time.IsZero() {
@@ -433,14 +471,69 @@ func buildCheckpointUpsert(cp sluice.Checkpoint) string {
 	} else {
 		quoteString(&b, cp.Time.UTC().Format("2006-01-02 15:04:05.000000"))
 	}
+	b.WriteString(", ")
+	last := cp.Last
+	if last.IsZero() {
+		last = cp.Position
+	}
+	quoteString(&b, last.String())
+	fmt.Fprintf(&b, ", %d, ", max(cp.Lanes, 1))
+	if cp.Routing == "" {
+		b.WriteString("NULL")
+	} else {
+		quoteString(&b, cp.Routing)
+	}
 	b.WriteString(")\nON DUPLICATE KEY UPDATE `seq` = VALUES(`seq`), `position` = VALUES(`position`), " +
-		"`applied` = VALUES(`applied`), `updated_at` = VALUES(`updated_at`)")
+		"`applied` = VALUES(`applied`), `updated_at` = VALUES(`updated_at`), `last_position` = VALUES(`last_position`), " +
+		"`lanes` = VALUES(`lanes`), `routing` = VALUES(`routing`)")
 	return b.String()
 }
 
 func buildCheckpointSelect(stream string) string {
 	var b strings.Builder
-	b.WriteString("SELECT `seq`, `position`, `applied`, `updated_at` FROM `" + checkpointTable + "` WHERE `stream` = ")
+	b.WriteString("SELECT `lane`, `seq`, `position`, `applied`, `updated_at`, COALESCE(`last_position`, ''), COALESCE(`lanes`, 0), COALESCE(`routing`, '') FROM `" +
+		checkpointTable + "` WHERE `stream` = ")
 	quoteString(&b, stream)
+	b.WriteString(" ORDER BY `lane`")
 	return b.String()
 }
+
+// buildKeyChange returns the statement that updates the row at old in
+// place to the present columns of img, primary key included, and the
+// check that follows it: when no row had the old key, the target differs
+// from the source, and the check fails (a subquery returning two rows,
+// error 1242, which the target turns into an error saying so) rather than
+// letting the change pass in silence.
+func buildKeyChange(table string, key []sqlColumn, cols []sqlColumn, present []int, old, img sluice.Row) (update, check string) {
+	var b strings.Builder
+	b.WriteString("UPDATE ")
+	b.WriteString(table)
+	b.WriteString(" SET ")
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quoteIdent(c.Name))
+		b.WriteString(" = ")
+		writeValue(&b, c.Kind, img[present[i]])
+	}
+	b.WriteString(" WHERE ")
+	for i, c := range key {
+		if i > 0 {
+			b.WriteString(" AND ")
+		}
+		b.WriteString(quoteIdent(c.Name))
+		b.WriteString(" = ")
+		writeValue(&b, c.Kind, old[i])
+	}
+	return b.String(), keyChangeCheck
+}
+
+// keyChangeCheck fails unless the statement right before it changed one
+// row. (DO would swallow the subquery's error; SELECT … INTO does not, and
+// returns no result set.)
+const keyChangeCheck = "SELECT IF(ROW_COUNT() = 1, 0, (SELECT 1 UNION ALL SELECT 2)) INTO @sluice_moved"
+
+// buildTruncate empties a table inside the batch's transaction: TRUNCATE
+// would commit it implicitly.
+func buildTruncate(table string) string { return "DELETE FROM " + table }

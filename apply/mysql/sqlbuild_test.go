@@ -266,3 +266,23 @@ func FuzzSQL(f *testing.F) {
 		}
 	})
 }
+
+// TestFloat32Literal: a FLOAT is written as the exact value of its
+// float32, so that the server's double-then-narrow reading gives it back
+// bit for bit, the largest float32 included (its shortest text,
+// 3.4028235e+38, is a double past the FLOAT range).
+func TestFloat32Literal(t *testing.T) {
+	for in, want := range map[string]string{
+		"3.4028235e+38": "3.4028234663852886e+38",
+		"1234567":       "1.234567e+06",
+		"0.1234567":     "0.12345670163631439",
+		"1.5":           "1.5",
+		"-0":            "-0",
+		"1e-45":         "1.401298464324817e-45",
+		"not a number":  "not a number",
+	} {
+		if got := float32Literal(in); got != want {
+			t.Errorf("float32Literal(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -33,12 +33,9 @@ import (
 const allowMergeFlag = "--allow-collation-merge"
 
 // allowCollationMerge reports whether preflight accepts key columns whose
-// target collation merges keys the source keeps distinct.
-//
-// It is to read Config.AllowCollationMerge; Config (postgres.go) does not
-// have that field yet, so for now every such column is refused, the safe
-// side.
-func (t *Target) allowCollationMerge() bool { return false }
+// target collation merges keys the source keeps distinct
+// (Config.AllowCollationMerge).
+func (t *Target) allowCollationMerge() bool { return t.cfg.AllowCollationMerge }
 
 // probes are the pairs of strings a nondeterministic collation is asked
 // about, to say in an error how it merges keys.

@@ -161,7 +161,7 @@ func TestKeyCollationMergesRows(t *testing.T) {
 				Columns: []sluice.Column{{Name: "k", Type: "text"}, {Name: "v", Type: "integer", Nullable: true}}}
 			// Two transactions, as two source transactions would be: in one
 			// statement PostgreSQL refuses to update a row twice.
-			batches := []*apply.Batch{apply.Compact([]sluice.Change{ins(tbl, c.a, "1")}), apply.Compact([]sluice.Change{ins(tbl, c.b, "2")})}
+			batches := []*apply.Batch{apply.Compact([]sluice.Change{ins(tbl, c.a, "1")}, nil), apply.Compact([]sluice.Change{ins(tbl, c.b, "2")}, nil)}
 
 			if c.merged {
 				// The setting is off: Apply, which describes the table

@@ -41,6 +41,23 @@ type Config struct {
 	// Dial, when set, opens the target's network connections instead of
 	// the default dialer (e.g. to count round trips).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// NoReplicaRole keeps the target's triggers and foreign-key checks
+	// running for sluice's writes. By default, where the user may set it
+	// (a superuser, or GRANT SET ON PARAMETER session_replication_role),
+	// each batch runs with session_replication_role = replica, as
+	// PostgreSQL's own logical replication applies changes: ordinary
+	// triggers and the foreign-key triggers do not fire, because the
+	// source already ran them and their effects are among the changes.
+	NoReplicaRole bool
+	// AllowCollationMerge accepts key columns (the source's primary key,
+	// the target's unique indexes) whose target collation holds as equal
+	// values the source keeps apart: case-, accent- or
+	// trailing-space-insensitive MySQL collations (utf8mb4_bin is PAD
+	// SPACE), nondeterministic PostgreSQL ones. Otherwise Preflight refuses
+	// them: rows whose keys differ only so would be one target row, the
+	// second upsert silently overwriting the first. Set it only when the
+	// source never holds two such keys.
+	AllowCollationMerge bool
 }
 
 // Target writes batches to one PostgreSQL database over one connection. Its
@@ -56,6 +73,12 @@ type Target struct {
 	database string
 	tables   map[sluice.TableName]*tableDesc
 	cpSQL    string
+	// begin opens a batch's transaction: BEGIN, and where the user may
+	// set it, session_replication_role = replica for the transaction.
+	begin []string
+	// replicaRole is set when batches run with session_replication_role
+	// = replica (see Config.NoReplicaRole).
+	replicaRole bool
 }
 
 var _ apply.Target = (*Target)(nil)
@@ -164,7 +187,23 @@ func (t *Target) setup(ctx context.Context) error {
 	for _, s := range buildCheckpointDDL(t.cfg.Schema) {
 		b.Queue(s)
 	}
-	b.Queue("SELECT current_database()").QueryRow(func(r pgx.Row) error { return r.Scan(&t.database) })
+	// The statements of one pipeline run in one implicit transaction, so
+	// the DO block's transaction-local setting is still there for the
+	// SELECT. has_parameter_privilege exists from PostgreSQL 15 on, hence
+	// the EXECUTE.
+	b.Queue(`DO $$
+DECLARE ok boolean;
+BEGIN
+	SELECT rolsuper INTO ok FROM pg_roles WHERE rolname = current_user;
+	IF NOT coalesce(ok, false) AND current_setting('server_version_num')::int >= 150000 THEN
+		EXECUTE 'SELECT has_parameter_privilege(''session_replication_role'', ''SET'')' INTO ok;
+	END IF;
+	PERFORM set_config('sluice.may_set_replica_role', coalesce(ok, false)::text, true);
+END $$`)
+	var mayReplica string
+	b.Queue("SELECT current_database(), current_setting('sluice.may_set_replica_role')").QueryRow(func(r pgx.Row) error {
+		return r.Scan(&t.database, &mayReplica)
+	})
 	err := t.conn.SendBatch(ctx, b).Close()
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "42P07") {
@@ -176,8 +215,17 @@ func (t *Target) setup(ctx context.Context) error {
 		return fmt.Errorf("target PostgreSQL at %s: create checkpoint table %s.checkpoint: %w (create it as a privileged user or grant CREATE on the database)",
 			t.addr, t.cfg.Schema, err)
 	}
+	t.begin = []string{"BEGIN"}
+	t.replicaRole = mayReplica == "true" && !t.cfg.NoReplicaRole
+	if t.replicaRole {
+		t.begin = append(t.begin, "SET LOCAL session_replication_role = replica")
+	}
 	return nil
 }
+
+// ReplicaRole reports whether batches run with session_replication_role =
+// replica (target triggers and foreign-key checks do not fire).
+func (t *Target) ReplicaRole() bool { return t.replicaRole }
 
 // ensureConn reconnects after a failure closed the connection.
 func (t *Target) ensureConn(ctx context.Context) error {
@@ -232,37 +280,59 @@ func (t *Target) Ping(ctx context.Context) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// ReadCheckpoint returns the checkpoint the target committed last for
-// stream, and false when it has none.
+// ReadCheckpoint returns the checkpoint the stream resumes from (see
+// apply.Resume), and false when the target has none.
 func (t *Target) ReadCheckpoint(ctx context.Context, stream string) (sluice.Checkpoint, bool, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var cp sluice.Checkpoint
-	var ok bool
-	err := t.reading(ctx, func() (err error) {
-		cp, ok, err = t.readCheckpoint(ctx, stream)
-		return err
-	})
-	return cp, ok, err
+	cps, err := t.ReadCheckpoints(ctx, stream)
+	if err != nil {
+		return sluice.Checkpoint{}, false, err
+	}
+	cp, ok := apply.Resume(cps)
+	return cp, ok, nil
 }
 
-func (t *Target) readCheckpoint(ctx context.Context, stream string) (sluice.Checkpoint, bool, error) {
-	cp := sluice.Checkpoint{Stream: stream}
-	var seq, applied int64
-	var pos string
-	err := t.conn.QueryRow(ctx, buildCheckpointSelect(t.cfg.Schema), stream).Scan(&seq, &pos, &applied, &cp.Time)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return cp, false, nil
-	}
+// ReadCheckpoints returns the checkpoints the target committed last for
+// stream, one per lane that wrote one, in lane order (none when it has
+// none).
+func (t *Target) ReadCheckpoints(ctx context.Context, stream string) ([]sluice.Checkpoint, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var cps []sluice.Checkpoint
+	err := t.reading(ctx, func() (err error) {
+		cps, err = t.readCheckpoints(ctx, stream)
+		return err
+	})
+	return cps, err
+}
+
+func (t *Target) readCheckpoints(ctx context.Context, stream string) ([]sluice.Checkpoint, error) {
+	rows, err := t.conn.Query(ctx, buildCheckpointSelect(t.cfg.Schema), stream)
 	if err != nil {
-		return cp, false, fmt.Errorf("read checkpoint of stream %q from %s.checkpoint: %w", stream, t.cfg.Schema, err)
+		return nil, fmt.Errorf("read checkpoint of stream %q from %s.checkpoint: %w", stream, t.cfg.Schema, err)
 	}
-	p, err := sluice.ParsePosition(pos)
-	if err != nil {
-		return cp, false, fmt.Errorf("read checkpoint of stream %q: %w", stream, err)
+	var cps []sluice.Checkpoint
+	for rows.Next() {
+		cp := sluice.Checkpoint{Stream: stream}
+		var seq, applied int64
+		var pos, last string
+		if err := rows.Scan(&cp.Lane, &seq, &pos, &applied, &cp.Time, &last, &cp.Lanes, &cp.Routing); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read checkpoint of stream %q from %s.checkpoint: %w", stream, t.cfg.Schema, err)
+		}
+		if cp.Position, err = sluice.ParsePosition(pos); err == nil {
+			cp.Last, err = sluice.ParsePosition(last)
+		}
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read checkpoint of stream %q, lane %d: %w", stream, cp.Lane, err)
+		}
+		cp.Seq, cp.Applied = uint64(seq), uint64(applied)
+		cps = append(cps, cp)
 	}
-	cp.Seq, cp.Applied, cp.Position = uint64(seq), uint64(applied), p
-	return cp, true, nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read checkpoint of stream %q from %s.checkpoint: %w", stream, t.cfg.Schema, err)
+	}
+	return cps, nil
 }
 
 // statement is one data statement of a batch and what it does, for errors.
@@ -271,13 +341,44 @@ type statement struct {
 	sql   string
 	args  []any
 	what  string // e.g. "upsert of 500 rows to public.orders"
+	// keyChange marks an ordered key change, which fails when the row it
+	// moves is missing.
+	keyChange bool
 }
 
-// stepError names the table of a batch's failing step (begin, data
-// statement i-1, commit) for the log's table field.
-func stepError(stmts []statement, i int, err error) error {
-	if i >= 1 && i <= len(stmts) && stmts[i-1].table != nil {
-		return &sluice.TableError{Table: stmts[i-1].table.Name, Err: err}
+// stepError names the table of a batch's failing statement stmts[i] (none
+// for begin, i < 0, and commit, i == len(stmts)) for the log's table field,
+// and turns a violated unique, exclusion or foreign-key constraint into an
+// *apply.ConstraintError: compacting a batch can break one that the
+// source's order kept.
+func (t *Target) stepError(stmts []statement, i int, err error) error {
+	var st *statement
+	if i >= 0 && i < len(stmts) && stmts[i].table != nil {
+		st = &stmts[i]
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "23503" || pgErr.Code == "23P01") {
+		ce := &apply.ConstraintError{Constraint: pgErr.ConstraintName, Detail: pgErr.Detail, Err: err}
+		if pgErr.Detail != "" {
+			ce.Err = fmt.Errorf("%w: %s", err, pgErr.Detail)
+		}
+		if st != nil {
+			ce.Tables = append(ce.Tables, st.table.Name)
+		}
+		// The constraint's own table, when it is another of the stream's
+		// (a foreign key's other side).
+		for _, d := range t.tables {
+			if d.display == pgErr.SchemaName+"."+pgErr.TableName && (st == nil || d.src.Name != st.table.Name) {
+				ce.Tables = append(ce.Tables, d.src.Name)
+			}
+		}
+		return ce
+	}
+	if st != nil && st.keyChange && errors.As(err, &pgErr) && pgErr.Code == "22012" {
+		err = fmt.Errorf("%s: no row has the old key on the target, so the target differs from the source (a row the source had is missing): %w", st.what, err)
+	}
+	if st != nil {
+		return &sluice.TableError{Table: st.table.Name, Err: err}
 	}
 	return err
 }
@@ -304,16 +405,7 @@ func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 		return err
 	}
 	if cp.Stream != "" {
-		var ts any
-		if !cp.Time.IsZero() {
-			ts = cp.Time.UTC().Format("2006-01-02 15:04:05.999999Z07:00")
-		}
-		stmts = append(stmts, statement{
-			sql: t.cpSQL,
-			args: []any{cp.Stream, strconv.FormatUint(cp.Seq, 10), cp.Position.String(),
-				strconv.FormatUint(cp.Applied, 10), ts},
-			what: fmt.Sprintf("checkpoint of stream %q", cp.Stream),
-		})
+		stmts = append(stmts, t.checkpointStatement(cp))
 	}
 	start := time.Now()
 	if t.cfg.Mode == PerRow {
@@ -336,6 +428,28 @@ func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 	return nil
 }
 
+// checkpointStatement records cp in its lane's row.
+func (t *Target) checkpointStatement(cp sluice.Checkpoint) statement {
+	var ts any
+	if !cp.Time.IsZero() {
+		ts = cp.Time.UTC().Format("2006-01-02 15:04:05.999999Z07:00")
+	}
+	last := cp.Last
+	if last.IsZero() {
+		last = cp.Position
+	}
+	var routing any
+	if cp.Routing != "" {
+		routing = cp.Routing
+	}
+	return statement{
+		sql: t.cpSQL,
+		args: []any{cp.Stream, strconv.Itoa(cp.Lane), strconv.FormatUint(cp.Seq, 10), cp.Position.String(),
+			strconv.FormatUint(cp.Applied, 10), ts, last.String(), strconv.Itoa(max(cp.Lanes, 1)), routing},
+		what: fmt.Sprintf("checkpoint of stream %q", cp.Stream),
+	}
+}
+
 // applyPipelined queues BEGIN, the statements and COMMIT in one pgx batch.
 // In exec mode pgx encodes every query as Parse/Bind/Describe/Execute,
 // appends one Sync and writes the lot with a single Write; the results are
@@ -344,7 +458,9 @@ func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 // is left aborted, to be rolled back by afterFailure.
 func (t *Target) applyPipelined(ctx context.Context, stmts []statement) error {
 	pb := &pgx.Batch{}
-	pb.Queue("BEGIN")
+	for _, q := range t.begin {
+		pb.Queue(q)
+	}
 	for _, s := range stmts {
 		pb.Queue(s.sql, s.args...)
 	}
@@ -353,11 +469,12 @@ func (t *Target) applyPipelined(ctx context.Context, stmts []statement) error {
 	var failed error
 	for i := range pb.Len() {
 		tag, err := br.Exec()
+		j := i - len(t.begin) // the statement's index in stmts
 		switch {
 		case err != nil:
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) {
-				failed = stepError(stmts, i, fmt.Errorf("apply %s: %w", pipelineStep(stmts, i), err))
+				failed = t.stepError(stmts, j, fmt.Errorf("apply %s: %w", pipelineStep(stmts, j), err))
 			} else {
 				failed = fmt.Errorf("apply batch of %d statements to target PostgreSQL at %s: %w", len(stmts), t.addr, err)
 			}
@@ -375,30 +492,33 @@ func (t *Target) applyPipelined(ctx context.Context, stmts []statement) error {
 	return failed
 }
 
+// pipelineStep names stmts[i], or begin (i < 0) or commit.
 func pipelineStep(stmts []statement, i int) string {
 	switch {
-	case i == 0:
+	case i < 0:
 		return "begin"
-	case i == len(stmts)+1:
+	case i >= len(stmts):
 		return "commit"
 	}
-	return stmts[i-1].what
+	return stmts[i].what
 }
 
 // applyPerRow runs each statement as its own round trip inside one
 // transaction.
 func (t *Target) applyPerRow(ctx context.Context, stmts []statement) error {
-	if _, err := t.conn.Exec(ctx, "BEGIN"); err != nil {
-		return fmt.Errorf("apply begin: %w", err)
+	for _, q := range t.begin {
+		if _, err := t.conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("apply begin: %w", err)
+		}
 	}
 	for i, s := range stmts {
 		if _, err := t.conn.Exec(ctx, s.sql, s.args...); err != nil {
-			return stepError(stmts, i+1, fmt.Errorf("apply %s: %w", s.what, err))
+			return t.stepError(stmts, i, fmt.Errorf("apply %s: %w", s.what, err))
 		}
 	}
 	tag, err := t.conn.Exec(ctx, "COMMIT")
 	if err != nil {
-		return fmt.Errorf("apply commit: %w", err)
+		return t.stepError(stmts, len(stmts), fmt.Errorf("apply commit: %w", err))
 	}
 	if tag.String() != "COMMIT" {
 		return fmt.Errorf("apply: commit reported %q", tag.String())
@@ -437,12 +557,12 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 	if err := t.connect(ctx); err != nil {
 		return classify(fmt.Errorf("%w (commit outcome unknown: reconnect failed: %v)", applyErr, err), true)
 	}
-	got, ok, err := t.readCheckpoint(ctx, cp.Stream)
+	got, err := t.readCheckpoints(ctx, cp.Stream)
 	if err != nil {
 		return classify(fmt.Errorf("%w (commit outcome unknown: %v)", applyErr, err), true)
 	}
-	if ok && got.Seq == cp.Seq && got.Position == cp.Position {
-		t.log.Warn("connection lost after commit; the batch is committed", "stream", cp.Stream, "seq", cp.Seq, "err", applyErr)
+	if apply.Committed(got, cp) {
+		t.log.Warn("connection lost after commit; the batch is committed", "stream", cp.Stream, "lane", cp.Lane, "seq", cp.Seq, "err", applyErr)
 		return nil
 	}
 	return classify(applyErr, true)
@@ -473,8 +593,9 @@ func classify(err error, connLost bool) error {
 	return err
 }
 
-// plan turns a batch into statements: per table, its deletes, then its
-// upserts grouped by the set of columns present.
+// plan turns a batch into statements: per compacted table its truncate,
+// its deletes, then its upserts grouped by the set of columns present;
+// then the ordered changes, one statement each, in source order.
 func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]statement, error) {
 	var stmts []statement
 	for _, tb := range b.Tables {
@@ -482,11 +603,8 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 		if err != nil {
 			return nil, err
 		}
-		for _, mv := range tb.Moves {
-			if stmts, err = d.appendDeletes(stmts, []sluice.Row{mv.To}, true); err != nil {
-				return nil, err
-			}
-			stmts = append(stmts, d.moveStatement(mv))
+		if tb.Truncate {
+			stmts = append(stmts, d.truncateStatement())
 		}
 		stmts, err = d.appendDeletes(stmts, tb.Deletes, perRow)
 		if err != nil {
@@ -497,7 +615,73 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 			return nil, err
 		}
 	}
+	for i := range b.Ordered {
+		c := &b.Ordered[i]
+		d, err := t.describe(ctx, c.Table)
+		if err != nil {
+			return nil, err
+		}
+		switch c.Op {
+		case sluice.OpInsert:
+			stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, true)
+		case sluice.OpUpdate:
+			if c.Key != nil && !apply.KeysEqual(c.Key, c.Table.KeyOf(c.Row)) {
+				var st statement
+				st, err = d.keyChangeStatement(c.Key, c.Row)
+				stmts = append(stmts, st)
+			} else {
+				stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, true)
+			}
+		case sluice.OpDelete:
+			stmts, err = d.appendDeletes(stmts, []sluice.Row{c.Key}, true)
+		case sluice.OpTruncate:
+			stmts = append(stmts, d.truncateStatement())
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	return stmts, nil
+}
+
+func (d *tableDesc) truncateStatement() statement {
+	return statement{table: d.src, sql: buildTruncate(d.ident), what: "truncate of " + d.display}
+}
+
+// keyChangeStatement updates the row at old in place to img, primary key
+// included, leaving the columns img does not carry as they are.
+func (d *tableDesc) keyChangeStatement(old, img sluice.Row) (statement, error) {
+	if len(img) != len(d.cols) || len(old) != len(d.src.Key) {
+		return statement{}, fmt.Errorf("apply key change in %s: row has %d values and key %d, want %d and %d",
+			d.display, len(img), len(old), len(d.cols), len(d.src.Key))
+	}
+	var cols []sqlColumn
+	var args []any
+	for i, v := range img {
+		if v.Unchanged {
+			continue
+		}
+		cols = append(cols, d.cols[i])
+		args = append(args, textArg(v))
+	}
+	key := make([]sqlColumn, len(d.src.Key))
+	for i, k := range d.src.Key {
+		if old[i].Null || old[i].Unchanged || img[k].Null || img[k].Unchanged {
+			return statement{}, fmt.Errorf("apply key change in %s: key %s has a NULL or missing value", d.display, d.src.FormatKey(old))
+		}
+		key[i] = d.cols[k]
+		args = append(args, old[i].Text)
+	}
+	return statement{table: d.src, sql: buildKeyChange(d.ident, cols, key), args: args, keyChange: true,
+		what: fmt.Sprintf("key change %s → %s in %s", d.src.FormatKey(old), d.src.FormatKey(d.src.KeyOf(img)), d.display)}, nil
+}
+
+// textArg is a value as a text parameter: nil for NULL.
+func textArg(v sluice.Value) any {
+	if v.Null {
+		return nil
+	}
+	return v.Text
 }
 
 func (d *tableDesc) appendDeletes(stmts []statement, keys []sluice.Row, perRow bool) ([]statement, error) {
@@ -635,34 +819,4 @@ func rowCount(n int) string {
 		return "1 row"
 	}
 	return strconv.Itoa(n) + " rows"
-}
-
-// moveStatement changes the primary key of the row at mv.From to mv.To in
-// place, keeping the values the source did not send.
-func (d *tableDesc) moveStatement(mv apply.Move) statement {
-	var b strings.Builder
-	b.WriteString("UPDATE ")
-	b.WriteString(d.ident)
-	b.WriteString(" SET ")
-	n := len(d.src.Key)
-	args := make([]any, 0, 2*n)
-	for i, k := range d.src.Key {
-		c := d.cols[k]
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s = $%d::text::%s", ident(c.Name), i+1, c.cast())
-		args = append(args, mv.To[i].Text)
-	}
-	b.WriteString(" WHERE ")
-	for i, k := range d.src.Key {
-		c := d.cols[k]
-		if i > 0 {
-			b.WriteString(" AND ")
-		}
-		fmt.Fprintf(&b, "%s = $%d::text::%s", ident(c.Name), n+i+1, c.cast())
-		args = append(args, mv.From[i].Text)
-	}
-	return statement{table: d.src, sql: b.String(), args: args,
-		what: fmt.Sprintf("key change %s → %s in %s", d.src.FormatKey(mv.From), d.src.FormatKey(mv.To), d.display)}
 }

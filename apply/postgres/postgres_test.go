@@ -152,7 +152,7 @@ func TestTypesRoundTrip(t *testing.T) {
 			}
 			changes = append(changes, ins(tbl, vals...))
 		}
-		if err := tg.Apply(ctx, apply.Compact(changes), sluice.Checkpoint{}); err != nil {
+		if err := tg.Apply(ctx, apply.Compact(changes, nil), sluice.Checkpoint{}); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range cols {
@@ -198,7 +198,7 @@ func TestCompositeKeysDeletesIdempotence(t *testing.T) {
 			ins(lines, "3", "2", "transient", "1"),
 			del(lines, "3", "2"),
 			del(lines, "9", "9"), // absent on the target: a no-op
-		})
+		}, nil)
 		want := []string{"(1,1,new,10)", "(2,1,keep,3)", "(3,1,added,)"}
 		for i := range 2 { // the second apply is a replay and must change nothing
 			if err := tg.Apply(ctx, b, sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
@@ -276,12 +276,12 @@ func TestFailedStatementRollsBack(t *testing.T) {
 		tg := openTarget(t, url, mode)
 		ctx := context.Background()
 		cp1 := sluice.Checkpoint{Stream: "s", Seq: 1, Position: sluice.Position{Kind: "test", Token: "1"}}
-		if err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(stock, "a", "1"), ins(audit, "1", "first")}), cp1); err != nil {
+		if err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(stock, "a", "1"), ins(audit, "1", "first")}, nil), cp1); err != nil {
 			t.Fatal(err)
 		}
 		before := append(dump(t, conn, "stock"), dump(t, conn, "audit")...)
 
-		bad := apply.Compact([]sluice.Change{ins(audit, "2", "second"), del(stock, "a"), ins(stock, "b", "2"), ins(stock, "c", "-1")})
+		bad := apply.Compact([]sluice.Change{ins(audit, "2", "second"), del(stock, "a"), ins(stock, "b", "2"), ins(stock, "c", "-1")}, nil)
 		err := tg.Apply(ctx, bad, sluice.Checkpoint{Stream: "s", Seq: 2, Position: sluice.Position{Kind: "test", Token: "2"}})
 		if err == nil {
 			t.Fatal("Apply of a row violating a CHECK constraint succeeded")
@@ -305,7 +305,7 @@ func TestFailedStatementRollsBack(t *testing.T) {
 			t.Errorf("checkpoint after a failed batch = %+v, %v; want seq 1", got, err)
 		}
 		// The target stays usable.
-		if err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(stock, "c", "5")}), sluice.Checkpoint{Stream: "s", Seq: 2}); err != nil {
+		if err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(stock, "c", "5")}, nil), sluice.Checkpoint{Stream: "s", Seq: 2}); err != nil {
 			t.Fatalf("Apply after a failure: %v", err)
 		}
 		if got := dump(t, conn, "stock"); fmt.Sprint(got) != "[(a,1) (c,5)]" {
@@ -357,7 +357,7 @@ func TestRoundTrips(t *testing.T) {
 		if len(cs) != 1000 {
 			t.Fatalf("%d changes", len(cs))
 		}
-		b := apply.Compact(cs)
+		b := apply.Compact(cs, nil)
 		if b.Rows != 1000 {
 			t.Fatalf("compacted to %d rows", b.Rows)
 		}
@@ -508,7 +508,7 @@ func TestTooLongValueFails(t *testing.T) {
 	tg := openTarget(t, url, Pipelined)
 	ctx := context.Background()
 	for _, vals := range [][]string{{"1", "abcd", "ab", "1.0"}, {"2", "abc", "abc", "1.0"}, {"3", "abc", "ab", "12345.0"}} {
-		err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(short, vals...)}), sluice.Checkpoint{})
+		err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(short, vals...)}, nil), sluice.Checkpoint{})
 		if err == nil {
 			t.Errorf("Apply of %v succeeded; rows now %v", vals, dump(t, conn, "short"))
 			continue
@@ -540,7 +540,7 @@ func TestKilledTransaction(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() {
-		errc <- tg.Apply(ctx, apply.Compact([]sluice.Change{ins(k, "1", "a")}), sluice.Checkpoint{Stream: "s", Seq: 1})
+		errc <- tg.Apply(ctx, apply.Compact([]sluice.Change{ins(k, "1", "a")}, nil), sluice.Checkpoint{Stream: "s", Seq: 1})
 	}()
 	// A second connection does the killing, as txkiller does.
 	killer, err := pgx.Connect(ctx, url)
@@ -571,7 +571,7 @@ func TestKilledTransaction(t *testing.T) {
 	if !retry || !killed {
 		t.Fatalf("IsRetryable(%v) = %v, %v; want true, true", err, retry, killed)
 	}
-	if err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(k, "1", "a")}), sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
+	if err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(k, "1", "a")}, nil), sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
 		t.Fatalf("Apply after the kill: %v", err)
 	}
 	if got := dump(t, admin, "k"); fmt.Sprint(got) != "[(1,a)]" {
@@ -596,7 +596,7 @@ func TestDroppedConnection(t *testing.T) {
 		proxy.DropConnections()
 		var err error
 		for range 3 {
-			err = tg.Apply(ctx, apply.Compact([]sluice.Change{ins(d, strconv.Itoa(i))}), sluice.Checkpoint{Stream: "s", Seq: uint64(i)})
+			err = tg.Apply(ctx, apply.Compact([]sluice.Change{ins(d, strconv.Itoa(i))}, nil), sluice.Checkpoint{Stream: "s", Seq: uint64(i)})
 			if err == nil {
 				break
 			}
@@ -631,7 +631,7 @@ func TestOddIdentifiers(t *testing.T) {
 		if err := tg.Preflight(ctx, []*sluice.Table{tbl}); err != nil {
 			t.Fatal(err)
 		}
-		b := apply.Compact([]sluice.Change{ins(tbl, "1", "x", "abc", "$2"), ins(tbl, "2", "y", null, null), del(tbl, "3", "z")})
+		b := apply.Compact([]sluice.Change{ins(tbl, "1", "x", "abc", "$2"), ins(tbl, "2", "y", null, null), del(tbl, "3", "z")}, nil)
 		if err := tg.Apply(ctx, b, sluice.Checkpoint{}); err != nil {
 			t.Fatal(err)
 		}
@@ -642,7 +642,7 @@ func TestOddIdentifiers(t *testing.T) {
 		// The domain's length and CHECK still apply: the cast goes to the
 		// base type without its typmod, the assignment to the domain.
 		for _, v := range []string{"abcd", "bad"} {
-			err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(tbl, "1", "x", v, null)}), sluice.Checkpoint{})
+			err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(tbl, "1", "x", v, null)}, nil), sluice.Checkpoint{})
 			if err == nil {
 				t.Errorf("value %q accepted for a varchar(3) domain excluding 'bad'", v)
 			}

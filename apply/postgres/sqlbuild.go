@@ -105,35 +105,102 @@ func buildDelete(table string, key []sqlColumn) string {
 	return b.String()
 }
 
-// buildCheckpointUpsert returns the statement that records a stream's
-// checkpoint; its parameters are stream, seq, position, applied, updated_at.
+// buildKeyChange returns the statement that updates one row in place,
+// primary key included: the row at the old key (parameters after the
+// columns', one per key column) takes the present columns' values (one
+// parameter each). Columns outside cols keep what the target has, which is
+// how a key change keeps values the source did not send. When no row is at
+// the old key the target differs from the source, and the statement fails
+// (division by zero, which the target turns into an error saying so)
+// rather than changing nothing in silence.
+func buildKeyChange(table string, cols, key []sqlColumn) string {
+	var b strings.Builder
+	b.WriteString("WITH u AS (UPDATE ")
+	b.WriteString(table)
+	b.WriteString(" SET ")
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(ident(c.Name))
+		b.WriteString(" = $")
+		b.WriteString(itoa(i + 1))
+		b.WriteString("::text::")
+		b.WriteString(c.cast())
+	}
+	b.WriteString("\nWHERE ")
+	for i, c := range key {
+		if i > 0 {
+			b.WriteString(" AND ")
+		}
+		b.WriteString(ident(c.Name))
+		b.WriteString(" = $")
+		b.WriteString(itoa(len(cols) + i + 1))
+		b.WriteString("::text::")
+		b.WriteString(c.cast())
+	}
+	b.WriteString("\nRETURNING 1)\nSELECT 1 / count(*) FROM u")
+	return b.String()
+}
+
+// buildTruncate returns the statement that empties a table, as the source's
+// TRUNCATE did. It is transactional on PostgreSQL and runs inside the
+// batch's transaction.
+func buildTruncate(table string) string { return "TRUNCATE " + table }
+
+// checkpointColumns are the checkpoint table's columns in the order
+// buildCheckpointUpsert takes them as parameters.
+const checkpointColumns = "stream, lane, seq, position, applied, updated_at, last_position, lanes, routing"
+
+// buildCheckpointUpsert returns the statement that records a lane's
+// checkpoint; its parameters are stream, lane, seq, position, applied,
+// updated_at, last_position, lanes, routing.
 func buildCheckpointUpsert(schema string) string {
 	return "INSERT INTO " + pgx.Identifier{schema, "checkpoint"}.Sanitize() +
-		" (stream, seq, position, applied, updated_at)\n" +
-		"VALUES ($1, $2::bigint, $3, $4::bigint, coalesce($5::timestamptz, now()))\n" +
-		"ON CONFLICT (stream) DO UPDATE SET seq = EXCLUDED.seq, position = EXCLUDED.position, " +
-		"applied = EXCLUDED.applied, updated_at = EXCLUDED.updated_at"
+		" (" + checkpointColumns + ")\n" +
+		"VALUES ($1, $2::integer, $3::bigint, $4, $5::bigint, coalesce($6::timestamptz, now()), $7, $8::integer, $9)\n" +
+		"ON CONFLICT (stream, lane) DO UPDATE SET seq = EXCLUDED.seq, position = EXCLUDED.position, " +
+		"applied = EXCLUDED.applied, updated_at = EXCLUDED.updated_at, last_position = EXCLUDED.last_position, " +
+		"lanes = EXCLUDED.lanes, routing = EXCLUDED.routing"
 }
 
 // buildCheckpointDDL returns the statements that create sluice's own schema
-// and checkpoint table.
+// and checkpoint table, one row per stream and lane, and bring a table
+// created by an earlier sluice (one row per stream) to that shape: its row
+// becomes lane 0's, with lanes NULL, which says the row comes from before
+// lanes kept checkpoints of their own.
 func buildCheckpointDDL(schema string) []string {
 	s := ident(schema)
+	tbl := pgx.Identifier{schema, "checkpoint"}.Sanitize()
 	return []string{
 		"CREATE SCHEMA IF NOT EXISTS " + s,
-		"CREATE TABLE IF NOT EXISTS " + pgx.Identifier{schema, "checkpoint"}.Sanitize() + " (\n" +
-			"\tstream text PRIMARY KEY,\n" +
+		"CREATE TABLE IF NOT EXISTS " + tbl + " (\n" +
+			"\tstream text NOT NULL,\n" +
+			"\tlane integer NOT NULL DEFAULT 0,\n" +
 			"\tseq bigint NOT NULL,\n" +
 			"\tposition text NOT NULL,\n" +
 			"\tapplied bigint NOT NULL,\n" +
-			"\tupdated_at timestamptz NOT NULL\n" +
+			"\tupdated_at timestamptz NOT NULL,\n" +
+			"\tlast_position text,\n" +
+			"\tlanes integer,\n" +
+			"\trouting text,\n" +
+			"\tPRIMARY KEY (stream, lane)\n" +
 			")",
+		"DO $$\nBEGIN\n" +
+			"\tIF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = " + quoteLiteral(tbl) + "::regclass AND attname = 'lane' AND NOT attisdropped) THEN\n" +
+			"\t\tALTER TABLE " + tbl + " ADD COLUMN lane integer NOT NULL DEFAULT 0, ADD COLUMN last_position text,\n" +
+			"\t\t\tADD COLUMN lanes integer, ADD COLUMN routing text;\n" +
+			"\t\tEXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', " + quoteLiteral(tbl) + ",\n" +
+			"\t\t\t(SELECT conname FROM pg_constraint WHERE conrelid = " + quoteLiteral(tbl) + "::regclass AND contype = 'p'));\n" +
+			"\t\tALTER TABLE " + tbl + " ADD PRIMARY KEY (stream, lane);\n" +
+			"\tEND IF;\n" +
+			"END $$",
 	}
 }
 
 func buildCheckpointSelect(schema string) string {
-	return "SELECT seq, position, applied, updated_at FROM " +
-		pgx.Identifier{schema, "checkpoint"}.Sanitize() + " WHERE stream = $1"
+	return "SELECT lane, seq, position, applied, updated_at, coalesce(last_position, ''), coalesce(lanes, 0), coalesce(routing, '') FROM " +
+		pgx.Identifier{schema, "checkpoint"}.Sanitize() + " WHERE stream = $1 ORDER BY lane"
 }
 
 func writeNames(b *strings.Builder, cols []sqlColumn, prefix string) {

@@ -16,6 +16,10 @@ type Inner interface {
 	Preflight(ctx context.Context, tables []*sluice.Table) error
 	Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint) error
 	ReadCheckpoint(ctx context.Context, stream string) (sluice.Checkpoint, bool, error)
+	ReadCheckpoints(ctx context.Context, stream string) ([]sluice.Checkpoint, error)
+	// ForeignKeys returns the tables a foreign key joins to the target
+	// table, either way, as the target names them.
+	ForeignKeys(ctx context.Context, name sluice.TableName) ([]sluice.TableName, error)
 	Ping(ctx context.Context) (time.Duration, error)
 	Close(ctx context.Context) error
 	// ColumnTypes returns the target table's column types as the target
@@ -50,6 +54,7 @@ type Target struct {
 }
 
 type tableMap struct {
+	src   *sluice.Table
 	out   *sluice.Table // the source table with the target's column types
 	convs []Conv        // per column; nil entries keep the text
 }
@@ -98,7 +103,7 @@ func (t *Target) mapTable(ctx context.Context, tbl *sluice.Table) (*tableMap, er
 		return nil, err
 	}
 	out := &sluice.Table{Name: name, Key: tbl.Key, Columns: make([]sluice.Column, len(tbl.Columns))}
-	m = &tableMap{out: out, convs: make([]Conv, len(tbl.Columns))}
+	m = &tableMap{src: tbl, out: out, convs: make([]Conv, len(tbl.Columns))}
 	var errs []error
 	for i, c := range tbl.Columns {
 		out.Columns[i] = c
@@ -133,37 +138,77 @@ func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 		if err != nil {
 			return err
 		}
-		ob := &apply.TableBatch{Table: m.out, Deletes: make([]sluice.Row, len(tb.Deletes)), Upserts: make([]sluice.Row, len(tb.Upserts)),
-			Moves: make([]apply.Move, len(tb.Moves))}
-		keyConv := make([]Conv, len(tb.Table.Key))
-		for x, c := range tb.Table.Key {
-			keyConv[x] = m.convs[c]
-		}
+		ob := &apply.TableBatch{Table: m.out, Truncate: tb.Truncate,
+			Deletes: make([]sluice.Row, len(tb.Deletes)), Upserts: make([]sluice.Row, len(tb.Upserts))}
 		for j, k := range tb.Deletes {
-			if ob.Deletes[j], err = convertRow(k, keyConv, tb.Table, k, tb.Table.KeyNames()); err != nil {
+			if ob.Deletes[j], err = m.key(k); err != nil {
 				return err
 			}
-		}
-		for j, mv := range tb.Moves {
-			if ob.Moves[j].From, err = convertRow(mv.From, keyConv, tb.Table, mv.From, tb.Table.KeyNames()); err != nil {
-				return err
-			}
-			if ob.Moves[j].To, err = convertRow(mv.To, keyConv, tb.Table, mv.To, tb.Table.KeyNames()); err != nil {
-				return err
-			}
-		}
-		names := make([]string, len(tb.Table.Columns))
-		for x, c := range tb.Table.Columns {
-			names[x] = c.Name
 		}
 		for j, r := range tb.Upserts {
-			if ob.Upserts[j], err = convertRow(r, m.convs, tb.Table, tb.Table.KeyOf(r), names); err != nil {
+			if ob.Upserts[j], err = m.row(r); err != nil {
 				return err
 			}
 		}
 		out.Tables[i] = ob
 	}
-	return t.Inner.Apply(ctx, out, cp)
+	if len(b.Ordered) > 0 {
+		out.Ordered = make([]sluice.Change, len(b.Ordered))
+	}
+	for i, c := range b.Ordered {
+		m, err := t.mapTable(ctx, c.Table)
+		if err != nil {
+			return err
+		}
+		oc := c
+		oc.Table = m.out
+		if c.Key != nil {
+			if oc.Key, err = m.key(c.Key); err != nil {
+				return err
+			}
+		}
+		if c.Row != nil {
+			if oc.Row, err = m.row(c.Row); err != nil {
+				return err
+			}
+		}
+		out.Ordered[i] = oc
+	}
+	err := t.Inner.Apply(ctx, out, cp)
+	var ce *apply.ConstraintError
+	if errors.As(err, &ce) {
+		// The stream knows its tables by their source names.
+		t.mu.Lock()
+		for i, n := range ce.Tables {
+			for _, m := range t.tables {
+				if m.out.Name == n {
+					ce.Tables[i] = m.src.Name
+					break
+				}
+			}
+		}
+		t.mu.Unlock()
+	}
+	return err
+}
+
+// key converts a key aligned with the source table's Key.
+func (m *tableMap) key(k sluice.Row) (sluice.Row, error) {
+	src := m.src
+	conv := make([]Conv, len(src.Key))
+	for x, c := range src.Key {
+		conv[x] = m.convs[c]
+	}
+	return convertRow(k, conv, src, k, src.KeyNames())
+}
+
+// row converts a full row image.
+func (m *tableMap) row(r sluice.Row) (sluice.Row, error) {
+	names := make([]string, len(m.src.Columns))
+	for x, c := range m.src.Columns {
+		names[x] = c.Name
+	}
+	return convertRow(r, m.convs, m.src, m.src.KeyOf(r), names)
 }
 
 func convertRow(r sluice.Row, convs []Conv, tbl *sluice.Table, key sluice.Row, names []string) (sluice.Row, error) {
@@ -196,4 +241,12 @@ func (t *Target) HasUniqueKeys(ctx context.Context, name sluice.TableName) (bool
 		name.Schema = ""
 	}
 	return t.Inner.HasUniqueKeys(ctx, name)
+}
+
+// ForeignKeys asks the inner target about the table as it is named there.
+func (t *Target) ForeignKeys(ctx context.Context, name sluice.TableName) ([]sluice.TableName, error) {
+	if !t.keepSchema {
+		name.Schema = ""
+	}
+	return t.Inner.ForeignKeys(ctx, name)
 }

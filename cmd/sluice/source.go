@@ -50,8 +50,8 @@ func sourceAdmin(c *cli.Context, install bool) error {
 		verb = "installed capture triggers on"
 		err = daemon.InstallCapture(c.Context, u, tables)
 		if !install {
-			verb = "removed capture triggers from"
-			err = daemon.UninstallCapture(c.Context, u, tables)
+			verb = "removed stream " + c.String("stream-id") + "'s changelog consumer and the capture triggers from"
+			err = daemon.UninstallCapture(c.Context, u, c.String("stream-id"), tables)
 		}
 	case daemon.ModeLogical:
 		verb = "set up publication and replication slot of stream " + c.String("stream-id") + " for"

@@ -39,6 +39,13 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+// Querier is what the comparison needs of a PostgreSQL connection, pool or
+// transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // DB is one side of a comparison: a PostgreSQL database read through pgx
 // (a *pgx.Conn, *pgxpool.Pool or pgx.Tx), or a MySQL-family database read
 // through go-sql-driver. Exactly one is set.
@@ -180,15 +187,21 @@ func CompareTables(ctx context.Context, want, got DB, tables ...string) (Diffs, 
 // are told apart only when both sides are PostgreSQL, the one engine of
 // the two that keeps a zero's sign.
 func CompareTable(ctx context.Context, want, got DB, table string) (*TableDiff, error) {
-	w, err := readTable(ctx, want, table)
+	return CompareTableAs(ctx, want, table, got, table)
+}
+
+// CompareTableAs is CompareTable for tables of different names: wantTable
+// in want (a copy of a table kept for later, say) and gotTable in got.
+func CompareTableAs(ctx context.Context, want DB, wantTable string, got DB, gotTable string) (*TableDiff, error) {
+	w, err := readTable(ctx, want, wantTable)
 	if err != nil {
-		return nil, fmt.Errorf("compare %s: read want (%s): %w", table, want, err)
+		return nil, fmt.Errorf("compare %s: read want (%s): %w", wantTable, want, err)
 	}
-	g, err := readTable(ctx, got, table)
+	g, err := readTable(ctx, got, gotTable)
 	if err != nil {
-		return nil, fmt.Errorf("compare %s: read got (%s): %w", table, got, err)
+		return nil, fmt.Errorf("compare %s: read got (%s): %w", gotTable, got, err)
 	}
-	return diffTables(table, w, g, want.pg() != nil && got.pg() != nil)
+	return diffTables(gotTable, w, g, want.pg() != nil && got.pg() != nil)
 }
 
 // CompareChecksumTable compares tables between two MySQL-family databases
@@ -244,6 +257,10 @@ const (
 	clsTimeOfDay
 	clsUUID
 	clsJSON
+	// clsPGBinary is any other PostgreSQL type (interval, inet, arrays,
+	// enums, …): its binary send form, compared byte for byte with a
+	// column of the same type on another PostgreSQL.
+	clsPGBinary
 )
 
 // A kind is a canonical value's type; each class reads into one, and a
@@ -260,8 +277,9 @@ const (
 	kTOD                  // time of day, microseconds
 	kBytes
 	kText
-	kUUID // 16 bytes
-	kJSON // decoded document
+	kUUID     // 16 bytes
+	kJSON     // decoded document
+	kPGBinary // a PostgreSQL type's binary send form
 )
 
 func (c class) kind() kind {
@@ -288,12 +306,14 @@ func (c class) kind() kind {
 		return kUUID
 	case clsJSON:
 		return kJSON
+	case clsPGBinary:
+		return kPGBinary
 	}
 	panic(fmt.Sprintf("dbtest: class %d", c))
 }
 
 var kindNames = map[kind]string{kNum: "number", kF32: "float32", kF64: "float64", kBool: "boolean", kTime: "timestamp",
-	kDate: "date", kTOD: "time", kBytes: "bytes", kText: "text", kUUID: "uuid", kJSON: "json"}
+	kDate: "date", kTOD: "time", kBytes: "bytes", kText: "text", kUUID: "uuid", kJSON: "json", kPGBinary: "PostgreSQL binary form"}
 
 // resolveKind is the kind two columns compare in: their common kind, or
 // the richer one where a type pair of the cross-engine map meets (a FLOAT
@@ -389,7 +409,7 @@ func (v cval) equal(o cval, signedZero bool) bool {
 		return v.t.Equal(o.t)
 	case kTOD:
 		return v.us == o.us
-	case kBytes, kText, kUUID:
+	case kBytes, kText, kUUID, kPGBinary:
 		return bytes.Equal(v.raw, o.raw)
 	case kJSON:
 		return jsonEqual(v.js, o.js)
@@ -436,7 +456,7 @@ func (v cval) String() string {
 	case kTOD:
 		d := time.Duration(v.us) * time.Microsecond
 		return fmt.Sprintf("%02d:%02d:%02d.%06d", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60, v.us%1e6)
-	case kBytes:
+	case kBytes, kPGBinary:
 		if len(v.raw) <= 32 {
 			return `\x` + hex.EncodeToString(v.raw)
 		}
@@ -561,7 +581,9 @@ func readPG(ctx context.Context, q Querier, table string) (*tableData, error) {
 	}
 	// Every column in binary: the values' stored form, decoded by pgx's
 	// binary codecs, never by the server's output functions.
-	rows, err = q.Query(ctx, "SELECT * FROM "+name, pgx.QueryResultFormats{pgx.BinaryFormatCode})
+	// DescribeExec: a cached plan of an earlier shape of the table (a
+	// test that altered it) must not be used.
+	rows, err = q.Query(ctx, "SELECT * FROM "+name, pgx.QueryExecModeDescribeExec, pgx.QueryResultFormats{pgx.BinaryFormatCode})
 	if err != nil {
 		return nil, err
 	}
@@ -569,10 +591,13 @@ func readPG(ctx context.Context, q Querier, table string) (*tableData, error) {
 	m := pgtype.NewMap()
 	td := &tableData{key: keys}
 	fds := rows.FieldDescriptions()
+	var unknown []int // columns of types pgx does not know, named below
 	for _, fd := range fds {
 		typ := strconv.FormatUint(uint64(fd.DataTypeOID), 10)
 		if t, ok := m.TypeForOID(fd.DataTypeOID); ok {
 			typ = t.Name
+		} else {
+			unknown = append(unknown, len(td.cols))
 		}
 		cls, err := pgClass(fd.DataTypeOID)
 		if err != nil {
@@ -603,7 +628,18 @@ func readPG(ctx context.Context, q Querier, table string) (*tableData, error) {
 		}
 		td.rows = append(td.rows, row)
 	}
-	return td, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	// Types pgx does not know (enums, domains, …) are compared by name:
+	// their oids differ between databases.
+	for _, i := range unknown {
+		if err := q.QueryRow(ctx, "SELECT format_type($1::oid, NULL)", fds[i].DataTypeOID).Scan(&td.cols[i].typ); err != nil {
+			return nil, fmt.Errorf("column %s: type %d: %w", fds[i].Name, fds[i].DataTypeOID, err)
+		}
+	}
+	return td, nil
 }
 
 func pgClass(oid uint32) (class, error) {
@@ -635,7 +671,7 @@ func pgClass(oid uint32) (class, error) {
 	case pgtype.JSONOID, pgtype.JSONBOID:
 		return clsJSON, nil
 	}
-	return 0, errors.New("type not supported by the comparison")
+	return clsPGBinary, nil
 }
 
 func pgValue(m *pgtype.Map, oid uint32, raw []byte) (cval, error) {
@@ -734,7 +770,7 @@ func pgValue(m *pgtype.Map, oid uint32, raw []byte) (cval, error) {
 		js, err := decodeJSON(b)
 		return cval{kind: kJSON, js: js}, err
 	}
-	return cval{}, fmt.Errorf("type oid %d not supported by the comparison", oid)
+	return cval{kind: kPGBinary, raw: bytes.Clone(raw)}, nil
 }
 
 func abs(x int32) int32 {
@@ -1124,6 +1160,9 @@ func diffTables(table string, w, g *tableData, signedZero bool) (*TableDiff, err
 			return nil, fmt.Errorf("compare %s: column %s is missing on got", table, c.name)
 		}
 		k, err := resolveKind(c.cls, g.cols[j].cls)
+		if err == nil && k == kPGBinary && c.typ != g.cols[j].typ {
+			err = fmt.Errorf("binary forms of different types")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("compare %s: column %s (%s against %s): %w", table, c.name, c.typ, g.cols[j].typ, err)
 		}

@@ -224,7 +224,9 @@ func ParseDSN(dsnOrURL string) (*mysql.Config, error) {
 	if i := strings.Index(dsnOrURL, "://"); i > 0 && !strings.Contains(dsnOrURL[:i], "@") {
 		u, err := url.Parse(dsnOrURL)
 		if err != nil {
-			return nil, fmt.Errorf("parse MySQL URL: %w", redactURLError(err))
+			// url.Parse's error holds the URL, and its reason (an invalid
+			// escape) part of the password.
+			return nil, errors.New("the mysql:// URL does not parse: percent-encode the characters % @ : / ? # and spaces in the user name and password (% as %25, @ as %40)")
 		}
 		if u.Scheme != "mysql" && u.Scheme != "mariadb" {
 			return nil, fmt.Errorf("MySQL URL scheme %q: want mysql://user:password@host:port/database", u.Scheme)
@@ -248,14 +250,6 @@ func ParseDSN(dsnOrURL string) (*mysql.Config, error) {
 		return nil, fmt.Errorf("parse MySQL DSN: %w", err)
 	}
 	return cfg, nil
-}
-
-func redactURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // Open connects to the source, checks every table and its capture triggers

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,7 +38,7 @@ func newFixture(t *testing.T, tbls []string, ddl ...string) *fixture {
 	t.Helper()
 	db := dbtest.PGDatabase(t)
 	f := &fixture{url: dbtest.PG(t).URL(db), db: db}
-	f.cfg = Config{Tables: tables(tbls...), Slot: db, Publication: db, StatusInterval: 200 * time.Millisecond,
+	f.cfg = Config{Tables: tables(tbls...), Slot: db, Publication: db, StatusInterval: 200 * time.Millisecond, ProgressInterval: time.Second,
 		Logger: slog.New(slog.DiscardHandler)}
 	f.conn = f.connect(t, nil)
 	f.exec(t, ddl...)
@@ -111,7 +112,9 @@ func tables(names ...string) []sluice.TableName {
 func collect(t *testing.T, r *Reader, n, max int) []sluice.Change {
 	t.Helper()
 	got := collectN(t, r, n, max)
-	if c, err := r.Read(context.Background(), max); err != nil || len(c) != 0 {
+	c, err := r.Read(context.Background(), max)
+	c = slices.DeleteFunc(c, func(c sluice.Change) bool { return c.Op == sluice.OpProgress })
+	if err != nil || len(c) != 0 {
 		t.Fatalf("Read after the last change = %s, %v; want nothing", describeChanges(c), err)
 	}
 	return got
@@ -133,7 +136,13 @@ func collectN(t *testing.T, r *Reader, n, max int) []sluice.Change {
 		if len(c) > m {
 			t.Fatalf("Read(%d) returned %d changes", max, len(c))
 		}
-		got = append(got, c...)
+		for _, ch := range c {
+			// Progress markers come when the stream is quiet; the
+			// tests that look for them do so themselves.
+			if ch.Op != sluice.OpProgress {
+				got = append(got, ch)
+			}
+		}
 	}
 	if len(got) > n {
 		t.Fatalf("read %d changes, want %d: %s", len(got), n, describeChanges(got))
@@ -163,6 +172,10 @@ func describeChanges(cs []sluice.Change) string {
 	for i, c := range cs {
 		if i > 0 {
 			b.WriteString("; ")
+		}
+		if c.Table == nil {
+			fmt.Fprintf(&b, "%s %s", c.Op, c.Pos.Token)
+			continue
 		}
 		fmt.Fprintf(&b, "%s %s", c.Op, c.Table.Name.Name)
 		if c.Key != nil {
@@ -495,8 +508,8 @@ func TestTransactions(t *testing.T) {
 		`update t(b=y, a=2) [10 y moved]`,
 		`delete t(b=x, a=1)`,
 		`delete u(id=1)`)
-	// Positions: the last change of a transaction ends on a boundary
-	// (k = 0), the others count their place in the transaction.
+	// Positions: the last change of a transaction ends on a boundary, the
+	// others name their WAL record inside the transaction.
 	var toks []string
 	for _, c := range got {
 		toks = append(toks, c.Pos.Token)
@@ -511,14 +524,23 @@ func TestTransactions(t *testing.T) {
 	for i, c := range got {
 		p[i] = lsnOf(t, c.Pos)
 	}
-	wantK := []int64{1, 0, 1, 2, 3, 0, 0}
+	wantInTx := []bool{true, false, true, true, true, false, false}
 	for i := range p {
-		if p[i].k != wantK[i] {
-			t.Fatalf("positions %v: want counts %v", toks, wantK)
+		if p[i].inTx() != wantInTx[i] || p[i].k != 0 {
+			t.Fatalf("positions %v: want inside a transaction %v", toks, wantInTx)
 		}
 	}
-	if !(p[0].lsn < p[1].lsn && p[1].lsn < p[2].lsn && p[2].lsn == p[3].lsn && p[3].lsn == p[4].lsn && p[4].lsn < p[5].lsn && p[5].lsn < p[6].lsn) {
+	if !(p[0].lsn < p[1].lsn && p[1].lsn < p[2].lsn && p[2].lsn == p[3].lsn && p[3].lsn == p[4].lsn && p[4].lsn < p[5].lsn && p[5].lsn < p[6].lsn) ||
+		!(p[2].at < p[3].at && p[3].at < p[4].at) {
 		t.Fatalf("positions %v not ordered", toks)
+	}
+	for i := 1; i < len(got); i++ {
+		if covered, done, err := Covers(got[i-1].Pos, got[i].Pos); err != nil || covered || !done {
+			t.Fatalf("Covers(%s, %s) = %v, %v, %v: want each change after the one before", got[i-1].Pos, got[i].Pos, covered, done, err)
+		}
+		if covered, _, err := Covers(got[i].Pos, got[i-1].Pos); err != nil || !covered {
+			t.Fatalf("Covers(%s, %s) = %v, %v: want each change before the one after", got[i].Pos, got[i-1].Pos, covered, err)
+		}
 	}
 	if !got[2].Time.Equal(got[5].Time) {
 		t.Errorf("changes of one transaction have times %v and %v", got[2].Time, got[5].Time)
@@ -607,11 +629,13 @@ func TestIncompatibleSchemaChanges(t *testing.T) {
 		{"drop_last", `ALTER TABLE t DROP COLUMN x`, []string{"column public.t.x was dropped"}},
 		{"rename", `ALTER TABLE t RENAME COLUMN w TO w2`, []string{"column public.t.w was dropped or renamed"}},
 		{"type", `ALTER TABLE t ALTER COLUMN w TYPE bigint`, []string{"column public.t.w changed type from integer to bigint"}},
-		{"truncate", `TRUNCATE t`, []string{"TRUNCATE of public.t at LSN", "does not apply truncates"}},
+		{"truncate", `TRUNCATE t`, []string{"TRUNCATE of public.t at LSN", `truncate setting is "refuse"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, w int, x int)`)
-			r := f.open(t, f.cfg, sluice.Position{})
+			cfg := f.cfg
+			cfg.Truncate = "refuse"
+			r := f.open(t, cfg, sluice.Position{})
 			f.exec(t, `INSERT INTO t VALUES (1, 1, 1)`, `BEGIN`, `INSERT INTO t VALUES (2, 2, 2)`, tc.ddl,
 				`INSERT INTO t VALUES (3, 3)`, `COMMIT`, `INSERT INTO t VALUES (4, 4)`)
 			got, err := readErr(t, r)
@@ -735,17 +759,34 @@ func TestAckMovesConfirmedFlush(t *testing.T) {
 	}
 	end4 := lsnOf(t, all[9].Pos).lsn
 	f.waitFlush(t, "the end of tx4", func(l pglogrepl.LSN) bool { return l >= end4 })
+	// The reader hands out a progress marker past them (after the
+	// progress interval), and only acking it moves the slot: the slot
+	// never moves past what the target's checkpoint holds.
 	f.exec(t, `INSERT INTO other SELECT generate_series(100, 200)`)
-	deadline := time.Now().Add(10 * time.Second)
-	for f.confirmedFlush(t) <= end4 {
+	deadline := time.Now().Add(20 * time.Second)
+	var marker sluice.Change
+	for marker.Op != sluice.OpProgress {
 		if time.Now().After(deadline) {
-			t.Fatalf("idle slot did not move past %s", end4)
+			t.Fatalf("no progress marker past %s", end4)
 		}
-		// Read lets the reader see the server's idle keepalives.
-		if c, err := r.Read(ctx, 10); err != nil || len(c) > 0 {
+		c, err := r.Read(ctx, 10)
+		if err != nil || (len(c) > 0 && c[0].Op != sluice.OpProgress) {
 			t.Fatalf("Read = %s, %v", describeChanges(c), err)
 		}
+		if len(c) > 0 {
+			marker = c[0]
+		}
 	}
+	if l := lsnOf(t, marker.Pos); l.inTx() || l.lsn <= end4 {
+		t.Fatalf("marker at %s, want a boundary past %s", marker.Pos, end4)
+	}
+	if l := f.confirmedFlush(t); l > end4 {
+		t.Fatalf("the slot moved to %s before the marker was acked", l)
+	}
+	if err := r.Ack(ctx, marker.Pos); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFlush(t, "the marker", func(l pglogrepl.LSN) bool { return l > end4 })
 	// A change after the idle move is still streamed.
 	f.exec(t, `INSERT INTO t VALUES (100, 'z')`)
 	expect(t, collect(t, r, 1, 10), `insert t [100 z]`)
@@ -874,8 +915,13 @@ func TestBackpressureAndDropMidTransaction(t *testing.T) {
 		if c.Row[0].Text != fmt.Sprint(i+1) {
 			t.Fatalf("change %d is %s", i, describeChanges([]sluice.Change{c}))
 		}
-		if p := lsnOf(t, c.Pos); (i < n-1 && p.k != int64(i+1)) || (i == n-1 && p.k != 0) {
+		if p := lsnOf(t, c.Pos); p.inTx() != (i < n-1) {
 			t.Fatalf("change %d at %s", i, c.Pos)
+		}
+		if i > 0 {
+			if covered, _, err := Covers(got[i-1].Pos, c.Pos); err != nil || covered {
+				t.Fatalf("change %d at %s is not after change %d at %s (%v)", i, c.Pos, i-1, got[i-1].Pos, err)
+			}
 		}
 	}
 	if !logs.has("replication connection re-established") {

@@ -14,21 +14,41 @@ import (
 const Kind = "pglogical"
 
 // position is where the reader stands in the slot's stream of committed
-// transactions, which the server sends in commit LSN order. lsn/k means:
-// every transaction whose commit record starts before lsn is applied, and
-// so are the first k changes of the transaction whose commit record starts
-// at lsn. With k = 0, lsn is a boundary between transactions: the end LSN
-// of the last transaction applied (the next transaction's commit record
-// starts at or after it), or the slot position the reader started from.
+// transactions, which the server sends in commit LSN order.
 //
-// Its token is "<lsn>/<k>" with the LSN in PostgreSQL's text form, e.g.
-// "0/1A2B3C8/0" or "0/1A2B3C8/17".
+// A boundary (at == 0, k == 0) means every transaction whose commit record
+// starts before lsn is applied: lsn is the end LSN of the last transaction
+// applied (the next transaction's commit record starts at or after it), or
+// the slot position the reader started from. Its token is "<lsn>/0", e.g.
+// "0/1A2B3C8/0".
+//
+// Inside a transaction, lsn is the start of the transaction's commit record
+// and (at, i) names the last change applied of it: the change whose WAL
+// record starts at at, the i-th (from 0) of the changes a record gives (a
+// multi-row insert gives several, all of one table). Everything of the
+// transaction up to and including that change is applied. The name depends
+// only on the WAL, not on which tables are streamed, so a restart with
+// another table list resumes exactly. Its token is "<lsn>@<at>.<i>", e.g.
+// "0/1A2B3C8@0/1A2A000.0".
+//
+// Earlier versions of sluice named a change inside a transaction by its
+// ordinal k among the streamed tables' changes ("<lsn>/<k>", k > 0). Such a
+// token is still a valid resume position, read with the table list that
+// wrote it.
 type position struct {
 	lsn pglogrepl.LSN
-	k   int64
+	k   int64 // ordinal of an old token; 0 otherwise
+	at  pglogrepl.LSN
+	i   int64
 }
 
+// inTx reports whether p is inside a transaction.
+func (p position) inTx() bool { return p.k > 0 || p.at > 0 }
+
 func (p position) token() string {
+	if p.at > 0 {
+		return p.lsn.String() + "@" + p.at.String() + "." + strconv.FormatInt(p.i, 10)
+	}
 	return p.lsn.String() + "/" + strconv.FormatInt(p.k, 10)
 }
 
@@ -42,6 +62,12 @@ func (p position) String() string { return p.token() }
 // full at p.
 func (p position) skipTx(commit pglogrepl.LSN) bool { return commit < p.lsn }
 
+// skipChange reports whether, in the transaction p is inside, the change
+// of the WAL record at at, the i-th of that record, is applied at p.
+func (p position) skipChange(at pglogrepl.LSN, i int64) bool {
+	return at < p.at || (at == p.at && i <= p.i)
+}
+
 // parsePosition reads a position written by this reader; ok is false for the
 // zero position.
 func parsePosition(pos sluice.Position) (p position, ok bool, err error) {
@@ -51,9 +77,28 @@ func parsePosition(pos sluice.Position) (p position, ok bool, err error) {
 	if pos.Kind != Kind {
 		return position{}, false, fmt.Errorf("position %s is not a %s position (kind %q)", pos, Kind, pos.Kind)
 	}
+	if commit, change, ok := strings.Cut(pos.Token, "@"); ok {
+		lsn, err := parseLSN(commit)
+		if err != nil {
+			return position{}, false, fmt.Errorf("position %s: %q is not an LSN", pos, commit)
+		}
+		at, idx, ok := strings.Cut(change, ".")
+		if !ok {
+			return position{}, false, fmt.Errorf("position %s: want commit-lsn@change-lsn.index, e.g. 0/16B3748@0/16B3700.0", pos)
+		}
+		atLSN, err := parseLSN(at)
+		if err != nil || atLSN == 0 {
+			return position{}, false, fmt.Errorf("position %s: %q is not a change's LSN", pos, at)
+		}
+		i, err := strconv.ParseInt(idx, 10, 64)
+		if err != nil || i < 0 {
+			return position{}, false, fmt.Errorf("position %s: change index %q is not a non-negative integer", pos, idx)
+		}
+		return position{lsn: lsn, at: atLSN, i: i}, true, nil
+	}
 	i := strings.LastIndexByte(pos.Token, '/')
 	if i < 0 {
-		return position{}, false, fmt.Errorf("position %s: want lsn/count, e.g. 0/16B3748/0", pos)
+		return position{}, false, fmt.Errorf("position %s: want lsn/0 or commit-lsn@change-lsn.index, e.g. 0/16B3748/0", pos)
 	}
 	lsn, err := parseLSN(pos.Token[:i])
 	if err != nil {
@@ -64,6 +109,55 @@ func parsePosition(pos sluice.Position) (p position, ok bool, err error) {
 		return position{}, false, fmt.Errorf("position %s: change count %q is not a non-negative integer", pos, pos.Token[i+1:])
 	}
 	return position{lsn: lsn, k: k}, true, nil
+}
+
+// Covers reports whether the change whose position is c comes at or before
+// position p in the slot's order, so that a target holding everything up to
+// p holds it (covered), and whether every change the reader hands out after
+// c comes after p too (done): positions increase in the order the reader
+// hands them out, so done is !covered. Old ordinal tokens inside a
+// transaction cannot be compared with change names exactly, and are
+// refused.
+func Covers(p, c sluice.Position) (covered, done bool, err error) {
+	pp, ok, err := parsePosition(p)
+	if err != nil || !ok {
+		return false, false, fmt.Errorf("compare positions: %v", coalesce(err, "empty position"))
+	}
+	cp, ok, err := parsePosition(c)
+	if err != nil || !ok {
+		return false, false, fmt.Errorf("compare positions: %v", coalesce(err, "empty position"))
+	}
+	if pp.k > 0 || cp.k > 0 {
+		return false, false, fmt.Errorf("compare positions %s and %s: a position written by an earlier sluice names a change by its ordinal, which cannot be compared exactly", p, c)
+	}
+	covered = cp.before(pp) || cp == pp
+	return covered, !covered, nil
+}
+
+// before reports whether p comes before q. A boundary at L comes after every
+// transaction committing before L and before every change of one committing
+// at or after it.
+func (p position) before(q position) bool {
+	switch {
+	case !p.inTx() && !q.inTx():
+		return p.lsn < q.lsn
+	case !p.inTx():
+		return p.lsn <= q.lsn
+	case !q.inTx():
+		return p.lsn < q.lsn
+	case p.lsn != q.lsn:
+		return p.lsn < q.lsn
+	case p.at != q.at:
+		return p.at < q.at
+	}
+	return p.i < q.i
+}
+
+func coalesce(err error, s string) any {
+	if err != nil {
+		return err
+	}
+	return s
 }
 
 // parseLSN reads an LSN's text form "hi/lo" (hex). pglogrepl.ParseLSN uses

@@ -106,10 +106,13 @@ type Reader struct {
 	mu          sync.Mutex // guards the fields below
 	lastEmitted position   // position after the last change handed out
 	acked       position   // the last position acknowledged
-	idle        pglogrepl.LSN
-	mids        []txStart // transactions handed out in part, not yet acked past
-	flush       pglogrepl.LSN
-	recvWake    context.CancelFunc // interrupts the receiver's wait for a message
+	mids        []txStart  // transactions handed out in part, not yet acked past
+	// lastProgress is when Read last handed out a progress marker.
+	lastProgress time.Time
+	// start is where the reader started (Start).
+	start    position
+	flush    pglogrepl.LSN
+	recvWake context.CancelFunc // interrupts the receiver's wait for a message
 
 	sqlMu   sync.Mutex
 	sqlConn *pgx.Conn
@@ -121,7 +124,7 @@ type Reader struct {
 	resume  position // position after the last change pushed
 	tx      txState
 	held    *sluice.Change // the newest change of tx, pushed once its successor or the commit is known
-	heldK   int64          // held's ordinal in tx
+	heldPos position       // held's position while it is not the transaction's last
 	// recvLSN is the server's WAL position as last reported to the
 	// receiver; sentFlush the flush position last sent on this connection.
 	recvLSN   pglogrepl.LSN
@@ -136,12 +139,29 @@ type txStart struct {
 }
 
 type txState struct {
-	open    bool
-	commit  pglogrepl.LSN
-	time    time.Time
-	n       int64 // changes of streamed tables seen so far
+	open   bool
+	commit pglogrepl.LSN
+	time   time.Time
+	n      int64 // changes of streamed tables seen so far
+	// at is the WAL position of the last change seen, idx its index among
+	// that record's changes.
+	at  pglogrepl.LSN
+	idx int64
+	// skipAll: the resume position is past the whole transaction; skipN:
+	// it names its first skipN changes (an old ordinal token); skipTo: it
+	// names a change of it by WAL position.
 	skipAll bool
 	skipN   int64
+	skipTo  *position
+}
+
+// next returns the index the change of the WAL record at at has: records
+// give their changes one after another.
+func (tx *txState) next(at pglogrepl.LSN) int64 {
+	if at == tx.at {
+		return tx.idx + 1
+	}
+	return 0
 }
 
 var _ source.Reader = (*Reader)(nil)
@@ -211,6 +231,24 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 	if !hasPos {
 		start = position{lsn: slot.confirmed}
 	}
+	if hasPos && slot.confirmed > resumeBoundary(start) {
+		// The slot resends transactions from its confirmed position on:
+		// those between the stream's position and it are gone from the
+		// slot. sluice confirms only what the target's checkpoint holds,
+		// so this is a target that lost commits (a restore) or a slot
+		// moved by hand, except after an earlier sluice that moved an
+		// idle slot past its checkpoint.
+		if !cfg.AcceptSlotAhead {
+			return fail(fmt.Errorf("replication slot %s on %s has confirmed WAL up to %s, past the stream's position %s: "+
+				"the transactions committed between them are gone from the slot and cannot be streamed (was the target restored from a backup, or the slot advanced by hand?); "+
+				"the target needs a fresh copy of the tables",
+				cfg.Slot, r.addr, slot.confirmed, start))
+		}
+		r.log.Warn("replication slot is past the stream's checkpoint, which an earlier sluice wrote without following an idle slot; assuming nothing of the streamed tables committed in between",
+			"confirmed_flush", slot.confirmed.String(), "position", start.String())
+	}
+	r.start = start
+	r.lastProgress = time.Now()
 	r.flush = slot.confirmed
 	r.resume, r.lastEmitted, r.acked = start, start, start
 	if err := r.startReplication(ctx); err != nil {
@@ -227,6 +265,16 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 
 // Tables describes the streamed tables as the catalog had them at Open.
 func (r *Reader) Tables() []*sluice.Table { return slices.Clone(r.tables) }
+
+// Start is the position the reader started from: the one it was opened
+// at, or the slot's confirmed position (with FromNow, the WAL position when
+// it opened).
+func (r *Reader) Start() sluice.Position { return r.start.sluice() }
+
+// resumeBoundary is the transaction boundary a resume from p needs the slot
+// to hold: p itself, or for a position inside a transaction the
+// transaction's commit, which must be resent.
+func resumeBoundary(p position) pglogrepl.LSN { return p.lsn }
 
 // startReplication opens the replication session and starts streaming from
 // the slot's confirmed position (the server never sends transactions that
@@ -320,7 +368,9 @@ func (r *Reader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
 			out = append(out, it.change)
 			r.emitted(it.change.Pos)
 		case itemIdle:
-			r.idleAt(it.lsn)
+			if c, ok := r.progress(it.lsn); ok {
+				out = append(out, c)
+			}
 		case itemErr:
 			r.err = it.err
 			if len(out) > 0 {
@@ -337,28 +387,36 @@ func (r *Reader) emitted(tok sluice.Position) {
 	p, _, _ := parsePosition(tok)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if p.k == 1 {
+	if p.inTx() && !(r.lastEmitted.inTx() && r.lastEmitted.lsn == p.lsn) {
+		// The first change handed out of a transaction that is not
+		// handed out whole yet: until it is acked past, the slot may only
+		// confirm up to where the transactions before it end.
 		before := pglogrepl.LSN(0)
-		if r.lastEmitted.k == 0 {
+		if !r.lastEmitted.inTx() {
 			before = r.lastEmitted.lsn
 		}
 		r.mids = append(r.mids, txStart{commit: p.lsn, before: before})
 	}
 	r.lastEmitted = p
-	r.idle = 0
 }
 
-// idleAt records that everything up to lsn has been handed out: once it is
-// all acknowledged the slot may move there, so WAL written for other tables
-// and databases is not retained while the streamed tables are quiet.
-func (r *Reader) idleAt(lsn pglogrepl.LSN) {
+// progress returns a progress marker at lsn, which the server says it has
+// decoded and sent every change before, when the reader is between
+// transactions, nothing newer was handed out and no marker went out for
+// ProgressInterval. The stream checkpoints it on the target, then acks it,
+// and only then does the slot move there: WAL written for other tables
+// and databases is not retained while the streamed tables are quiet, and
+// the slot never moves past what the target's checkpoint holds.
+func (r *Reader) progress(lsn pglogrepl.LSN) (sluice.Change, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.acked == r.lastEmitted {
-		r.setFlush(lsn)
-		return
+	if r.lastEmitted.inTx() || lsn <= r.lastEmitted.lsn || time.Since(r.lastProgress) < r.cfg.ProgressInterval {
+		return sluice.Change{}, false
 	}
-	r.idle = lsn
+	r.lastProgress = time.Now()
+	p := position{lsn: lsn}
+	r.lastEmitted = p
+	return sluice.Change{Op: sluice.OpProgress, Pos: p.sluice()}, true
 }
 
 // setFlush moves the flush LSN forward (never back) and wakes the receiver
@@ -390,7 +448,7 @@ func (r *Reader) Ack(ctx context.Context, pos sluice.Position) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	target := pglogrepl.LSN(0)
-	if p.k == 0 {
+	if !p.inTx() {
 		target = p.lsn
 	} else {
 		for _, m := range r.mids {
@@ -406,9 +464,6 @@ func (r *Reader) Ack(ctx context.Context, pos sluice.Position) error {
 	}
 	r.mids = r.mids[i:]
 	r.acked = p
-	if p == r.lastEmitted && r.idle > target {
-		target = r.idle
-	}
 	r.setFlush(target)
 	return nil
 }
@@ -713,9 +768,13 @@ func (r *Reader) message(ctx context.Context, m pglogrepl.Message, at pglogrepl.
 	switch m := m.(type) {
 	case *pglogrepl.BeginMessage:
 		r.tx = txState{open: true, commit: m.FinalLSN, time: m.CommitTime}
-		if r.resume.skipTx(m.FinalLSN) {
+		switch {
+		case r.resume.skipTx(m.FinalLSN):
 			r.tx.skipAll = true
-		} else if m.FinalLSN == r.resume.lsn {
+		case m.FinalLSN == r.resume.lsn && r.resume.at > 0:
+			p := r.resume
+			r.tx.skipTo = &p
+		case m.FinalLSN == r.resume.lsn:
 			r.tx.skipN = r.resume.k
 		}
 	case *pglogrepl.CommitMessage:
@@ -727,45 +786,91 @@ func (r *Reader) message(ctx context.Context, m pglogrepl.Message, at pglogrepl.
 		}
 		r.tx = txState{}
 	case *pglogrepl.RelationMessage:
-		return r.relation(ctx, m)
+		return r.relation(ctx, m, at)
 	case *pglogrepl.InsertMessage:
-		return r.change(ctx, m.RelationID, sluice.OpInsert, nil, m.Tuple)
+		return r.change(ctx, at, m.RelationID, sluice.OpInsert, nil, m.Tuple)
 	case *pglogrepl.UpdateMessage:
-		return r.change(ctx, m.RelationID, sluice.OpUpdate, m.OldTuple, m.NewTuple)
+		return r.change(ctx, at, m.RelationID, sluice.OpUpdate, m.OldTuple, m.NewTuple)
 	case *pglogrepl.DeleteMessage:
-		return r.change(ctx, m.RelationID, sluice.OpDelete, m.OldTuple, nil)
+		return r.change(ctx, at, m.RelationID, sluice.OpDelete, m.OldTuple, nil)
 	case *pglogrepl.TruncateMessage:
-		var names []string
+		var truncated []*relState
 		for _, id := range m.RelationIDs {
 			if rs := r.rels[id]; rs != nil {
-				names = append(names, rs.table.Name.String())
+				truncated = append(truncated, rs)
 			}
 		}
-		if len(names) == 0 {
+		if len(truncated) == 0 {
 			return nil
 		}
-		if r.skipping() {
-			return nil
+		if !r.tx.open {
+			return &fatalError{fmt.Errorf("TRUNCATE outside a transaction in the replication stream at LSN %s", at)}
 		}
-		why := "sluice does not apply truncates by default (truncate setting \"refuse\")"
-		if r.cfg.Truncate == "apply" {
-			why = "truncate setting \"apply\" is not supported yet"
+		if r.cfg.Truncate != "apply" {
+			if r.skipping(at) {
+				return nil
+			}
+			names := make([]string, len(truncated))
+			for i, rs := range truncated {
+				names[i] = rs.table.Name.String()
+			}
+			return r.stop(ctx, fmt.Errorf("TRUNCATE of %s at LSN %s: the truncate setting is \"refuse\": truncate the target table(s) yourself; the stream stops at %s, before the transaction's remaining changes",
+				strings.Join(names, ", "), r.tx.commit, r.errPos()))
 		}
-		return r.stop(ctx, fmt.Errorf("TRUNCATE of %s at LSN %s: %s: truncate the target table(s) yourself; the stream stops at %s, before the transaction's remaining changes",
-			strings.Join(names, ", "), r.tx.commit, why, r.errPos()))
+		// One change per table, in the message's order, each the next of
+		// the truncate record's changes.
+		for _, rs := range truncated {
+			if !r.take(at) {
+				continue
+			}
+			if err := r.hold(ctx, sluice.Change{Table: rs.table, Op: sluice.OpTruncate, Time: r.tx.time}); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
 
-// skipping reports whether the next change of the open transaction is one
-// the resume position says is applied.
-func (r *Reader) skipping() bool { return r.tx.skipAll || r.tx.n < r.tx.skipN }
+// skipping reports whether the next change of the open transaction, from
+// the WAL record at at, is one the resume position says is applied.
+func (r *Reader) skipping(at pglogrepl.LSN) bool {
+	switch {
+	case r.tx.skipAll:
+		return true
+	case r.tx.skipTo != nil:
+		return r.tx.skipTo.skipChange(at, r.tx.next(at))
+	}
+	return r.tx.n < r.tx.skipN
+}
+
+// take counts the next change of the open transaction, from the WAL
+// record at at, and reports whether to hand it out: whether the resume
+// position has not applied it.
+func (r *Reader) take(at pglogrepl.LSN) bool {
+	skip := r.skipping(at)
+	r.tx.idx = r.tx.next(at)
+	r.tx.at = at
+	r.tx.n++
+	return !skip
+}
+
+// hold keeps c, the change just taken, until the next change or the commit
+// gives its position, and pushes the one held before it.
+func (r *Reader) hold(ctx context.Context, c sluice.Change) error {
+	if r.held != nil {
+		if err := r.push(ctx, r.heldPos); err != nil {
+			return err
+		}
+	}
+	r.held, r.heldPos = &c, position{lsn: r.tx.commit, at: r.tx.at, i: r.tx.idx}
+	return nil
+}
 
 // errPos is the position a stream stopped by an error resumes from: right
 // after the last change pushed (the held one, if any, is pushed first).
 func (r *Reader) errPos() string {
 	if r.held != nil {
-		return position{lsn: r.tx.commit, k: r.heldK}.sluice().String()
+		return r.heldPos.sluice().String()
 	}
 	return r.resume.sluice().String()
 }
@@ -773,7 +878,7 @@ func (r *Reader) errPos() string {
 // stop pushes the change held back, then err, and ends streaming.
 func (r *Reader) stop(ctx context.Context, err error) error {
 	if r.held != nil {
-		if perr := r.push(ctx, position{lsn: r.tx.commit, k: r.heldK}); perr != nil {
+		if perr := r.push(ctx, r.heldPos); perr != nil {
 			return perr
 		}
 	}
@@ -831,9 +936,10 @@ func (r *Reader) push(ctx context.Context, p position) error {
 	}
 }
 
-// change turns an insert, update or delete into a Change, holding it back
-// until the next one (or the commit) gives its position.
-func (r *Reader) change(ctx context.Context, rel uint32, op sluice.Op, old, new *pglogrepl.TupleData) error {
+// change turns an insert, update or delete, from the WAL record at at,
+// into a Change, holding it back until the next one (or the commit) gives
+// its position.
+func (r *Reader) change(ctx context.Context, at pglogrepl.LSN, rel uint32, op sluice.Op, old, new *pglogrepl.TupleData) error {
 	rs := r.rels[rel]
 	if rs == nil {
 		if !r.ignored[rel] {
@@ -845,13 +951,11 @@ func (r *Reader) change(ctx context.Context, rel uint32, op sluice.Op, old, new 
 	if !r.tx.open {
 		return &fatalError{fmt.Errorf("change to %s outside a transaction in the replication stream", rs.table.Name)}
 	}
-	if r.skipping() {
-		r.tx.n++
+	if !r.take(at) {
 		return nil
 	}
-	r.tx.n++
 	if rs.pending != nil {
-		if err := r.relation(ctx, rs.pending); err != nil {
+		if err := r.relation(ctx, rs.pending, at); err != nil {
 			return err
 		}
 	}
@@ -880,13 +984,7 @@ func (r *Reader) change(ctx context.Context, rel uint32, op sluice.Op, old, new 
 				op, t.Name, r.tx.commit, t.Columns[t.Key[i]].Name)}
 		}
 	}
-	if r.held != nil {
-		if err := r.push(ctx, position{lsn: r.tx.commit, k: r.heldK}); err != nil {
-			return err
-		}
-	}
-	r.held, r.heldK = &c, r.tx.n
-	return nil
+	return r.hold(ctx, c)
 }
 
 func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData) (sluice.Row, error) {
@@ -913,12 +1011,12 @@ func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData) (sluice.Row, error
 // relation compares a relation message with the shape changes of the table
 // are emitted with: added columns give a new *sluice.Table; dropped,
 // renamed and retyped columns stop the stream.
-func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage) error {
+func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage, at pglogrepl.LSN) error {
 	rs := r.rels[m.RelationID]
 	if rs == nil {
 		return nil
 	}
-	if r.skipping() {
+	if r.skipping(at) {
 		// Resent below the resume position: the changes it describes are
 		// skipped. It is checked when a change past the resume position
 		// uses it, unless a newer one arrives first: after an operator

@@ -37,10 +37,20 @@ type Config struct {
 	// MaxRetainedWAL is the retained WAL above which the reader warns.
 	// Default 1 GiB.
 	MaxRetainedWAL int64
-	// Truncate is what to do with a TRUNCATE of a streamed table: "refuse"
-	// (the default) stops the stream with an error. "apply" is not supported
-	// yet and is refused the same way.
+	// Truncate is what to do with a TRUNCATE of a streamed table: "apply"
+	// (the default) hands it out in order (sluice.OpTruncate), and the
+	// target truncates its table at the same point of the stream; "refuse"
+	// stops the stream with an error before it.
 	Truncate string
+	// ProgressInterval is the least time between two progress markers
+	// (sluice.OpProgress) handed out while the streamed tables are quiet.
+	// Default 5s.
+	ProgressInterval time.Duration
+	// AcceptSlotAhead accepts a slot whose confirmed position is past the
+	// position the reader opens at, which otherwise means transactions
+	// are gone from the slot. Only for a checkpoint written by a sluice
+	// that moved an idle slot without checkpointing (before 2026-12).
+	AcceptSlotAhead bool
 	// FromNow makes a reader opened without a position skip whatever the
 	// slot retains and stream only what commits from now on. Without it the
 	// reader streams everything since the slot was created.
@@ -95,9 +105,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = defaultPollInterval
 	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = 5 * time.Second
+	}
 	switch cfg.Truncate {
 	case "":
-		cfg.Truncate = "refuse"
+		cfg.Truncate = "apply"
 	case "refuse", "apply":
 	default:
 		return cfg, fmt.Errorf("pglogical source: truncate setting %q: want refuse or apply", cfg.Truncate)

@@ -1,3 +1,3 @@
-INSERT INTO "sluice"."checkpoint" (stream, seq, position, applied, updated_at)
-VALUES ($1, $2::bigint, $3, $4::bigint, coalesce($5::timestamptz, now()))
-ON CONFLICT (stream) DO UPDATE SET seq = EXCLUDED.seq, position = EXCLUDED.position, applied = EXCLUDED.applied, updated_at = EXCLUDED.updated_at
+INSERT INTO "sluice"."checkpoint" (stream, lane, seq, position, applied, updated_at, last_position, lanes, routing)
+VALUES ($1, $2::integer, $3::bigint, $4, $5::bigint, coalesce($6::timestamptz, now()), $7, $8::integer, $9)
+ON CONFLICT (stream, lane) DO UPDATE SET seq = EXCLUDED.seq, position = EXCLUDED.position, applied = EXCLUDED.applied, updated_at = EXCLUDED.updated_at, last_position = EXCLUDED.last_position, lanes = EXCLUDED.lanes, routing = EXCLUDED.routing

@@ -381,22 +381,24 @@ func execAll(ctx context.Context, u string, stmts ...string) error {
 	return nil
 }
 
-// sameTables compares the bench table's checksum on both sides.
+// sameTables compares the bench table on both sides, both read in binary
+// form (dbtest.CompareTable).
 func sameTables(ctx context.Context, srcURL, dstURL string) (bool, error) {
-	var sums [2]dbtest.TableSum
+	var conns [2]*pgx.Conn
 	for i, u := range []string{srcURL, dstURL} {
 		conn, err := connect(ctx, u)
 		if err != nil {
 			return false, err
 		}
-		sums[i], err = dbtest.Checksum(ctx, conn, table)
-		conn.Close(context.WithoutCancel(ctx))
-		if err != nil {
-			return false, err
-		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		conns[i] = conn
 	}
-	if sums[0] != sums[1] {
-		fmt.Fprintf(os.Stderr, "    MISMATCH: source %d rows %s, target %d rows %s\n", sums[0].Rows, sums[0].Sum, sums[1].Rows, sums[1].Sum)
+	diff, err := dbtest.CompareTable(ctx, dbtest.DB{PG: conns[0]}, dbtest.DB{PG: conns[1]}, table)
+	if err != nil {
+		return false, err
 	}
-	return sums[0] == sums[1], nil
+	if !diff.Equal() {
+		fmt.Fprintf(os.Stderr, "    MISMATCH: %s\n", diff)
+	}
+	return diff.Equal(), nil
 }

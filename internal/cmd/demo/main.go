@@ -2,8 +2,9 @@
 // for PostgreSQL → PostgreSQL and then MariaDB → MariaDB it starts a
 // throwaway source and target, puts a 96 ms WAN link in front of the
 // target, installs capture with `sluice source install`, runs a concurrent
-// workload, streams it with the real `sluice sync start` until the
-// target's checksums equal the source's, and then applies the same kind of
+// workload, streams it with the real `sluice sync start` until every
+// target table equals the source's (compared row by row in binary form),
+// and then applies the same kind of
 // backlog per row and pipelined over the same link to show the difference.
 // Everything it starts is removed on exit, also on Ctrl-C.
 package main
@@ -80,13 +81,14 @@ type server interface {
 	Stop() error
 }
 
-// conn is one session on a server, in the time zone the checksums need.
+// conn is one session on a server.
 type conn interface {
 	exec(ctx context.Context, sql string, args ...any) (int64, error)
 	// inTx runs fn in a transaction and commits it, or rolls it back when
 	// fn fails.
 	inTx(ctx context.Context, fn func(exec execFunc) error) error
-	checksum(ctx context.Context, table string) (dbtest.TableSum, error)
+	// db is the session as dbtest's comparison reads it.
+	asDB() dbtest.DB
 	close()
 }
 
@@ -206,7 +208,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		pairs = append(pairs, e.name+" → "+e.name)
 	}
 	fmt.Println()
-	say("done: %s caught up over the %v link with matching checksums", strings.Join(pairs, " and "), 2*oneWay)
+	say("done: %s caught up over the %v link with every table equal", strings.Join(pairs, " and "), 2*oneWay)
 	return nil
 }
 
@@ -320,7 +322,7 @@ func (d *demo) mainRun(ctx context.Context) error {
 	}
 	say("workload done: %d changes in %d transactions in %.1f s%s", r.changes, r.txs, r.elapsed.Seconds(), retried)
 
-	say("waiting for the target to catch up (comparing per-table checksums: row count + md5 over rows in primary-key order)…")
+	say("waiting for the target to catch up (comparing every table row by row, both sides read in binary form)…")
 	start := time.Now()
 	sums, ok, err := waitConverged(ctx, e, srcURL, dstURL, 2*time.Minute, p)
 	if err != nil {
@@ -328,7 +330,7 @@ func (d *demo) mainRun(ctx context.Context) error {
 	}
 	printSums(sums)
 	if !ok {
-		return errors.New("the target did not converge to the source within 2 minutes: checksums differ (see the table above and " + logPath + ")")
+		return errors.New("the target did not converge to the source within 2 minutes: tables differ (see the table above and " + logPath + ")")
 	}
 	say("target caught up %.1f s after the workload ended; every table matches", time.Since(start).Seconds())
 
@@ -400,17 +402,17 @@ func (d *demo) compare(ctx context.Context) error {
 		if code, err := p.stop(30 * time.Second); err != nil || code != 0 {
 			return fmt.Errorf("%s: sluice exited %d (%v) after SIGTERM, want 0 (log: %s)", m.mode, code, err, logPath)
 		}
-		sums, ok, err := compareSums(ctx, e, srcURL, dstURL, []string{e.items.table})
+		diffs, err := compareAt(ctx, e, srcURL, dstURL, e.items.table)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			printSums(sums)
+		if !diffs.Equal() {
+			printSums(diffs)
 			return fmt.Errorf("%s: target differs from the source after the backlog was applied", m.mode)
 		}
 		secs := st.LastCommit.Sub(began).Seconds()
 		r := row{mode: m.mode, changes: m.changes, secs: secs, rate: float64(st.Applied) / secs, batch: st.BatchSize}
-		say("%s: %d changes in %.1f s = %.0f changes/s, checksums match", m.mode, st.Applied, r.secs, r.rate)
+		say("%s: %d changes in %.1f s = %.0f changes/s, tables equal", m.mode, st.Applied, r.secs, r.rate)
 		rows = append(rows, r)
 	}
 	fmt.Println()
@@ -651,46 +653,31 @@ func sessionTx(ctx context.Context, c conn, q workloadSQL, r *rand.Rand, w, t in
 	return changes, live, err
 }
 
-type tableSums struct {
-	table    string
-	src, dst dbtest.TableSum
-}
-
-func compareSums(ctx context.Context, e *engine, srcURL, dstURL string, list []string) ([]tableSums, bool, error) {
-	var out []tableSums
-	ok := true
-	for _, t := range list {
-		s := tableSums{table: t}
-		var err error
-		if s.src, err = checksumAt(ctx, e, srcURL, t); err != nil {
-			return nil, false, fmt.Errorf("source: %w", err)
-		}
-		if s.dst, err = checksumAt(ctx, e, dstURL, t); err != nil {
-			return nil, false, fmt.Errorf("target: %w", err)
-		}
-		ok = ok && s.src == s.dst
-		out = append(out, s)
-	}
-	return out, ok, nil
-}
-
-func checksumAt(ctx context.Context, e *engine, u, table string) (dbtest.TableSum, error) {
-	c, err := e.connect(ctx, u)
+// compareAt compares every demo table of the target with the source's,
+// reading both in binary form (dbtest.CompareTables: never the text both
+// servers print).
+func compareAt(ctx context.Context, e *engine, srcURL, dstURL string, tables ...string) (dbtest.Diffs, error) {
+	src, err := e.connect(ctx, srcURL)
 	if err != nil {
-		return dbtest.TableSum{}, err
+		return nil, fmt.Errorf("source: %w", err)
 	}
-	defer c.close()
-	return c.checksum(ctx, table)
+	defer src.close()
+	dst, err := e.connect(ctx, dstURL)
+	if err != nil {
+		return nil, fmt.Errorf("target: %w", err)
+	}
+	defer dst.close()
+	return dbtest.CompareTables(ctx, src.asDB(), dst.asDB(), tables...)
 }
 
-// waitConverged polls the checksums until they match, the deadline passes
-// or sluice exits.
-func waitConverged(ctx context.Context, e *engine, srcURL, dstURL string, within time.Duration, p *sluiceProc) ([]tableSums, bool, error) {
+// waitConverged polls the comparison until the tables are equal, the
+// deadline passes or sluice exits.
+func waitConverged(ctx context.Context, e *engine, srcURL, dstURL string, within time.Duration, p *sluiceProc) (dbtest.Diffs, bool, error) {
 	deadline := time.Now().Add(within)
 	for {
-		sums, ok, err := compareSums(ctx, e, srcURL, dstURL, e.tables)
-		if err != nil || ok || time.Now().After(deadline) {
-			return sums, ok, err
+		diffs, err := compareAt(ctx, e, srcURL, dstURL, e.tables...)
+		if err != nil || diffs.Equal() || time.Now().After(deadline) {
+			return diffs, err == nil && diffs.Equal(), err
 		}
 		select {
 		case <-ctx.Done():
@@ -702,17 +689,22 @@ func waitConverged(ctx context.Context, e *engine, srcURL, dstURL string, within
 	}
 }
 
-func printSums(sums []tableSums) {
+func printSums(diffs dbtest.Diffs) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "    TABLE\tSOURCE ROWS\tSOURCE MD5\tTARGET ROWS\tTARGET MD5\t")
-	for _, s := range sums {
+	fmt.Fprintln(tw, "    TABLE\tSOURCE ROWS\tTARGET ROWS\tROWS DIFFERENT\t")
+	for _, d := range diffs {
 		verdict := "OK"
-		if s.src != s.dst {
+		if !d.Equal() {
 			verdict = "DIFFERENT"
 		}
-		fmt.Fprintf(tw, "    %s\t%d\t%s\t%d\t%s\t%s\n", s.table, s.src.Rows, s.src.Sum, s.dst.Rows, s.dst.Sum, verdict)
+		fmt.Fprintf(tw, "    %s\t%d\t%d\t%d\t%s\n", d.Table, d.WantRows, d.GotRows, len(d.Rows), verdict)
 	}
 	tw.Flush()
+	for _, d := range diffs {
+		if !d.Equal() {
+			fmt.Println(d)
+		}
+	}
 }
 
 // sluiceProc is a sluice subprocess writing to a log file.

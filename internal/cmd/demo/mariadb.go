@@ -130,9 +130,6 @@ func (m myConn) inTx(ctx context.Context, fn func(exec execFunc) error) error {
 	return commitOrRollback(fn(myExec(ctx, tx)), tx.Commit, func() { tx.Rollback() }) //nolint:errcheck // fn's error is the one to report
 }
 
-// checksum is dbtest.MariaChecksum on this connection.
-func (m myConn) checksum(ctx context.Context, table string) (dbtest.TableSum, error) {
-	return dbtest.MariaChecksum(ctx, m.db, table)
-}
+func (m myConn) asDB() dbtest.DB { return dbtest.DB{My: m.db} }
 
 func (m myConn) close() { m.db.Close() }

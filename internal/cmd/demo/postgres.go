@@ -117,8 +117,6 @@ func (p pgConn) inTx(ctx context.Context, fn func(exec execFunc) error) error {
 		func() { tx.Rollback(context.WithoutCancel(ctx)) }) //nolint:errcheck // fn's error is the one to report
 }
 
-func (p pgConn) checksum(ctx context.Context, table string) (dbtest.TableSum, error) {
-	return dbtest.Checksum(ctx, p.c, table)
-}
+func (p pgConn) asDB() dbtest.DB { return dbtest.DB{PG: p.c} }
 
 func (p pgConn) close() { p.c.Close(context.Background()) }

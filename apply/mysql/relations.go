@@ -1,0 +1,57 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sluice-cdc/sluice"
+)
+
+// ForeignKeys returns the tables a foreign key joins to the target table
+// name, either way (the tables it references and those referencing it), as
+// the target names them. Lanes keep tables joined by a foreign key in one
+// lane, in source order, so that a parent and its child are not applied
+// out of order by different connections.
+func (t *Target) ForeignKeys(ctx context.Context, name sluice.TableName) ([]sluice.TableName, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.ensureConn(ctx); err != nil {
+		return nil, err
+	}
+	schema := name.Schema
+	if schema == "" {
+		schema = t.database
+	}
+	var sb, nb strings.Builder
+	quoteString(&sb, schema)
+	quoteString(&nb, name.Name)
+	q := "SELECT DISTINCT REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = " + sb.String() +
+		" AND TABLE_NAME = " + nb.String() + " AND REFERENCED_TABLE_NAME IS NOT NULL" +
+		" UNION SELECT DISTINCT TABLE_SCHEMA, TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_SCHEMA = " + sb.String() +
+		" AND REFERENCED_TABLE_NAME = " + nb.String()
+	var out []sluice.TableName
+	err := t.reading(ctx, func() error {
+		out = nil
+		rows, err := t.conn.QueryContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n sluice.TableName
+			if err := rows.Scan(&n.Schema, &n.Name); err != nil {
+				return err
+			}
+			if n.Schema == t.database {
+				n.Schema = ""
+			}
+			out = append(out, n)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read foreign keys of target table %s: %w", name, err)
+	}
+	return out, nil
+}

@@ -50,11 +50,27 @@ type Duration time.Duration
 // UnmarshalText parses a Go duration ("200ms", "2m").
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
+	if err != nil && isBareNumber(string(b)) {
+		return fmt.Errorf("%q has no unit: write \"%ss\" (or ms, m, h)", b, b)
+	}
 	if err != nil {
 		return fmt.Errorf("%w (want a string such as \"15s\", \"200ms\", \"2m\")", err)
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// isBareNumber is true for "5" or "1.5": a duration without its unit.
+func isBareNumber(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && r != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 // Settings is one level of the file: the top level or a [[stream]]. A nil
@@ -146,7 +162,11 @@ func Parse(path, text string) (*File, error) {
 			if lines := keyLines(text, k[len(k)-1]); len(lines) > 0 {
 				where = "line " + strings.Join(lines, ", ") + ": "
 			}
-			msgs = append(msgs, fmt.Sprintf("%sunknown key %q", where, k.String()))
+			hint := ""
+			if best := closest(k[len(k)-1], Keys()); best != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", best)
+			}
+			msgs = append(msgs, fmt.Sprintf("%sunknown key %q%s", where, k.String(), hint))
 		}
 		return nil, fmt.Errorf("config %s: %s (keys are the snake_case names of the sync start flags, e.g. apply_batch_size)", path, strings.Join(msgs, "; "))
 	}
@@ -344,6 +364,9 @@ func Validate(where string, streams []Stream) error {
 		if len(s.Tables) == 0 {
 			missing = append(missing, "tables")
 		}
+		if err := s.Check(); err != nil {
+			errs = append(errs, err.Error())
+		}
 		if len(missing) > 0 {
 			errs = append(errs, fmt.Sprintf("stream %s: missing %s (flags --%s, or keys %s in a config file)", name, strings.Join(missing, ", "), strings.Join(missing, ", --"), strings.Join(missing, ", ")))
 		}
@@ -355,11 +378,12 @@ func Validate(where string, streams []Stream) error {
 			seen[s.StreamID] = i
 		}
 	}
+	errs = append(errs, checkSet(streams)...)
 	if len(errs) > 0 {
 		if where == "" {
-			return errors.New(strings.Join(errs, "; "))
+			return errors.New(strings.Join(errs, "\n"))
 		}
-		return fmt.Errorf("%s: %s", where, strings.Join(errs, "; "))
+		return fmt.Errorf("%s: %s", where, strings.Join(errs, "\n"))
 	}
 	return nil
 }

@@ -4,7 +4,7 @@
 GO        ?= go
 PKGS      ?= ./...
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -X main.version=$(VERSION)
+LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 STATICCHECK_VERSION := v0.8.2
 
 .PHONY: all build test unit demo bench lint deps clean

@@ -263,26 +263,31 @@ func checkSet(streams []Stream) []string {
 	return errs
 }
 
-// levenshtein is the edit distance between a and b.
+// levenshtein is the edit distance between a and b, counting a swap of
+// two adjacent characters as one edit ("strat" is 1 from "start").
 func levenshtein(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
 	}
 	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
 		for j := 1; j <= len(rb); j++ {
 			cost := 1
 			if ra[i-1] == rb[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(rb)]
+	return d[len(ra)][len(rb)]
 }
 
 // closest is the candidate nearest to s, when it is near enough to be a
@@ -295,7 +300,7 @@ func closest(s string, candidates []string) string {
 			best, bestD = c, d
 		}
 	}
-	if s == "" || bestD < 0 || bestD > max(2, len([]rune(s))/3) {
+	if s == "" || bestD < 0 || bestD > max(1, len([]rune(s))/3) {
 		return ""
 	}
 	return best

@@ -32,7 +32,7 @@ func TestCheck(t *testing.T) {
 		{"stall-ratio 2", func(s *Stream) { s.StallRatio = 2 }, []string{"--stall-ratio 2", "between 0 and 1"}},
 		{"stall-ratio 0", func(s *Stream) { s.StallRatio = 0 }, []string{"--stall-ratio 0"}},
 		{"source-mode wal", func(s *Stream) { s.SourceMode = "wal" }, []string{`--source-mode "wal"`, "logical", "binlog", "trigger"}},
-		{"controller pid", func(s *Stream) { s.Controller = "pid" }, []string{`--controller "pid"`, "model or aimd"}},
+		{"controller pid", func(s *Stream) { s.Controller = "pid" }, []string{`--controller "pid": want model or aimd`}},
 		{"controller typo", func(s *Stream) { s.Controller = "aimdd" }, []string{`did you mean "aimd"?`}},
 		{"multi-statements yes", func(s *Stream) { s.MultiStatements = "yes" }, []string{`--multi-statements "yes"`, "auto, on or off"}},
 		{"apply-batch-size 0", func(s *Stream) { s.ApplyBatchSize = 0 }, []string{"--apply-batch-size 0", "at least 1"}},
@@ -114,7 +114,7 @@ func TestLevenshtein(t *testing.T) {
 	for _, tc := range []struct {
 		a, b string
 		d    int
-	}{{"", "", 0}, {"start", "strat", 2}, {"kitten", "sitting", 3}, {"abc", "", 3}, {"status", "status", 0}} {
+	}{{"", "", 0}, {"start", "strat", 1}, {"kitten", "sitting", 3}, {"abc", "", 3}, {"status", "status", 0}} {
 		if got := levenshtein(tc.a, tc.b); got != tc.d {
 			t.Errorf("levenshtein(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.d)
 		}

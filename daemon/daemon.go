@@ -124,7 +124,7 @@ func Run(ctx context.Context, streams []StreamOptions, reloads <-chan []StreamOp
 		budget = max(budget, streams[i].KillBudget)
 	}
 	if err := checkSet(streams); err != nil {
-		return err
+		return Fail(ExitUsage, err)
 	}
 	log := streams[0].Logger
 	p := &process{log: log, stateDir: streams[0].StateDir, metricsListen: streams[0].MetricsListen, fatal: make(chan error, 1)}
@@ -137,7 +137,7 @@ func Run(ctx context.Context, streams []StreamOptions, reloads <-chan []StreamOp
 
 	store, err := checkpoint.Open(p.stateDir)
 	if err != nil {
-		return err
+		return Fail(ExitState, err)
 	}
 	defer store.Close()
 	p.store = store
@@ -303,7 +303,7 @@ func (p *process) supervise(ctx context.Context, sl *slot) error {
 			if others {
 				log.Error("stream stalled and --exit-on-stall is set: stopping every stream", append(stream.ErrAttrs(err), "stream", sl.o.ID)...)
 			} else {
-				log.Error("stream stopped", append(stream.ErrAttrs(err), "stream", sl.o.ID)...)
+				log.Error(MsgStreamStopped, append(stream.ErrAttrs(err), "stream", sl.o.ID)...)
 			}
 			select {
 			case p.fatal <- err:
@@ -446,14 +446,20 @@ func (sl *slot) statusLine() string {
 
 // runStream runs a stream on an open state file.
 func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int, svc *service, sl *slot, store *checkpoint.Store) error {
-
+	// Settings are refused before anything connects or installs.
+	if o.Controller != "" && o.Controller != "model" && o.Controller != "aimd" {
+		return recordErr(ctx, store, o.ID, Fail(ExitUsage, fmt.Errorf("--controller %q: want model or aimd", o.Controller)))
+	}
+	if o.MinLanes > o.MaxLanes && o.MaxLanes > 0 {
+		return recordErr(ctx, store, o.ID, Fail(ExitUsage, fmt.Errorf("--min-lanes %d is more than --max-lanes %d", o.MinLanes, o.MaxLanes)))
+	}
 	srcEngine, err := EngineOf(o.SourceURL)
 	if err != nil {
-		return recordErr(ctx, store, o.ID, fmt.Errorf("--source: %w", err))
+		return recordErr(ctx, store, o.ID, Fail(ExitUsage, fmt.Errorf("--source: %w", err)))
 	}
 	tgtEngine, err := EngineOf(o.TargetURL)
 	if err != nil {
-		return recordErr(ctx, store, o.ID, fmt.Errorf("--target: %w", err))
+		return recordErr(ctx, store, o.ID, Fail(ExitUsage, fmt.Errorf("--target: %w", err)))
 	}
 	// Every connection to the target (first lane, further lanes, the
 	// stall diagnosis) is opened the same way.
@@ -461,7 +467,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, AllowCollationMerge: o.AllowCollationMerge, Logger: log}
 	tgt, err := openTarget(ctx, topts)
 	if err != nil {
-		return recordErr(ctx, store, o.ID, err)
+		return recordErr(ctx, store, o.ID, Fail(ExitTarget, err))
 	}
 	defer tgt.Close(context.WithoutCancel(ctx))
 
@@ -485,11 +491,11 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		err = olderTargetError(o.ID, start, *res.olderTarget, err)
 	}
 	if err != nil {
-		return recordErr(ctx, store, o.ID, err)
+		return recordErr(ctx, store, o.ID, Fail(ExitSource, err))
 	}
 	defer rd.Close()
 	if err := tgt.Preflight(ctx, rd.Tables()); err != nil {
-		return recordErr(ctx, store, o.ID, err)
+		return recordErr(ctx, store, o.ID, Fail(ExitTarget, err))
 	}
 	if o.KillBudget, err = killBudget(ctx, log, o, tgt); err != nil {
 		return recordErr(ctx, store, o.ID, err)
@@ -511,12 +517,6 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 			Fixed:               fixed,
 			RoundTripsPerChange: rtPerChange,
 		})
-	}
-	if o.Controller != "" && o.Controller != "model" && o.Controller != "aimd" {
-		return recordErr(ctx, store, o.ID, fmt.Errorf("--controller %q: want model or aimd", o.Controller))
-	}
-	if o.MinLanes > o.MaxLanes && o.MaxLanes > 0 {
-		return recordErr(ctx, store, o.ID, fmt.Errorf("--min-lanes %d is more than --max-lanes %d", o.MinLanes, o.MaxLanes))
 	}
 	ctrl := newSizer()
 	tables := rd.Tables()

@@ -21,10 +21,14 @@ func resolveStreams(c *cli.Context) ([]config.Stream, error) {
 	if path := c.String("config"); path != "" {
 		var err error
 		if f, err = config.Load(path); err != nil {
-			return nil, err
+			return nil, usageErr(err)
 		}
 	}
-	return config.Resolve(f, c)
+	streams, err := config.Resolve(f, c)
+	if err != nil {
+		return nil, usageErr(err)
+	}
+	return streams, nil
 }
 
 func configCommand() *cli.Command {
@@ -38,7 +42,7 @@ func configCommand() *cli.Command {
 				Flags: syncStartFlags(),
 				Action: func(c *cli.Context) error {
 					if c.String("config") == "" {
-						return fmt.Errorf("config check needs --config FILE")
+						return usageErr(fmt.Errorf("config check needs --config FILE"))
 					}
 					streams, err := resolveStreams(c)
 					if err != nil {
@@ -49,7 +53,7 @@ func configCommand() *cli.Command {
 					for _, s := range streams {
 						srcFrom, tgtFrom, err := s.ApplySecrets()
 						if err != nil {
-							return err
+							return usageErr(err)
 						}
 						if _, err := streamOptions(s); err != nil {
 							return err

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/diagnose"
 	"github.com/urfave/cli/v2"
 )
@@ -57,13 +58,16 @@ func diagnoseCommand() *cli.Command {
 }
 
 func diagnoseStaticBatch(c *cli.Context) error {
+	if err := config.CheckConn("target", c.String("target")); err != nil {
+		return usageErr(err)
+	}
 	sizes, err := diagnose.ParseSizes(c.String("sizes"))
 	if err != nil {
-		return err
+		return usageErr(err)
 	}
 	modes, err := diagnose.ParseModes(c.String("modes"))
 	if err != nil {
-		return err
+		return usageErr(err)
 	}
 	w := c.App.Writer
 	const row = "%-10s %9s %12s %10s %12s  %s\n"
@@ -126,6 +130,9 @@ func rate(x float64) float64 {
 }
 
 func diagnoseRTT(c *cli.Context) error {
+	if err := config.CheckConn("target", c.String("target")); err != nil {
+		return usageErr(err)
+	}
 	w := c.App.Writer
 	rep, err := diagnose.RTT(c.Context, diagnose.RTTOptions{
 		Target:   c.String("target"),

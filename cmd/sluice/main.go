@@ -6,29 +6,55 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"strings"
 	"syscall"
 
+	"github.com/sluice-cdc/sluice/config"
+	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/urfave/cli/v2"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+// version and commit are set at build time with
+// -ldflags "-X main.version=… -X main.commit=…".
+var (
+	version = "dev"
+	commit  = "unknown"
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := newApp().RunContext(ctx, os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "sluice:", err)
-		os.Exit(1)
-	}
+	code := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
+// run runs the command line and returns the exit status (see
+// daemon.ExitCode); the error, if any, is printed once to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := newApp()
+	app.Writer, app.ErrWriter = stdout, stderr
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return daemon.ExitOK
+	}
+	fmt.Fprintln(stderr, "sluice:", err)
+	return daemon.ExitCode(err)
+}
+
+// usageErr tags an error in the command line or the configuration: exit 2.
+func usageErr(err error) error { return daemon.Fail(daemon.ExitUsage, err) }
+
+func versionString() string { return version + " (commit " + commit + ")" }
+
 func newApp() *cli.App {
-	return &cli.App{
-		Name:  "sluice",
-		Usage: "pipelined change-data-capture applier: keep a target database in sync with a source across a slow link",
+	app := &cli.App{
+		Name:    "sluice",
+		Usage:   "pipelined change-data-capture applier: keep a target database in sync with a source across a slow link",
+		Version: versionString(),
 		Commands: []*cli.Command{
 			syncCommand(),
 			configCommand(),
@@ -36,13 +62,134 @@ func newApp() *cli.App {
 			diagnoseCommand(),
 			{
 				Name:  "version",
-				Usage: "print sluice's version",
+				Usage: "print sluice's version and commit",
 				Action: func(c *cli.Context) error {
-					fmt.Fprintln(c.App.Writer, "sluice", version)
+					fmt.Fprintln(c.App.Writer, "sluice", versionString())
 					return nil
 				},
 			},
 		},
 		HideHelpCommand: true,
+		// Errors are printed and mapped to exit codes by run, not by
+		// urfave/cli (which would exit 3 for an unknown help topic).
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError:   onUsageError,
+		Action:         unknownCommand,
 	}
+	for _, c := range app.Commands {
+		setUsageHandling(c)
+	}
+	return app
+}
+
+// setUsageHandling gives every command one-line usage errors and a
+// did-you-mean for a mistyped subcommand.
+func setUsageHandling(c *cli.Command) {
+	c.OnUsageError = onUsageError
+	if len(c.Subcommands) > 0 && c.Action == nil {
+		c.Action = unknownCommand
+	}
+	for _, s := range c.Subcommands {
+		setUsageHandling(s)
+	}
+}
+
+// unknownCommand is the action of the app and of each command group: with
+// no argument it shows the help; with one it names the mistyped command.
+func unknownCommand(c *cli.Context) error {
+	if !c.Args().Present() {
+		return cli.ShowSubcommandHelp(c)
+	}
+	name := c.Args().First()
+	var names []string
+	cmds := c.App.Commands
+	path := c.App.Name
+	if c.Command != nil && c.Command.Name != "" {
+		cmds = c.Command.Subcommands
+		path = c.Command.HelpName
+	}
+	for _, sc := range cmds {
+		if !sc.Hidden && sc.Name != "help" {
+			names = append(names, sc.Names()...)
+		}
+	}
+	hint := ""
+	if best := config.Closest(name, names); best != "" {
+		hint = fmt.Sprintf(": did you mean %q?", best)
+	}
+	return usageErr(fmt.Errorf("%s: unknown command %q%s (commands: %s; see %s --help)", path, name, hint, strings.Join(names, ", "), path))
+}
+
+var (
+	badValueRe = regexp.MustCompile(`^invalid value "(.*)" for flag -+([\w-]+): (.*)$`)
+	badEnvRe   = regexp.MustCompile(`^could not parse "(.*)" as .* from (?:env var|environment variable) "(\w+)" for flag ([\w-]+): (.*)$`)
+	undefRe    = regexp.MustCompile(`^flag provided but not defined: -+([\w-]+)$`)
+)
+
+// onUsageError turns a flag parsing error into one line naming the flag
+// with its two dashes, the value and a hint, without the help text.
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	msg := err.Error()
+	var flags []cli.Flag
+	if c.Command != nil {
+		flags = c.Command.Flags
+	}
+	if len(flags) == 0 {
+		flags = c.App.Flags
+	}
+	isDuration := func(name string) bool {
+		for _, f := range flags {
+			if _, ok := f.(*cli.DurationFlag); ok && f.Names()[0] == name {
+				return true
+			}
+		}
+		return false
+	}
+	hint := func(name, value string) string {
+		if isDuration(name) {
+			if isBareNumber(value) {
+				return fmt.Sprintf("a duration needs its unit: write %ss (or ms, m, h)", value)
+			}
+			return "want a duration such as 5s, 200ms or 2m"
+		}
+		return ""
+	}
+	if m := badValueRe.FindStringSubmatch(msg); m != nil {
+		h := hint(m[2], m[1])
+		if h == "" {
+			h = m[3]
+		}
+		return usageErr(fmt.Errorf("--%s %q: %s", m[2], m[1], h))
+	}
+	if m := badEnvRe.FindStringSubmatch(msg); m != nil {
+		h := hint(m[3], m[1])
+		if h == "" {
+			h = m[4]
+		}
+		return usageErr(fmt.Errorf("$%s (--%s) %q: %s", m[2], m[3], m[1], h))
+	}
+	if m := undefRe.FindStringSubmatch(msg); m != nil {
+		var names []string
+		for _, f := range flags {
+			names = append(names, f.Names()...)
+		}
+		h := fmt.Sprintf(" (see %s --help)", c.Command.HelpName)
+		if best := config.Closest(m[1], names); best != "" {
+			h = fmt.Sprintf(": did you mean --%s?", best)
+		}
+		return usageErr(fmt.Errorf("unknown flag --%s%s", m[1], h))
+	}
+	return usageErr(err)
+}
+
+func isBareNumber(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && r != '.' {
+			return false
+		}
+	}
+	return true
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/urfave/cli/v2"
 )
@@ -41,9 +43,13 @@ func sourceCommand() *cli.Command {
 func sourceAdmin(c *cli.Context, install bool) error {
 	tables, err := daemon.ParseTables(c.StringSlice("tables"))
 	if err != nil {
-		return err
+		return usageErr(err)
 	}
 	u := c.String("source")
+	// Checked before anything connects or installs, as sync start does.
+	if err := errors.Join(config.CheckConn("source", u), config.CheckStreamID(c.String("stream-id")), config.CheckSourceMode(c.String("source-mode"), false)); err != nil {
+		return usageErr(err)
+	}
 	var verb string
 	switch mode := c.String("source-mode"); mode {
 	case daemon.ModeTrigger:
@@ -61,12 +67,12 @@ func sourceAdmin(c *cli.Context, install bool) error {
 			err = daemon.UninstallLogical(c.Context, u, c.String("stream-id"), tables)
 		}
 	case daemon.ModeBinlog:
-		return fmt.Errorf("--source-mode binlog: nothing to install; the binary log needs binlog_format=ROW, binlog_row_image=FULL, binlog_row_metadata=FULL and a user with REPLICATION SLAVE, REPLICATION CLIENT")
+		return usageErr(fmt.Errorf("--source-mode binlog: nothing to install; the binary log needs binlog_format=ROW, binlog_row_image=FULL, binlog_row_metadata=FULL and a user with REPLICATION SLAVE, REPLICATION CLIENT"))
 	default:
-		return fmt.Errorf("--source-mode %q: want trigger or logical", mode)
+		return usageErr(fmt.Errorf("--source-mode %q: want trigger or logical", mode))
 	}
 	if err != nil {
-		return err
+		return daemon.Fail(daemon.ExitSource, err)
 	}
 	fmt.Fprintf(c.App.Writer, "%s %d table(s) of %s\n", verb, len(tables), daemon.MaskURL(u))
 	return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -123,7 +124,11 @@ func syncStart(c *cli.Context) error {
 	}
 	log, tty, err := newLogger(os.Stderr, streams[0].LogLevel, streams[0].LogFormat)
 	if err != nil {
-		return err
+		return usageErr(err)
+	}
+	if isTerminal(os.Stderr) {
+		// The error that ends sluice is printed once, by main.
+		log = slog.New(dropFinal{log.Handler()})
 	}
 	var progress io.Writer
 	if tty && len(streams) == 1 {
@@ -148,7 +153,7 @@ func daemonOptions(streams []config.Stream, log *slog.Logger, progress io.Writer
 	for i, s := range streams {
 		srcFrom, tgtFrom, err := s.ApplySecrets()
 		if err != nil {
-			return nil, err
+			return nil, usageErr(err)
 		}
 		if srcFrom != "" || tgtFrom != "" {
 			log.Info("passwords", "stream", s.StreamID, "source_password", orURL(srcFrom), "target_password", orURL(tgtFrom))
@@ -211,7 +216,7 @@ func orURL(from string) string {
 func streamOptions(s config.Stream) (daemon.StreamOptions, error) {
 	tables, err := daemon.ParseTables(s.Tables)
 	if err != nil {
-		return daemon.StreamOptions{}, fmt.Errorf("stream %s: %w", s.StreamID, err)
+		return daemon.StreamOptions{}, usageErr(fmt.Errorf("stream %s: %w", s.StreamID, err))
 	}
 	return daemon.StreamOptions{
 		ID:                  s.StreamID,
@@ -248,7 +253,7 @@ func syncStatus(c *cli.Context) error {
 	only := c.String("stream-id")
 	all, err := daemon.ReadStatus(dir)
 	if err != nil {
-		return err
+		return daemon.Fail(daemon.ExitState, err)
 	}
 	var list []daemon.Status
 	for _, s := range all {
@@ -262,7 +267,10 @@ func syncStatus(c *cli.Context) error {
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
-		return enc.Encode(list)
+		if err := enc.Encode(list); err != nil {
+			return err
+		}
+		return unhealthy(list)
 	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STREAM\tSTATE\tAPPLIED\tRATE/S\tSOURCE/S\tLAG\tBATCH\tLANES\tRTT\tLAST COMMIT\tPOSITION\tLAST ERROR")
@@ -284,8 +292,15 @@ func syncStatus(c *cli.Context) error {
 		if !s.LastCommit.IsZero() {
 			last = s.LastCommit.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.1fs\t%d\t%d\t%.1fms\t%s\t%s\t%s\n", s.Stream, state, s.Applied, s.Rate, s.SourceRate, s.LagSeconds,
-			s.BatchSize, s.Lanes, s.RTTMS, last, s.Position, oneLine(s.LastError))
+		lag, rtt := fmt.Sprintf("%.1fs", s.LagSeconds), fmt.Sprintf("%.1fms", s.RTTMS)
+		if neverConnected(s) {
+			lag = "—"
+		}
+		if s.RTTMS == 0 && neverConnected(s) {
+			rtt = "—"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Stream, state, s.Applied, s.Rate, s.SourceRate, lag,
+			s.BatchSize, s.Lanes, rtt, last, s.Position, oneLine(s.LastError))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -295,8 +310,43 @@ func syncStatus(c *cli.Context) error {
 			fmt.Fprintf(c.App.Writer, "\nstream %s is STALLED: %s\n", s.Stream, s.StallWhy)
 		}
 	}
-	return nil
+	return unhealthy(list)
 }
+
+// neverConnected is a stream with no measurement yet: its lag and RTT are
+// unknown, not zero.
+func neverConnected(s daemon.Status) bool {
+	return s.Lanes == 0 && s.LastCommit.IsZero() && s.Position == ""
+}
+
+// unhealthy fails (exit 1) when a stream is failed or stalled, so that
+// monitoring can run sync status.
+func unhealthy(list []daemon.Status) error {
+	var bad []string
+	for _, s := range list {
+		if s.Stalled || (!s.Running && s.LastError != "") {
+			bad = append(bad, s.Stream)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return daemon.Fail(daemon.ExitFailure, fmt.Errorf("stream(s) failed or stalled: %s", strings.Join(bad, ", ")))
+}
+
+// dropFinal drops the error log line of the failure that ends sluice,
+// which main prints itself, so that a terminal shows the error once.
+type dropFinal struct{ slog.Handler }
+
+func (d dropFinal) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelError && r.Message == daemon.MsgStreamStopped {
+		return nil
+	}
+	return d.Handler.Handle(ctx, r)
+}
+
+func (d dropFinal) WithAttrs(as []slog.Attr) slog.Handler { return dropFinal{d.Handler.WithAttrs(as)} }
+func (d dropFinal) WithGroup(g string) slog.Handler       { return dropFinal{d.Handler.WithGroup(g)} }
 
 func oneLine(s string) string {
 	if s == "" {

@@ -316,7 +316,7 @@ func syncStatus(c *cli.Context) error {
 // neverConnected is a stream with no measurement yet: its lag and RTT are
 // unknown, not zero.
 func neverConnected(s daemon.Status) bool {
-	return s.Lanes == 0 && s.LastCommit.IsZero() && s.Position == ""
+	return s.Lanes == 0 && s.LastCommit.IsZero() && s.Applied == 0
 }
 
 // unhealthy fails (exit 1) when a stream is failed or stalled, so that

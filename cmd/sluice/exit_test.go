@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/internal/dbtest"
+	"github.com/sluice-cdc/sluice/source/binlog"
+	"github.com/sluice-cdc/sluice/source/pgtrigger"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+// buildSluice builds the command once per test binary run.
+func buildSluice(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sluice")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// testTimeout bounds each run of the binary: every case fails fast.
+const testTimeout = 60 * time.Second
+
+const unreachable = "postgres://sluice:pw@127.0.0.1:1/db?sslmode=disable&connect_timeout=5"
+
+// TestExitCodes runs the built binary and checks the exit status and that
+// stderr holds the error once, in one line where it is a usage error.
+func TestExitCodes(t *testing.T) {
+	bin := buildSluice(t)
+	dir := t.TempDir()
+	badConfig := filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(badConfig, []byte("source = \"postgres://a@h/db\"\ntarget = \"postgres://a@h/db\"\ntables = [\"t\"]\nmax_lanes = 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	typo := filepath.Join(dir, "typo.toml")
+	if err := os.WriteFile(typo, []byte("max_lane = 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lockedDir := filepath.Join(dir, "locked")
+	if err := os.MkdirAll(lockedDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(lockedDir, "sluice.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	failedDir := filepath.Join(dir, "failed")
+	good := []string{"--source", unreachable, "--target", unreachable, "--tables", "t"}
+
+	type tc struct {
+		name   string
+		args   []string
+		code   int
+		stderr string // a substring of stderr
+	}
+	cases := []tc{
+		{"bad flag", []string{"sync", "start", "--max-lane", "3"}, 2, "unknown flag --max-lane: did you mean --max-lanes?"},
+		{"duration without unit", []string{"sync", "start", "--kill-budget", "5"}, 2, `--kill-budget "5": a duration needs its unit: write 5s`},
+		{"mistyped command", []string{"sync", "strat"}, 2, `did you mean "start"?`},
+		{"bad value", append([]string{"sync", "start", "--state-dir", filepath.Join(dir, "s1"), "--max-lanes", "0"}, good...), 2, "--max-lanes 0"},
+		{"controller before connect", append([]string{"sync", "start", "--state-dir", filepath.Join(dir, "s1"), "--controller", "pid"}, good...), 2, `--controller "pid"`},
+		{"redis target", []string{"sync", "start", "--state-dir", filepath.Join(dir, "s1"), "--source", unreachable, "--target", "redis://:hunter2@cache:6379/0", "--tables", "t"}, 2, `"redis"`},
+		{"config check bad file", []string{"config", "check", "--config", badConfig}, 2, "--max-lanes 0"},
+		{"config check unknown key", []string{"config", "check", "--config", typo}, 2, `did you mean "max_lanes"?`},
+		{"source install bad mode", []string{"source", "install", "--source", unreachable, "--tables", "t", "--source-mode", "wal"}, 2, `--source-mode "wal"`},
+		{"unreachable target", append([]string{"sync", "start", "--state-dir", failedDir}, good...), 4, "cannot reach target"},
+		{"status of a failed stream", []string{"sync", "status", "--state-dir", failedDir}, 1, "failed or stalled"},
+		{"state dir locked", append([]string{"sync", "start", "--state-dir", lockedDir}, good...), 5, "in use by another sluice"},
+		{"unreachable source for install", []string{"source", "install", "--source", unreachable, "--tables", "t"}, 3, ""},
+		{"version flag", []string{"--version"}, 0, ""},
+	}
+	if os.Getenv("SLUICE_TEST_SKIP_DB") != "1" {
+		pg := dbtest.PG(t)
+		db := dbtest.PGDatabase(t)
+		cases = append(cases, tc{"unreachable source", []string{"sync", "start", "--state-dir", filepath.Join(dir, "s3"), "--source", unreachable, "--target", pg.URL(db), "--tables", "t", "--from-now"}, 3, "127.0.0.1:1"})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, c.args...)
+			cmd.Env = append(os.Environ(), "SLUICE_LOG_FORMAT=text")
+			var stderr, stdout bytes.Buffer
+			cmd.Stderr, cmd.Stdout = &stderr, &stdout
+			err := cmd.Run()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != c.code {
+				t.Fatalf("sluice %s: exit %d, want %d\nstderr: %s", strings.Join(c.args, " "), code, c.code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), c.stderr) {
+				t.Errorf("stderr %q does not contain %q", stderr.String(), c.stderr)
+			}
+			if strings.Contains(stderr.String(), "hunter2") || strings.Contains(stderr.String(), ":pw@") {
+				t.Errorf("stderr prints a password: %q", stderr.String())
+			}
+			if c.code == 2 && (strings.Count(strings.TrimSpace(stderr.String()), "\n") > 2 || strings.Contains(stderr.String(), "USAGE")) {
+				t.Errorf("a usage error should be a line or two, not the help: %q", stderr.String())
+			}
+			if c.name == "version flag" && !strings.Contains(stdout.String(), "commit") {
+				t.Errorf("--version printed %q, want the version and commit", stdout.String())
+			}
+		})
+	}
+}
+
+func TestExitCodeClassifier(t *testing.T) {
+	// The stream package makes its stall errors itself; the daemon's tag
+	// stands in for one here.
+	stalled := fmt.Errorf("stream x: %w", daemon.Fail(daemon.ExitStalled, errors.New("stream stalled: no durable progress for 2m0s")))
+	cases := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"nil", nil, 0},
+		{"plain", errors.New("boom"), 1},
+		{"usage", usageErr(errors.New("bad")), 2},
+		{"source", daemon.Fail(daemon.ExitSource, errors.New("refused")), 3},
+		{"target", fmt.Errorf("stream x: %w", daemon.Fail(daemon.ExitTarget, errors.New("refused"))), 4},
+		{"state", daemon.Fail(daemon.ExitState, errors.New("locked")), 5},
+		{"stalled", stalled, 6},
+		{"stalled joined", errors.Join(stalled, errors.New("stop")), 6},
+		{"changelog pruned, while opening the source", daemon.Fail(daemon.ExitSource, fmt.Errorf("stream x: %w", pgtrigger.ErrPositionLost)), 7},
+		{"binlog purged", daemon.Fail(daemon.ExitSource, &binlog.PurgedError{Needs: "binlog mysql-bin.000001", Has: "its oldest binlog is mysql-bin.000009"}), 7},
+		{"slot invalidated", errors.New("replication slot sluice_x on h was invalidated (it retained more than max_slot_wal_keep_size): changes are lost; the target needs a fresh copy"), 7},
+		{"first tag wins", daemon.Fail(daemon.ExitTarget, daemon.Fail(daemon.ExitSource, errors.New("x"))), 3},
+	}
+	for _, c := range cases {
+		if got := daemon.ExitCode(c.err); got != c.want {
+			t.Errorf("%s: ExitCode(%v) = %d, want %d", c.name, c.err, got, c.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,6 +121,9 @@ func TestExitCodes(t *testing.T) {
 			if c.code == 2 && (strings.Count(strings.TrimSpace(stderr.String()), "\n") > 2 || strings.Contains(stderr.String(), "USAGE")) {
 				t.Errorf("a usage error should be a line or two, not the help: %q", stderr.String())
 			}
+			if c.name == "status of a failed stream" && (!strings.Contains(stdout.String(), "FAILED") || !strings.Contains(stdout.String(), "—") || strings.Contains(stdout.String(), "0.0ms")) {
+				t.Errorf("sync status of a stream that never connected: want FAILED and — for lag and RTT, got\n%s", stdout.String())
+			}
 			if c.name == "version flag" && !strings.Contains(stdout.String(), "commit") {
 				t.Errorf("--version printed %q, want the version and commit", stdout.String())
 			}
@@ -153,5 +157,19 @@ func TestExitCodeClassifier(t *testing.T) {
 		if got := daemon.ExitCode(c.err); got != c.want {
 			t.Errorf("%s: ExitCode(%v) = %d, want %d", c.name, c.err, got, c.want)
 		}
+	}
+}
+
+func TestDropFinal(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(dropFinal{slog.NewTextHandler(&buf, nil)}).With("stream", "x")
+	log.Error(daemon.MsgStreamStopped, "err", "boom")
+	if buf.Len() != 0 {
+		t.Errorf("the final error was logged although main prints it: %q", buf.String())
+	}
+	log.Error("stream stopped; the other streams go on")
+	log.Info(daemon.MsgStreamStopped)
+	if got := strings.Count(buf.String(), "\n"); got != 2 {
+		t.Errorf("want the other two lines logged, got %q", buf.String())
 	}
 }

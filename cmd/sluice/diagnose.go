@@ -14,8 +14,8 @@ import (
 )
 
 func diagnoseTargetFlag() cli.Flag {
-	return &cli.StringFlag{Name: "target", Required: true, EnvVars: env("TARGET"),
-		Usage: "target database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or user:pass@tcp(host:3306)/db"}
+	return &cli.StringFlag{Name: "target", EnvVars: env("TARGET"),
+		Usage: "(required) target database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or user:pass@tcp(host:3306)/db"}
 }
 
 func diagnoseCommand() *cli.Command {
@@ -58,6 +58,9 @@ func diagnoseCommand() *cli.Command {
 }
 
 func diagnoseStaticBatch(c *cli.Context) error {
+	if err := requireFlags(c, "target"); err != nil {
+		return err
+	}
 	if err := config.CheckConn("target", c.String("target")); err != nil {
 		return usageErr(err)
 	}
@@ -130,6 +133,9 @@ func rate(x float64) float64 {
 }
 
 func diagnoseRTT(c *cli.Context) error {
+	if err := requireFlags(c, "target"); err != nil {
+		return err
+	}
 	if err := config.CheckConn("target", c.String("target")); err != nil {
 		return usageErr(err)
 	}

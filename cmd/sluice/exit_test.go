@@ -87,6 +87,7 @@ func TestExitCodes(t *testing.T) {
 		{"state dir locked", append([]string{"sync", "start", "--state-dir", lockedDir}, good...), 5, "in use by another sluice"},
 		{"unreachable source for install", []string{"source", "install", "--source", unreachable, "--tables", "t"}, 3, ""},
 		{"version flag", []string{"--version"}, 0, ""},
+		{"missing required flag", []string{"diagnose", "rtt"}, 2, "sluice diagnose rtt needs --target"},
 	}
 	if os.Getenv("SLUICE_TEST_SKIP_DB") != "1" {
 		pg := dbtest.PG(t)

@@ -193,3 +193,18 @@ func isBareNumber(s string) bool {
 	}
 	return true
 }
+
+// requireFlags refuses, in one line, a command run without flags it needs
+// (urfave/cli's Required would print the whole help).
+func requireFlags(c *cli.Context, names ...string) error {
+	var missing []string
+	for _, n := range names {
+		if !c.IsSet(n) {
+			missing = append(missing, "--"+n)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return usageErr(fmt.Errorf("%s needs %s (see %s --help)", c.Command.HelpName, strings.Join(missing, " and "), c.Command.HelpName))
+}

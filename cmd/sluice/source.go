@@ -11,8 +11,8 @@ import (
 
 func sourceCommand() *cli.Command {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "source", Required: true, EnvVars: env("SOURCE"), Usage: "source database URL"},
-		&cli.StringSliceFlag{Name: "tables", Required: true, EnvVars: env("TABLES"), Usage: "tables, comma-separated"},
+		&cli.StringFlag{Name: "source", EnvVars: env("SOURCE"), Usage: "source database URL (required)"},
+		&cli.StringSliceFlag{Name: "tables", EnvVars: env("TABLES"), Usage: "tables, comma-separated (required)"},
 		&cli.StringFlag{Name: "source-mode", Value: "trigger", EnvVars: env("SOURCE_MODE"), Usage: "trigger: changelog table and capture triggers; logical: the stream's PostgreSQL publication and replication slot (binlog needs nothing installed)"},
 		streamIDFlag(),
 	}
@@ -41,6 +41,9 @@ func sourceCommand() *cli.Command {
 }
 
 func sourceAdmin(c *cli.Context, install bool) error {
+	if err := requireFlags(c, "source", "tables"); err != nil {
+		return err
+	}
 	tables, err := daemon.ParseTables(c.StringSlice("tables"))
 	if err != nil {
 		return usageErr(err)

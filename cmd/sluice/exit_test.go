@@ -92,6 +92,7 @@ func TestExitCodes(t *testing.T) {
 	if os.Getenv("SLUICE_TEST_SKIP_DB") != "1" {
 		pg := dbtest.PG(t)
 		db := dbtest.PGDatabase(t)
+		cases = append(cases, tc{"log-read stream without checkpoint nor --from-now", []string{"sync", "start", "--state-dir", filepath.Join(dir, "s2"), "--source", pg.URL(db), "--target", pg.URL(db), "--tables", "t"}, 2, "--from-now"})
 		cases = append(cases, tc{"unreachable source", []string{"sync", "start", "--state-dir", filepath.Join(dir, "s3"), "--source", unreachable, "--target", pg.URL(db), "--tables", "t", "--from-now"}, 3, "127.0.0.1:1"})
 	}
 	for _, c := range cases {

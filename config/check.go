@@ -190,7 +190,7 @@ func ConnEngine(setting, conn string) (Engine, error) {
 		if i := strings.LastIndex(auth, "@"); i >= 0 {
 			auth = auth[i+1:]
 		}
-		if auth == "" {
+		if auth == "" && eng == EngineMySQL { // libpq reads postgres:///db as the local socket
 			return "", fmt.Errorf("--%s: the %s URL has no host: %s", setting, scheme, fix)
 		}
 		if strings.Contains(auth, ",") { // multi-host postgres URLs

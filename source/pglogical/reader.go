@@ -317,7 +317,7 @@ func (r *Reader) startReplicationOnce(ctx context.Context) error {
 			case "55006":
 				return fmt.Errorf("start replication from slot %s on %s: the slot is in use by another process (another sluice running this stream?): stop it first: %w", r.cfg.Slot, r.addr, err)
 			case "42704":
-				return fmt.Errorf("start replication from slot %s on %s: the slot does not exist: run `sluice source setup` (a lost slot means changes were lost: the target needs a fresh copy): %w", r.cfg.Slot, r.addr, err)
+				return fmt.Errorf("start replication from slot %s on %s: the slot does not exist: run `sluice source install` to create it (a lost slot means changes were lost: the target needs a fresh copy): %w", r.cfg.Slot, r.addr, err)
 			case "42501":
 				return fmt.Errorf("start replication from slot %s on %s: permission denied: the role needs the REPLICATION attribute (ALTER ROLE … REPLICATION): %w", r.cfg.Slot, r.addr, err)
 			}

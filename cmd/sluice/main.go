@@ -31,6 +31,7 @@ func newApp() *cli.App {
 		Usage: "pipelined change-data-capture applier: keep a target database in sync with a source across a slow link",
 		Commands: []*cli.Command{
 			syncCommand(),
+			preflightCommand(),
 			configCommand(),
 			sourceCommand(),
 			diagnoseCommand(),

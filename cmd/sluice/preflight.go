@@ -3,15 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
 	mysqltarget "github.com/sluice-cdc/sluice/apply/mysql"
 	"github.com/sluice-cdc/sluice/apply/postgres"
 	"github.com/sluice-cdc/sluice/apply/typemap"
+	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/source"
@@ -133,6 +138,12 @@ func preflightStream(ctx context.Context, s config.Stream, log *slog.Logger) (pr
 		mode = map[daemon.Engine]string{daemon.EnginePostgres: daemon.ModeLogical, daemon.EngineMySQL: daemon.ModeBinlog}[srcEng]
 	}
 	rep.Mode = mode
+	if mode != daemon.ModeTrigger && !s.FromNow {
+		if _, err := os.Stat(filepath.Join(s.StateDir, checkpoint.FileName)); errors.Is(err, fs.ErrNotExist) {
+			return fail("stream "+s.StreamID, fmt.Errorf("stream %s has no state file in %s and the source is read from its log: sluice does not copy existing rows yet; load the target's rows, then start with --from-now", s.StreamID, s.StateDir), exitPreflightOther)
+		}
+		rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "stream " + s.StreamID, Detail: "state file in " + s.StateDir + ": sync start resumes from its checkpoint (preflight checks the source as for a new stream)"})
+	}
 	var src source.Report
 	switch {
 	case mode == daemon.ModeLogical && srcEng == daemon.EnginePostgres:

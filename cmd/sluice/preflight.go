@@ -168,7 +168,7 @@ func preflightStream(ctx context.Context, s config.Stream, log *slog.Logger) (pr
 	return rep, 0
 }
 
-// target is what preflight needs of a target.
+// preflightTargetT is what preflight needs of a target.
 type preflightTargetT interface {
 	Preflight(ctx context.Context, tables []*sluice.Table) error
 	Close(ctx context.Context) error

@@ -118,6 +118,9 @@ type Config struct {
 	// Dial, when set, opens the target's network connections instead of
 	// the driver's dialer (e.g. to count round trips).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// CheckOnly opens the target for a preflight: the checks run, but the
+	// checkpoint table is not created.
+	CheckOnly bool
 }
 
 // sqlMode is the session's sql_mode.
@@ -240,6 +243,9 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 				return nil, err
 			}
 		}
+	}
+	if cfg.CheckOnly {
+		return t, nil
 	}
 	if err := t.setupCheckpoint(ctx); err != nil {
 		t.closeDB()

@@ -58,6 +58,9 @@ type Config struct {
 	// second upsert silently overwriting the first. Set it only when the
 	// source never holds two such keys.
 	AllowCollationMerge bool
+	// CheckOnly opens the target for a preflight: the checks run, but
+	// sluice's schema and checkpoint table are not created.
+	CheckOnly bool
 }
 
 // Target writes batches to one PostgreSQL database over one connection. Its
@@ -185,7 +188,9 @@ func (t *Target) connect(ctx context.Context) error {
 func (t *Target) setup(ctx context.Context) error {
 	b := &pgx.Batch{}
 	for _, s := range buildCheckpointDDL(t.cfg.Schema) {
-		b.Queue(s)
+		if !t.cfg.CheckOnly {
+			b.Queue(s)
+		}
 	}
 	// The statements of one pipeline run in one implicit transaction, so
 	// the DO block's transaction-local setting is still there for the

@@ -57,6 +57,7 @@ func newApp() *cli.App {
 		Version: versionString(),
 		Commands: []*cli.Command{
 			syncCommand(),
+			preflightCommand(),
 			configCommand(),
 			sourceCommand(),
 			diagnoseCommand(),

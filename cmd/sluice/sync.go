@@ -36,7 +36,7 @@ func syncCommand() *cli.Command {
 			{
 				Name:   "start",
 				Usage:  "stream changes until stopped (SIGINT/SIGTERM finish the batch in flight, checkpoint and exit 0)",
-				Flags:  syncStartFlags(),
+				Flags:  append(syncStartFlags(), preflightFlags()...),
 				Action: syncStart,
 			},
 			{
@@ -118,6 +118,9 @@ func newLogger(w *os.File, level, format string) (*slog.Logger, bool, error) {
 }
 
 func syncStart(c *cli.Context) error {
+	if c.Bool("check") {
+		return preflight(c)
+	}
 	streams, err := resolveStreams(c)
 	if err != nil {
 		return err

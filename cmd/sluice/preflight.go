@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
+	mysqltarget "github.com/sluice-cdc/sluice/apply/mysql"
+	"github.com/sluice-cdc/sluice/apply/postgres"
+	"github.com/sluice-cdc/sluice/apply/typemap"
+	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/config"
+	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/source"
+	"github.com/sluice-cdc/sluice/source/binlog"
+	"github.com/sluice-cdc/sluice/source/mytrigger"
+	"github.com/sluice-cdc/sluice/source/pglogical"
+	"github.com/sluice-cdc/sluice/source/pgtrigger"
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes of a refused preflight (the team's table in the README).
+const (
+	exitPreflightOther  = 1
+	exitPreflightSource = 3
+	exitPreflightTarget = 4
+)
+
+func preflightCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "preflight",
+		Usage:  "run every source and target check and the type map, print what sync start would do, and change nothing on either database (same flags as sync start)",
+		Flags:  append(syncStartFlags(), preflightFlags()[1]),
+		Action: preflight,
+	}
+}
+
+// preflightFlags are the flags `sync start` adds for --check; preflight
+// takes the second.
+func preflightFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "check", Usage: "run the preflight (as sluice preflight) instead: every check, nothing changed on either database"},
+		&cli.BoolFlag{Name: "json", Usage: "with --check: print the report as JSON"},
+	}
+}
+
+// preflightReport is one stream's preflight.
+type preflightReport struct {
+	Stream string         `json:"stream"`
+	Mode   string         `json:"source_mode"`
+	OK     bool           `json:"ok"`
+	Checks []source.Check `json:"checks"`
+}
+
+// preflightError carries the exit code of a refused preflight.
+type preflightError struct {
+	msg  string
+	code int
+}
+
+func (e *preflightError) Error() string { return e.msg }
+func (e *preflightError) ExitCode() int { return e.code }
+
+func preflight(c *cli.Context) error {
+	streams, err := resolveStreams(c)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var reports []preflightReport
+	var failed *preflightError
+	for _, s := range streams {
+		if _, _, err := s.ApplySecrets(); err != nil {
+			return err
+		}
+		rep, code := preflightStream(c.Context, s, log)
+		reports = append(reports, rep)
+		if code != 0 && failed == nil {
+			failed = &preflightError{msg: fmt.Sprintf("preflight: stream %s would not start", s.StreamID), code: code}
+		}
+	}
+	w := c.App.Writer
+	if c.Bool("json") {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(reports); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range reports {
+			fmt.Fprintf(w, "stream %s (source mode %s):\n", r.Stream, r.Mode)
+			for _, ch := range r.Checks {
+				mark := "✓"
+				if !ch.OK {
+					mark = "✗"
+				}
+				fmt.Fprintf(w, "  %s %s: %s\n", mark, ch.Object, ch.Detail)
+			}
+			if r.OK {
+				fmt.Fprintln(w, "  sync start would start this stream")
+			} else {
+				fmt.Fprintln(w, "  sync start would refuse this stream")
+			}
+		}
+	}
+	if failed != nil {
+		return failed
+	}
+	return nil
+}
+
+// preflightStream checks one stream, reading only, and returns its report
+// and the exit code (0 when sync start would start it).
+func preflightStream(ctx context.Context, s config.Stream, log *slog.Logger) (preflightReport, int) {
+	rep := preflightReport{Stream: s.StreamID, Mode: s.SourceMode}
+	fail := func(obj string, err error, code int) (preflightReport, int) {
+		rep.Checks = append(rep.Checks, source.Check{Object: obj, Detail: err.Error()})
+		return rep, code
+	}
+	tables, err := daemon.ParseTables(s.Tables)
+	if err != nil {
+		return fail("tables", err, exitPreflightOther)
+	}
+	srcEng, err := daemon.EngineOf(s.Source)
+	if err != nil {
+		return fail("source", err, exitPreflightSource)
+	}
+	mode := s.SourceMode
+	if mode == "" || mode == "auto" {
+		mode = map[daemon.Engine]string{daemon.EnginePostgres: daemon.ModeLogical, daemon.EngineMySQL: daemon.ModeBinlog}[srcEng]
+	}
+	rep.Mode = mode
+	if mode != daemon.ModeTrigger && !s.FromNow {
+		if _, err := os.Stat(filepath.Join(s.StateDir, checkpoint.FileName)); errors.Is(err, fs.ErrNotExist) {
+			return fail("stream "+s.StreamID, fmt.Errorf("stream %s has no state file in %s and the source is read from its log: sluice does not copy existing rows yet; load the target's rows, then start with --from-now", s.StreamID, s.StateDir), exitPreflightOther)
+		}
+		rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "stream " + s.StreamID, Detail: "state file in " + s.StateDir + ": sync start resumes from its checkpoint (preflight checks the source as for a new stream)"})
+	}
+	var src source.Report
+	switch {
+	case mode == daemon.ModeLogical && srcEng == daemon.EnginePostgres:
+		src, err = pglogical.Check(ctx, s.Source, pglogical.Config{Tables: tables, Stream: s.StreamID, Logger: log})
+	case mode == daemon.ModeBinlog && srcEng == daemon.EngineMySQL:
+		src, err = binlog.Check(ctx, s.Source, binlog.Config{Tables: tables, Logger: log})
+	case mode == daemon.ModeTrigger && srcEng == daemon.EnginePostgres:
+		src, err = pgtrigger.Check(ctx, s.Source, pgtrigger.Config{Tables: tables, Stream: s.StreamID, Install: true, Logger: log})
+	case mode == daemon.ModeTrigger && srcEng == daemon.EngineMySQL:
+		src, err = mytrigger.Check(ctx, s.Source, mytrigger.Config{Tables: tables, Stream: s.StreamID, Install: true, Logger: log})
+	default:
+		return fail("source mode", fmt.Errorf("--source-mode %s does not apply to a %s source", mode, srcEng), exitPreflightOther)
+	}
+	rep.Checks = append(rep.Checks, src.Checks...)
+	if err != nil {
+		return rep, exitPreflightSource
+	}
+	if err := preflightTarget(ctx, s, srcEng, src.Tables, log, &rep); err != nil {
+		return rep, exitPreflightTarget
+	}
+	rep.OK = true
+	return rep, 0
+}
+
+// preflightTargetT is what preflight needs of a target.
+type preflightTargetT interface {
+	Preflight(ctx context.Context, tables []*sluice.Table) error
+	Close(ctx context.Context) error
+}
+
+// preflightTarget opens the target with CheckOnly (no checkpoint table is
+// created) and runs its preflight on the source's tables, through the
+// cross-engine type map where sync start would use it.
+func preflightTarget(ctx context.Context, s config.Stream, srcEng daemon.Engine, tables []*sluice.Table, log *slog.Logger, rep *preflightReport) error {
+	fail := func(obj string, err error) error {
+		rep.Checks = append(rep.Checks, source.Check{Object: obj, Detail: err.Error()})
+		return err
+	}
+	eng, err := daemon.EngineOf(s.Target)
+	if err != nil {
+		return fail("target", err)
+	}
+	mode, err := apply.ParseMode(s.ApplyMode)
+	if err != nil {
+		return fail("target", err)
+	}
+	var tgt preflightTargetT
+	var checkpoint string
+	switch eng {
+	case daemon.EnginePostgres:
+		t, err := postgres.Open(ctx, s.Target, postgres.Config{Mode: mode, AllowCollationMerge: s.AllowCollationMerge, Logger: log, CheckOnly: true})
+		if err != nil {
+			return fail("target", err)
+		}
+		tgt, checkpoint = wrapTarget(t, srcEng, eng), "sluice.checkpoints"
+	case daemon.EngineMySQL:
+		t, err := mysqltarget.Open(ctx, s.Target, mysqltarget.Config{Mode: mode, DisableForeignKeyChecks: s.DisableFKChecks, AllowCollationMerge: s.AllowCollationMerge, Logger: log, CheckOnly: true})
+		if err != nil {
+			return fail("target", err)
+		}
+		tgt, checkpoint = wrapTarget(t, srcEng, eng), "the sluice checkpoint table in the target database"
+	default:
+		return fail("target", fmt.Errorf("--target: %s targets are not supported", eng))
+	}
+	defer tgt.Close(context.WithoutCancel(ctx))
+	rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "target " + daemon.MaskURL(s.Target), Detail: "connected"})
+	if err := tgt.Preflight(ctx, tables); err != nil {
+		return fail("target tables", err)
+	}
+	for _, t := range tables {
+		rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "target table " + t.Name.String(), Detail: "columns, types, keys and collations fit the source"})
+	}
+	rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "checkpoint table", Detail: "would create " + checkpoint + " if missing"})
+	return nil
+}
+
+// wrapTarget wraps a target in the cross-engine type map where sync start
+// does (daemon.openTarget).
+func wrapTarget[T typemap.Inner](t T, src, tgt daemon.Engine) preflightTargetT {
+	if src != tgt || tgt == daemon.EngineMySQL {
+		return typemap.Wrap(t, typemap.Engine(src), typemap.Engine(tgt))
+	}
+	return any(t).(preflightTargetT)
+}

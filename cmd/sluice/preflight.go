@@ -60,15 +60,6 @@ type preflightReport struct {
 	Checks []source.Check `json:"checks"`
 }
 
-// preflightError carries the exit code of a refused preflight.
-type preflightError struct {
-	msg  string
-	code int
-}
-
-func (e *preflightError) Error() string { return e.msg }
-func (e *preflightError) ExitCode() int { return e.code }
-
 func preflight(c *cli.Context) error {
 	streams, err := resolveStreams(c)
 	if err != nil {
@@ -76,7 +67,7 @@ func preflight(c *cli.Context) error {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var reports []preflightReport
-	var failed *preflightError
+	var failed error
 	for _, s := range streams {
 		if _, _, err := s.ApplySecrets(); err != nil {
 			return err
@@ -84,7 +75,7 @@ func preflight(c *cli.Context) error {
 		rep, code := preflightStream(c.Context, s, log)
 		reports = append(reports, rep)
 		if code != 0 && failed == nil {
-			failed = &preflightError{msg: fmt.Sprintf("preflight: stream %s would not start", s.StreamID), code: code}
+			failed = daemon.Fail(code, fmt.Errorf("preflight: stream %s would not start", s.StreamID))
 		}
 	}
 	w := c.App.Writer

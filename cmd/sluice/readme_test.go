@@ -193,6 +193,11 @@ func checkFlagTables(app *cli.App, readme string) []string {
 	tables, problems := parseFlagTables(readme)
 	flags := appFlags(app)
 	documented := map[string]bool{}
+	// A command's flags may be spread over several tables (flags common to
+	// sync start and preflight in one, each one's own in another): the
+	// union must be complete, with no flag twice.
+	seenBy := map[string]map[string]bool{}
+	firstTable := map[string]readmeTable{}
 	for _, t := range tables {
 		for _, cmd := range t.commands {
 			fs, ok := flags[cmd]
@@ -205,7 +210,12 @@ func checkFlagTables(app *cli.App, readme string) []string {
 			for _, f := range fs {
 				byName[f.Names()[0]] = f
 			}
-			seen := map[string]bool{}
+			seen := seenBy[cmd]
+			if seen == nil {
+				seen = map[string]bool{}
+				seenBy[cmd] = seen
+				firstTable[cmd] = t
+			}
 			for _, r := range t.rows {
 				if seen[r.flag] {
 					problems = append(problems, fmt.Sprintf("README.md:%d: --%s is listed twice for `%s`", r.line, r.flag, cmd))
@@ -227,15 +237,19 @@ func checkFlagTables(app *cli.App, readme string) []string {
 					problems = append(problems, fmt.Sprintf("README.md:%d: --%s of `%s` reads environment %q, the row says %q", r.line, r.flag, cmd, want, r.envs))
 				}
 			}
-			withEnv := len(t.rows) == 0 || t.rows[0].hasEv
-			for _, f := range fs {
-				if !seen[f.Names()[0]] {
-					problems = append(problems, fmt.Sprintf("README.md:%d: the `%s` table lacks --%s; add the row\n\t%s",
-						t.line, cmd, f.Names()[0], suggestRow(f, withEnv)))
-				}
+		}
+	}
+	for cmd, seen := range seenBy {
+		t := firstTable[cmd]
+		withEnv := len(t.rows) == 0 || t.rows[0].hasEv
+		for _, f := range flags[cmd] {
+			if !seen[f.Names()[0]] {
+				problems = append(problems, fmt.Sprintf("README.md:%d: the `%s` table lacks --%s; add the row\n\t%s",
+					t.line, cmd, f.Names()[0], suggestRow(f, withEnv)))
 			}
 		}
 	}
+	sort.Strings(problems)
 	var cmds []string
 	for cmd := range flags {
 		cmds = append(cmds, cmd)

@@ -50,7 +50,7 @@ type Duration time.Duration
 // UnmarshalText parses a Go duration ("200ms", "2m").
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
-	if err != nil && isBareNumber(string(b)) {
+	if err != nil && IsBareNumber(string(b)) {
 		return fmt.Errorf("%q has no unit: write \"%ss\" (or ms, m, h)", b, b)
 	}
 	if err != nil {
@@ -60,8 +60,9 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// isBareNumber is true for "5" or "1.5": a duration without its unit.
-func isBareNumber(s string) bool {
+// IsBareNumber is true for "5" or "1.5": a duration without its unit, which
+// the flag parser and the file reader both answer with "write 5s".
+func IsBareNumber(s string) bool {
 	if s == "" {
 		return false
 	}

@@ -148,7 +148,7 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 	}
 	hint := func(name, value string) string {
 		if isDuration(name) {
-			if isBareNumber(value) {
+			if config.IsBareNumber(value) {
 				return fmt.Sprintf("a duration needs its unit: write %ss (or ms, m, h)", value)
 			}
 			return "want a duration such as 5s, 200ms or 2m"
@@ -181,18 +181,6 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 		return usageErr(fmt.Errorf("unknown flag --%s%s", m[1], h))
 	}
 	return usageErr(err)
-}
-
-func isBareNumber(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if (r < '0' || r > '9') && r != '.' {
-			return false
-		}
-	}
-	return true
 }
 
 // requireFlags refuses, in one line, a command run without flags it needs

@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/sluice-cdc/sluice/connstr"
 )
 
 // Secrets: a password need never be on the command line or in the file.
@@ -112,25 +111,9 @@ func readSecret(path string) (string, error) {
 	return s, nil
 }
 
-// WithPassword returns the connection string with its password replaced:
-// a URL (postgres://, mysql://) or a go-sql-driver DSN user:pass@tcp(host)/db.
+// WithPassword returns the connection string with its password replaced,
+// in any form connstr accepts (a URL, a PostgreSQL key=value string, a
+// MySQL DSN). Its errors never echo the string.
 func WithPassword(conn, pw string) (string, error) {
-	if strings.Contains(conn, "://") {
-		u, err := url.Parse(conn)
-		if err != nil {
-			return "", errors.New("the connection string is not a valid URL")
-		}
-		user := ""
-		if u.User != nil {
-			user = u.User.Username()
-		}
-		u.User = url.UserPassword(user, pw)
-		return u.String(), nil
-	}
-	cfg, err := mysql.ParseDSN(conn)
-	if err != nil {
-		return "", errors.New("the connection string is neither a URL nor a MySQL DSN")
-	}
-	cfg.Passwd = pw
-	return cfg.FormatDSN(), nil
+	return connstr.WithPassword(conn, pw)
 }

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	mysqltarget "github.com/sluice-cdc/sluice/apply/mysql"
 	"github.com/sluice-cdc/sluice/apply/postgres"
 	"github.com/sluice-cdc/sluice/apply/typemap"
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/source/binlog"
 	"github.com/sluice-cdc/sluice/source/mytrigger"
 	"github.com/sluice-cdc/sluice/source/pglogical"
@@ -33,70 +32,20 @@ const (
 )
 
 // EngineOf tells the engine from a connection string: a postgres:// or
-// postgresql:// URL, a mysql:// (or mariadb://) URL, or a go-sql-driver DSN
-// such as user:pass@tcp(host:3306)/db.
+// postgresql:// URL, a PostgreSQL key=value string (host=… dbname=…), a
+// mysql:// (or mariadb://) URL, or a go-sql-driver DSN such as
+// user:pass@tcp(host:3306)/db. Its errors never echo the string.
 func EngineOf(rawURL string) (Engine, error) {
-	scheme, _, ok := strings.Cut(rawURL, "://")
-	if !ok || strings.Contains(scheme, "@") {
-		if strings.Contains(rawURL, "@tcp(") || strings.Contains(rawURL, "@unix(") || strings.HasPrefix(rawURL, "tcp(") {
-			return EngineMySQL, nil
-		}
-		return "", fmt.Errorf("connection %q: want a URL such as postgres://user@host:5432/db or mysql://user@host:3306/db, or a MySQL DSN user:pass@tcp(host:3306)/db", MaskURL(rawURL))
-	}
-	switch strings.ToLower(scheme) {
-	case "postgres", "postgresql":
-		return EnginePostgres, nil
-	case "mysql", "mariadb":
-		return EngineMySQL, nil
-	}
-	return "", fmt.Errorf("connection %s: unsupported scheme %q (supported: postgres://, mysql://)", MaskURL(rawURL), scheme)
-}
-
-// MaskURL hides the password of a connection URL, MySQL DSN or
-// PostgreSQL key=value string for logs and errors. A URL that does not
-// parse is redacted whole: where its password ends cannot be told.
-func MaskURL(raw string) string {
-	scheme, _, isURL := strings.Cut(raw, "://")
-	if !isURL && kvPassword.MatchString(raw) {
-		return kvPassword.ReplaceAllString(raw, "${1}xxxxx")
-	}
-	if !isURL {
-		// user:pass@tcp(host)/db; as go-sql-driver reads it, the password
-		// runs from the first ':' to the last '@' before the last '/' (it
-		// may itself hold '@' and '/').
-		end := len(raw)
-		if slash := strings.LastIndex(raw, "/"); slash >= 0 {
-			end = slash
-		}
-		if at := strings.LastIndex(raw[:end], "@"); at > 0 {
-			if colon := strings.Index(raw[:at], ":"); colon >= 0 {
-				return raw[:colon+1] + "xxxxx" + raw[at:]
-			}
-		}
-		return raw
-	}
-	u, err := url.Parse(raw)
+	f, err := connstr.FormOf(rawURL)
 	if err != nil {
-		return scheme + "://(a connection URL that does not parse; not shown, as it may hold a password)"
+		return "", fmt.Errorf("connection %s: %w", connstr.Mask(rawURL), err)
 	}
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-	}
-	q := u.Query()
-	for k := range q {
-		if strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword") {
-			q.Set(k, "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-	}
-	return u.String()
+	return Engine(f.Engine()), nil
 }
 
-// kvPassword finds the password of a PostgreSQL key=value connection
-// string: password=secret or password='sec ret' (quotes escaped by \).
-var kvPassword = regexp.MustCompile(`(?i)((?:^|\s)(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s]*)`)
+// MaskURL hides the password of a connection string for logs and errors
+// (see connstr.Mask): a string that does not parse is redacted whole.
+func MaskURL(raw string) string { return connstr.Mask(raw) }
 
 func ParseTables(list []string) ([]sluice.TableName, error) {
 	var out []sluice.TableName

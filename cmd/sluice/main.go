@@ -10,10 +10,12 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/sluice-cdc/sluice/config"
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/urfave/cli/v2"
 )
@@ -35,14 +37,59 @@ func main() {
 // run runs the command line and returns the exit status (see
 // daemon.ExitCode); the error, if any, is printed once to stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := newApp()
+	return runApp(ctx, newApp(), args, stdout, stderr)
+}
+
+func runApp(ctx context.Context, app *cli.App, args []string, stdout, stderr io.Writer) (code int) {
+	secrets := knownSecrets(args, os.Environ())
+	defer func() {
+		// A panic in the command's goroutine: its value may quote a
+		// connection string, so it is printed redacted, with the stack
+		// (which holds no string contents), and exit 70.
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "sluice: internal error (a bug in sluice; please report it with this output): %s\n%s",
+				connstr.Redact(fmt.Sprint(r), secrets...), debug.Stack())
+			code = daemon.ExitInternal
+		}
+	}()
 	app.Writer, app.ErrWriter = stdout, stderr
 	err := app.RunContext(ctx, args)
 	if err == nil {
 		return daemon.ExitOK
 	}
-	fmt.Fprintln(stderr, "sluice:", err)
+	fmt.Fprintln(stderr, "sluice:", connstr.Redact(err.Error(), secrets...))
 	return daemon.ExitCode(err)
+}
+
+// knownSecrets are the passwords the command line and the environment
+// hold (in connection strings and SLUICE_*_PASSWORD variables): the last
+// line of defence redacts them from whatever main prints, should a driver
+// error quote one.
+func knownSecrets(args, env []string) []string {
+	var out []string
+	add := func(s string) {
+		if pw, ok := connstr.Password(s); ok && pw != "" {
+			out = append(out, pw)
+		}
+	}
+	for _, a := range args {
+		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "--") {
+			a = v
+		}
+		add(a)
+	}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, "SLUICE_") {
+			continue
+		}
+		if strings.HasSuffix(k, "_PASSWORD") && len(v) >= 4 {
+			out = append(out, v)
+			continue
+		}
+		add(v)
+	}
+	return out
 }
 
 // usageErr tags an error in the command line or the configuration: exit 2.

@@ -145,6 +145,14 @@ func within(got, want time.Duration, frac float64) bool {
 	return float64(got) >= (1-frac)*float64(want) && float64(got) <= (1+frac)*float64(want)
 }
 
+// measuredNear bounds a time measured through the delay proxy: a loaded
+// machine (the race detector, the whole suite on 2 cores) adds to it but
+// cannot take from it, so the upper bound is wider. A fit that counted the
+// round trips wrong is still off by a factor of 2 and fails.
+func measuredNear(got, want time.Duration) bool {
+	return float64(got) >= 0.7*float64(want) && float64(got) <= 1.6*float64(want)
+}
+
 func TestStaticBatch(t *testing.T) {
 	for _, engine := range []string{"postgres", "mariadb"} {
 		t.Run(engine, func(t *testing.T) {
@@ -173,8 +181,8 @@ func TestStaticBatch(t *testing.T) {
 				t.Log(v)
 			}
 
-			if !within(rep.RTT.P50, linkRTT, 0.3) {
-				t.Errorf("pinged RTT %s, want %s ± 30%%", rep.RTT.P50, linkRTT)
+			if !measuredNear(rep.RTT.P50, linkRTT) {
+				t.Errorf("pinged RTT %s, want %s (-30%%, +60%%)", rep.RTT.P50, linkRTT)
 			}
 			// Per-row: the round trips grow with the batch, one per change
 			// (plus BEGIN, the checkpoint and COMMIT).
@@ -212,19 +220,19 @@ func TestStaticBatch(t *testing.T) {
 			if !strings.HasPrefix(rep.Verdict[0], "per-row is round-trip-bound: 1 round trip per change") {
 				t.Errorf("verdict %q: want it to say per-row is round-trip-bound", rep.Verdict[0])
 			}
-			if !within(pr.RTT, linkRTT, 0.3) {
-				t.Errorf("per-row fitted RTT %s, want %s ± 30%%", pr.RTT, linkRTT)
+			if !measuredNear(pr.RTT, linkRTT) {
+				t.Errorf("per-row fitted RTT %s, want %s (-30%%, +60%%)", pr.RTT, linkRTT)
 			}
 			// 5 s budget, 40 ms per change: ~120 changes.
-			if pr.MaxBatch < 80 || pr.MaxBatch > 130 {
+			if pr.MaxBatch < 60 || pr.MaxBatch > 130 {
 				t.Errorf("per-row max batch in 5 s: %d, want ~120", pr.MaxBatch)
 			}
 			pp, ok := rep.Fit(Pipelined)
 			if !ok || pp.Bound == RoundTripBound || pp.Bound == Unknown {
 				t.Errorf("pipelined fit %+v: want not round-trip-bound", pp)
 			}
-			if !within(pp.RTT, linkRTT, 0.3) {
-				t.Errorf("pipelined fitted RTT %s, want %s ± 30%%", pp.RTT, linkRTT)
+			if !measuredNear(pp.RTT, linkRTT) {
+				t.Errorf("pipelined fitted RTT %s, want %s (-30%%, +60%%)", pp.RTT, linkRTT)
 			}
 			if k := pp.RoundTripsPerBatch; k < 0.9 || k > float64(maxPiped)+0.1 {
 				t.Errorf("pipelined k = %.2f round trips per batch, want 1..%d", k, maxPiped)
@@ -265,8 +273,8 @@ func TestStaticBatchSkipsAndCancels(t *testing.T) {
 		t.Fatalf("err = %v, want the cancellation", err)
 	}
 	c, ok := rep.Cell(PerRow, 1000)
-	if !ok || c.Status != Skipped || !within(c.Predicted, 1003*linkRTT, 0.3) {
-		t.Errorf("per-row 1000: %+v, want skipped, predicted ~%s", c, 1003*linkRTT)
+	if !ok || c.Status != Skipped || !measuredNear(c.Predicted, 1003*linkRTT) {
+		t.Errorf("per-row 1000: %+v, want skipped, predicted ~%s (-30%%, +60%%)", c, 1003*linkRTT)
 	}
 	if !rep.Dropped || s.scratchTables(t) != 0 {
 		t.Errorf("scratch table %s not dropped after cancel", rep.Table)
@@ -313,8 +321,8 @@ func TestRTT(t *testing.T) {
 			if len(rep.RTT.Samples) != 10 {
 				t.Errorf("%d samples, want 10", len(rep.RTT.Samples))
 			}
-			if !within(rep.RTT.P50, linkRTT, 0.3) {
-				t.Errorf("median RTT %s, want %s ± 30%%", rep.RTT.P50, linkRTT)
+			if !measuredNear(rep.RTT.P50, linkRTT) {
+				t.Errorf("median RTT %s, want %s (-30%%, +60%%)", rep.RTT.P50, linkRTT)
 			}
 			if rep.RoundTripsPerPing != 1 {
 				t.Errorf("%.2f round trips per ping, want 1", rep.RoundTripsPerPing)

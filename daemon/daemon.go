@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/controller"
 	"github.com/sluice-cdc/sluice/stream"
 )
@@ -293,9 +294,10 @@ func (p *process) supervise(ctx context.Context, sl *slot) error {
 		if !fatal {
 			retryAt = time.Now().Add(backoff)
 		}
-		_ = p.store.SetError(sl.o.ID, err.Error())
-		sl.setPhase(phaseFailed, err.Error(), retryAt)
-		if serr := recordStatusError(p.stateDir, sl.o.ID, err.Error(), retryAt); serr != nil {
+		msg := redactErr(sl.o, err)
+		_ = p.store.SetError(sl.o.ID, msg)
+		sl.setPhase(phaseFailed, msg, retryAt)
+		if serr := recordStatusError(p.stateDir, sl.o.ID, msg, retryAt); serr != nil {
 			log.Warn("write status file", "stream", sl.o.ID, "err", serr)
 		}
 		p.svc.settled()
@@ -315,7 +317,7 @@ func (p *process) supervise(ctx context.Context, sl *slot) error {
 			append(stream.ErrAttrs(err), "stream", sl.o.ID, "attempt", attempt, "retry_in", backoff.String())...)
 		select {
 		case <-ctx.Done():
-			sl.setPhase(phaseStopped, err.Error(), time.Time{})
+			sl.setPhase(phaseStopped, redactErr(sl.o, err), time.Time{})
 			return nil
 		case <-time.After(backoff):
 		}
@@ -448,18 +450,18 @@ func (sl *slot) statusLine() string {
 func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int, svc *service, sl *slot, store *checkpoint.Store) error {
 	// Settings are refused before anything connects or installs.
 	if o.Controller != "" && o.Controller != "model" && o.Controller != "aimd" {
-		return recordErr(ctx, store, o.ID, Fail(ExitUsage, fmt.Errorf("--controller %q: want model or aimd", o.Controller)))
+		return recordErr(ctx, store, o, Fail(ExitUsage, fmt.Errorf("--controller %q: want model or aimd", o.Controller)))
 	}
 	if o.MinLanes > o.MaxLanes && o.MaxLanes > 0 {
-		return recordErr(ctx, store, o.ID, Fail(ExitUsage, fmt.Errorf("--min-lanes %d is more than --max-lanes %d", o.MinLanes, o.MaxLanes)))
+		return recordErr(ctx, store, o, Fail(ExitUsage, fmt.Errorf("--min-lanes %d is more than --max-lanes %d", o.MinLanes, o.MaxLanes)))
 	}
 	srcEngine, err := EngineOf(o.SourceURL)
 	if err != nil {
-		return recordErr(ctx, store, o.ID, Fail(ExitUsage, fmt.Errorf("--source: %w", err)))
+		return recordErr(ctx, store, o, Fail(ExitUsage, fmt.Errorf("--source: %w", err)))
 	}
 	tgtEngine, err := EngineOf(o.TargetURL)
 	if err != nil {
-		return recordErr(ctx, store, o.ID, Fail(ExitUsage, fmt.Errorf("--target: %w", err)))
+		return recordErr(ctx, store, o, Fail(ExitUsage, fmt.Errorf("--target: %w", err)))
 	}
 	// Every connection to the target (first lane, further lanes, the
 	// stall diagnosis) is opened the same way.
@@ -467,13 +469,13 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, AllowCollationMerge: o.AllowCollationMerge, Logger: log}
 	tgt, err := openTarget(ctx, topts)
 	if err != nil {
-		return recordErr(ctx, store, o.ID, Fail(ExitTarget, err))
+		return recordErr(ctx, store, o, Fail(ExitTarget, err))
 	}
 	defer tgt.Close(context.WithoutCancel(ctx))
 
 	res, err := resumePoint(ctx, log, store, tgt, o.ID)
 	if err != nil {
-		return recordErr(ctx, store, o.ID, err)
+		return recordErr(ctx, store, o, err)
 	}
 	start := res.start
 	rd, err := openSource(ctx, sourceOptions{
@@ -491,14 +493,14 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		err = olderTargetError(o.ID, start, *res.olderTarget, err)
 	}
 	if err != nil {
-		return recordErr(ctx, store, o.ID, Fail(ExitSource, err))
+		return recordErr(ctx, store, o, Fail(ExitSource, err))
 	}
 	defer rd.Close()
 	if err := tgt.Preflight(ctx, rd.Tables()); err != nil {
-		return recordErr(ctx, store, o.ID, Fail(ExitTarget, err))
+		return recordErr(ctx, store, o, Fail(ExitTarget, err))
 	}
 	if o.KillBudget, err = killBudget(ctx, log, o, tgt); err != nil {
-		return recordErr(ctx, store, o.ID, err)
+		return recordErr(ctx, store, o, err)
 	}
 	sl.setBudget(o.KillBudget)
 	mstream := svc.addStream(sl)
@@ -528,19 +530,19 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	if o.MaxLanes > 1 || slices.ContainsFunc(res.lanes, func(cp sluice.Checkpoint) bool { return cp.Lanes > 1 }) {
 		groups, routing, err = routeGroups(ctx, tgt, tables, srcEngine == EnginePostgres && tgtEngine == EnginePostgres)
 		if err != nil {
-			return recordErr(ctx, store, o.ID, err)
+			return recordErr(ctx, store, o, err)
 		}
 	}
 	rec, err := recovery(log, res, routing)
 	if err != nil {
-		return recordErr(ctx, store, o.ID, err)
+		return recordErr(ctx, store, o, err)
 	}
 	if start.Position.IsZero() {
 		// A new stream: its start is durable before it reports itself
 		// started, so that a restart (with --from-now or without) resumes
 		// there and skips nothing.
 		if start, err = startCheckpoint(ctx, tgt, store, o.ID, rd.Start(), routing); err != nil {
-			return recordErr(ctx, store, o.ID, err)
+			return recordErr(ctx, store, o, err)
 		}
 		log.Info("stream start recorded", "stream", o.ID, "position", start.Position.String())
 	}
@@ -626,12 +628,25 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 
 // recordErr notes a startup error in the state file. A stop requested
 // while starting (SIGINT/SIGTERM) is not an error: nothing was in flight.
-func recordErr(ctx context.Context, store *checkpoint.Store, stream string, err error) error {
+func recordErr(ctx context.Context, store *checkpoint.Store, o StreamOptions, err error) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	_ = store.SetError(stream, err.Error())
+	_ = store.SetError(o.ID, redactErr(o, err))
 	return err
+}
+
+// redactErr is err's text without the stream's passwords: the last line of
+// defence for text that is kept (state file, status file, sync status), in
+// case a driver's error quotes a connection string.
+func redactErr(o StreamOptions, err error) string {
+	var secrets []string
+	for _, c := range []string{o.SourceURL, o.TargetURL} {
+		if pw, ok := connstr.Password(c); ok {
+			secrets = append(secrets, pw)
+		}
+	}
+	return connstr.Redact(err.Error(), secrets...)
 }
 
 // report prints progress and keeps the status file fresh until ctx ends.

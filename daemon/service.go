@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
@@ -35,6 +36,10 @@ type service struct {
 	streams func() []*slot
 
 	readyOnce sync.Once
+	// readySent is set once READY=1 went out: systemd starts the
+	// watchdog timer when the service is up, and a ping before READY=1
+	// would tell it a process still checking its databases is healthy.
+	readySent atomic.Bool
 	stopOnce  sync.Once
 	loopStop  context.CancelFunc
 	loopDone  chan struct{}
@@ -137,6 +142,7 @@ func (s *service) settled() {
 	}
 	s.readyOnce.Do(func() {
 		notify(s.log, "READY=1\nSTATUS="+s.statusLine(all))
+		s.readySent.Store(true)
 	})
 }
 
@@ -156,7 +162,7 @@ func (s *service) loop(ctx context.Context) {
 		}
 		all := s.streams()
 		var msg []string
-		if s.watchdog > 0 {
+		if s.watchdog > 0 && s.readySent.Load() {
 			// Ping only while every applying stream's apply loops went
 			// round recently: a loop wedged in a target call stops the
 			// pings, and systemd restarts the process WatchdogSec later.

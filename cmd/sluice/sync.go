@@ -133,11 +133,13 @@ func syncStart(c *cli.Context) error {
 		// The error that ends sluice is printed once, by main.
 		log = slog.New(dropFinal{log.Handler()})
 	}
+	secrets := &secretSet{}
+	log = slog.New(redactHandler{log.Handler(), secrets})
 	var progress io.Writer
 	if tty && len(streams) == 1 {
 		progress = os.Stderr
 	}
-	opts, err := daemonOptions(streams, log, progress)
+	opts, err := daemonOptions(streams, log, progress, secrets)
 	if err != nil {
 		return err
 	}
@@ -145,19 +147,20 @@ func syncStart(c *cli.Context) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	reloads := make(chan []daemon.StreamOptions)
-	go reloadOnHangup(c, hup, reloads, log, streams[0], progress)
+	go reloadOnHangup(c, hup, reloads, log, streams[0], progress, secrets)
 	return daemon.Run(c.Context, opts, reloads)
 }
 
 // daemonOptions turns effective settings into the daemon's stream options,
 // reading the password files and credentials.
-func daemonOptions(streams []config.Stream, log *slog.Logger, progress io.Writer) ([]daemon.StreamOptions, error) {
+func daemonOptions(streams []config.Stream, log *slog.Logger, progress io.Writer, secrets *secretSet) ([]daemon.StreamOptions, error) {
 	opts := make([]daemon.StreamOptions, len(streams))
 	for i, s := range streams {
 		srcFrom, tgtFrom, err := s.ApplySecrets()
 		if err != nil {
 			return nil, usageErr(err)
 		}
+		secrets.addConn(s.Source, s.Target)
 		if srcFrom != "" || tgtFrom != "" {
 			log.Info("passwords", "stream", s.StreamID, "source_password", orURL(srcFrom), "target_password", orURL(tgtFrom))
 		}
@@ -172,7 +175,7 @@ func daemonOptions(streams []config.Stream, log *slog.Logger, progress io.Writer
 // reloadOnHangup reads the configuration again on every SIGHUP (password
 // files and credentials included) and hands the new stream list to the
 // daemon. A file that does not parse or validate changes nothing.
-func reloadOnHangup(c *cli.Context, hup <-chan os.Signal, reloads chan<- []daemon.StreamOptions, log *slog.Logger, first config.Stream, progress io.Writer) {
+func reloadOnHangup(c *cli.Context, hup <-chan os.Signal, reloads chan<- []daemon.StreamOptions, log *slog.Logger, first config.Stream, progress io.Writer, secrets *secretSet) {
 	for {
 		select {
 		case <-c.Context.Done():
@@ -196,7 +199,7 @@ func reloadOnHangup(c *cli.Context, hup <-chan os.Signal, reloads chan<- []daemo
 		if len(streams) > 1 {
 			progress = nil
 		}
-		opts, err := daemonOptions(streams, log, progress)
+		opts, err := daemonOptions(streams, log, progress, secrets)
 		if err != nil {
 			log.Error("SIGHUP: configuration not reloaded; the running streams go on unchanged", "config", path, "err", err.Error())
 			continue

@@ -2,10 +2,10 @@ package daemon
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/sluice-cdc/sluice/source/binlog"
 	"github.com/sluice-cdc/sluice/source/mytrigger"
+	"github.com/sluice-cdc/sluice/source/pglogical"
 	"github.com/sluice-cdc/sluice/source/pgtrigger"
 	"github.com/sluice-cdc/sluice/stream"
 )
@@ -70,13 +70,8 @@ func ExitCode(err error) int {
 // are gone from the source.
 func DataLost(err error) bool {
 	var purged *binlog.PurgedError
-	if errors.Is(err, pgtrigger.ErrPositionLost) || errors.Is(err, mytrigger.ErrPositionLost) || errors.As(err, &purged) {
-		return true
-	}
-	// The logical reader has no sentinel for a dropped or invalidated
-	// slot; its messages say so.
-	msg := err.Error()
-	return strings.Contains(msg, "changes are lost") || strings.Contains(msg, "changes were lost")
+	return errors.Is(err, pgtrigger.ErrPositionLost) || errors.Is(err, mytrigger.ErrPositionLost) ||
+		errors.Is(err, pglogical.ErrSlotLost) || errors.As(err, &purged)
 }
 
 // MsgStreamStopped is the message of the error log line of a lone stream's

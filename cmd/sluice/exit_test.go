@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/source/binlog"
+	"github.com/sluice-cdc/sluice/source/pglogical"
 	"github.com/sluice-cdc/sluice/source/pgtrigger"
 )
 
@@ -152,7 +153,8 @@ func TestExitCodeClassifier(t *testing.T) {
 		{"stalled joined", errors.Join(stalled, errors.New("stop")), 6},
 		{"changelog pruned, while opening the source", daemon.Fail(daemon.ExitSource, fmt.Errorf("stream x: %w", pgtrigger.ErrPositionLost)), 7},
 		{"binlog purged", daemon.Fail(daemon.ExitSource, &binlog.PurgedError{Needs: "binlog mysql-bin.000001", Has: "its oldest binlog is mysql-bin.000009"}), 7},
-		{"slot invalidated", errors.New("replication slot sluice_x on h was invalidated (it retained more than max_slot_wal_keep_size): changes are lost; the target needs a fresh copy"), 7},
+		{"slot lost", daemon.Fail(daemon.ExitSource, fmt.Errorf("stream x: open source: %w", pglogical.ErrSlotLost)), 7},
+		{"words alone are not a loss", errors.New("replication slot sluice_x: changes are lost"), 1},
 		{"first tag wins", daemon.Fail(daemon.ExitTarget, daemon.Fail(daemon.ExitSource, errors.New("x"))), 3},
 	}
 	for _, c := range cases {

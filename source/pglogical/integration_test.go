@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -962,5 +963,27 @@ func TestReadAheadBoundedByBytes(t *testing.T) {
 		if len(c.Row[1].Text) != size {
 			t.Fatalf("row %d: %d bytes, want %d", i, len(c.Row[1].Text), size)
 		}
+	}
+}
+
+// TestDroppedSlotIsLost: a stream whose slot was dropped while it was
+// stopped is refused with ErrSlotLost (exit 7: changes were lost), never
+// resumed from a new slot.
+func TestDroppedSlotIsLost(t *testing.T) {
+	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY)`)
+	r := f.open(t, f.cfg, sluice.Position{})
+	f.exec(t, `INSERT INTO t VALUES (1)`)
+	got := collectN(t, r, 1, 1)
+	r.Close()
+	f.exec(t, fmt.Sprintf(`SELECT pg_drop_replication_slot('%s')`, f.cfg.Slot))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r2, err := Open(ctx, f.url, f.cfg, got[0].Pos)
+	if err == nil {
+		_, err = readErr(t, r2)
+		r2.Close()
+	}
+	if !errors.Is(err, ErrSlotLost) {
+		t.Fatalf("resume after the slot was dropped: %v, want ErrSlotLost", err)
 	}
 }

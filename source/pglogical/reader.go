@@ -239,10 +239,10 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 		// moved by hand, except after an earlier sluice that moved an
 		// idle slot past its checkpoint.
 		if !cfg.AcceptSlotAhead {
-			return fail(fmt.Errorf("replication slot %s on %s has confirmed WAL up to %s, past the stream's position %s: "+
-				"the transactions committed between them are gone from the slot and cannot be streamed (was the target restored from a backup, or the slot advanced by hand?); "+
+			return fail(slotLost{fmt.Errorf("replication slot %s on %s has confirmed WAL up to %s, past the stream's position %s: "+
+				"the transactions committed between them are gone from the slot and cannot be streamed (was the slot dropped and made again, the target restored from a backup, or the slot advanced by hand?); "+
 				"the target needs a fresh copy of the tables",
-				cfg.Slot, r.addr, slot.confirmed, start))
+				cfg.Slot, r.addr, slot.confirmed, start)})
 		}
 		r.log.Warn("replication slot is past the stream's checkpoint, which an earlier sluice wrote without following an idle slot; assuming nothing of the streamed tables committed in between",
 			"confirmed_flush", slot.confirmed.String(), "position", start.String())
@@ -317,7 +317,7 @@ func (r *Reader) startReplicationOnce(ctx context.Context) error {
 			case "55006":
 				return fmt.Errorf("start replication from slot %s on %s: the slot is in use by another process (another sluice running this stream?): stop it first: %w", r.cfg.Slot, r.addr, err)
 			case "42704":
-				return fmt.Errorf("start replication from slot %s on %s: the slot does not exist: run `sluice source install` to create it (a lost slot means changes were lost: the target needs a fresh copy): %w", r.cfg.Slot, r.addr, err)
+				return slotLost{fmt.Errorf("start replication from slot %s on %s: the slot does not exist: run `sluice source install` to create it (a lost slot means changes were lost: the target needs a fresh copy): %w", r.cfg.Slot, r.addr, err)}
 			case "42501":
 				return fmt.Errorf("start replication from slot %s on %s: permission denied: the role needs the REPLICATION attribute (ALTER ROLE … REPLICATION): %w", r.cfg.Slot, r.addr, err)
 			}
@@ -483,7 +483,7 @@ func (r *Reader) SlotHealth(ctx context.Context) (retainedBytes int64, err error
 			Scan(&retainedBytes, &status)
 	})
 	if err == nil && status != nil && *status == "lost" {
-		return 0, fmt.Errorf("replication slot %s on %s was invalidated (it retained more than max_slot_wal_keep_size): changes are lost; the target needs a fresh copy and the slot a reinstall", r.cfg.Slot, r.addr)
+		return 0, slotLost{fmt.Errorf("replication slot %s on %s was invalidated (it retained more than max_slot_wal_keep_size): changes are lost; the target needs a fresh copy and the slot a reinstall", r.cfg.Slot, r.addr)}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, fmt.Errorf("replication slot %s does not exist on %s", r.cfg.Slot, r.addr)
@@ -1137,3 +1137,14 @@ func (r *Reader) aliveColumns(ctx context.Context, rel uint32, cols []sluice.Col
 	}
 	return n == len(names), nil
 }
+
+// ErrSlotLost is matched (errors.Is) by the errors of a stream whose
+// replication slot was dropped or invalidated: the changes it held are
+// gone, and the target needs a fresh copy.
+var ErrSlotLost = errors.New("replication slot lost")
+
+// slotLost keeps its error's message and makes it match ErrSlotLost.
+type slotLost struct{ error }
+
+func (e slotLost) Unwrap() error        { return e.error }
+func (e slotLost) Is(target error) bool { return target == ErrSlotLost }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/source/binlog"
@@ -175,5 +176,74 @@ func TestDropFinal(t *testing.T) {
 	log.Info(daemon.MsgStreamStopped)
 	if got := strings.Count(buf.String(), "\n"); got != 2 {
 		t.Errorf("want the other two lines logged, got %q", buf.String())
+	}
+}
+
+// TestExitDataLost: a logical stream whose replication slot was dropped
+// while sluice was stopped exits 7 when started again, and says the target
+// needs a fresh copy.
+func TestExitDataLost(t *testing.T) {
+	if os.Getenv("SLUICE_TEST_SKIP_DB") == "1" {
+		t.Skip("needs the test databases")
+	}
+	bin := buildSluice(t)
+	pg := dbtest.PG(t)
+	srcDB, tgtDB := dbtest.PGDatabase(t), dbtest.PGDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	src, err := pgx.Connect(ctx, pg.URL(srcDB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close(ctx)
+	tgt, err := pgx.Connect(ctx, pg.URL(tgtDB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close(ctx)
+	for _, c := range []*pgx.Conn{src, tgt} {
+		if _, err := c.Exec(ctx, "CREATE TABLE lost (id int PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := t.TempDir()
+	args := []string{"sync", "start", "--state-dir", state, "--stream-id", "lost", "--source", pg.URL(srcDB), "--target", pg.URL(tgtDB), "--tables", "lost", "--source-mode", "logical"}
+	first := exec.CommandContext(ctx, bin, append(args, "--from-now")...)
+	var firstOut bytes.Buffer
+	first.Stdout, first.Stderr = &firstOut, &firstOut
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The slot exists once the stream streams; a row applied proves it.
+	for id := 1; ; id++ {
+		if _, err := src.Exec(ctx, "INSERT INTO lost VALUES ($1)", id); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := tgt.QueryRow(ctx, "SELECT count(*) FROM lost").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no row applied before the deadline:\n%s", firstOut.String())
+		}
+		time.Sleep(200 * time.Millisecond) // the next poll, not a wait for replication
+	}
+	_ = first.Process.Signal(syscall.SIGTERM)
+	if err := first.Wait(); err != nil {
+		t.Fatalf("first run: %v\n%s", err, firstOut.String())
+	}
+	if _, err := src.Exec(ctx, "SELECT pg_drop_replication_slot('sluice_lost')"); err != nil {
+		t.Fatalf("drop the stream's slot: %v\n%s", err, firstOut.String())
+	}
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != daemon.ExitDataLost {
+		t.Fatalf("restart after the slot was dropped: %v, want exit %d\n%s", err, daemon.ExitDataLost, out)
+	}
+	if !strings.Contains(string(out), "fresh copy") {
+		t.Errorf("the error should say the target needs a fresh copy:\n%s", out)
 	}
 }

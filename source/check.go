@@ -1,6 +1,10 @@
 package source
 
-import sluice "github.com/sluice-cdc/sluice"
+import (
+	"strings"
+
+	sluice "github.com/sluice-cdc/sluice"
+)
 
 // Check is one line of a preflight report: what was checked, on which
 // object, and what was found (or what sync start would do).
@@ -27,4 +31,13 @@ func (r *Report) Pass(object, detail string) {
 func (r *Report) Fail(object string, err error) error {
 	r.Checks = append(r.Checks, Check{Object: object, Detail: err.Error()})
 	return err
+}
+
+// TableList names tables for a report line: "public.a, public.b".
+func TableList(tables []sluice.TableName) string {
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = t.String()
+	}
+	return strings.Join(names, ", ")
 }

@@ -179,25 +179,10 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position
 	if !from.IsZero() && from.Kind != Kind {
 		return nil, fmt.Errorf("binlog: position %s was written by a %q reader, not %q", from, from.Kind, Kind)
 	}
-	dcfg, err := parseConn(dsnOrURL)
+	db, ci, err := openDB(dsnOrURL)
 	if err != nil {
 		return nil, err
 	}
-	ci, err := connOf(dcfg)
-	if err != nil {
-		return nil, err
-	}
-	dcfg.ParseTime = false
-	if dcfg.Params == nil {
-		dcfg.Params = map[string]string{}
-	}
-	dcfg.Params["time_zone"] = "'+00:00'"
-
-	db, err := sql.Open("mysql", dcfg.FormatDSN())
-	if err != nil {
-		return nil, fmt.Errorf("binlog: open %s: %w", ci.host, err)
-	}
-	db.SetMaxOpenConns(2)
 	r := &Reader{cfg: cfg, log: cfg.Logger.With("source", "binlog"), db: db, conn: ci, repl: map[string]*sluice.Table{}}
 	fail := func(err error) (*Reader, error) {
 		db.Close()
@@ -207,15 +192,8 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position
 	if err != nil {
 		return fail(err)
 	}
-	r.cfg.Tables = make([]sluice.TableName, len(cfg.Tables))
-	for i, t := range cfg.Tables {
-		if t.Schema == "" {
-			if ci.dbName == "" {
-				return fail(fmt.Errorf("binlog: table %s has no database and the connection names none: write it as db.table", t.Name))
-			}
-			t.Schema = ci.dbName
-		}
-		r.cfg.Tables[i] = t
+	if _, err := r.qualifyTables(); err != nil {
+		return fail(err)
 	}
 	if err := r.loadCollations(ctx); err != nil {
 		return fail(err)
@@ -341,6 +319,48 @@ func dsnError(dsn string, err error) error {
 	}
 	return errors.New("binlog: source DSN does not parse: the user name or password (before the last @) holds characters the DSN form cannot carry; " +
 		"give the password with --source-password-file, or use a mysql:// URL with it percent-encoded")
+}
+
+// openDB opens the SQL pool the reader queries the source with: times in
+// UTC, and raw values (ParseTime off) so that they are decoded as the
+// binlog's are.
+func openDB(dsnOrURL string) (*sql.DB, connInfo, error) {
+	dcfg, err := parseConn(dsnOrURL)
+	if err != nil {
+		return nil, connInfo{}, err
+	}
+	ci, err := connOf(dcfg)
+	if err != nil {
+		return nil, connInfo{}, err
+	}
+	dcfg.ParseTime = false
+	if dcfg.Params == nil {
+		dcfg.Params = map[string]string{}
+	}
+	dcfg.Params["time_zone"] = "'+00:00'"
+	db, err := sql.Open("mysql", dcfg.FormatDSN())
+	if err != nil {
+		return nil, connInfo{}, fmt.Errorf("binlog: open %s: %w", ci.host, err)
+	}
+	db.SetMaxOpenConns(2)
+	return db, ci, nil
+}
+
+// qualifyTables gives every configured table without a database the
+// connection's; a table it cannot qualify is returned with the error.
+func (r *Reader) qualifyTables() (sluice.TableName, error) {
+	tables := make([]sluice.TableName, len(r.cfg.Tables))
+	for i, t := range r.cfg.Tables {
+		if t.Schema == "" {
+			if r.conn.dbName == "" {
+				return t, fmt.Errorf("binlog: table %s has no database and the connection names none: write it as db.table", t.Name)
+			}
+			t.Schema = r.conn.dbName
+		}
+		tables[i] = t
+	}
+	r.cfg.Tables = tables
+	return sluice.TableName{}, nil
 }
 
 func connOf(c *gomysql.Config) (connInfo, error) {

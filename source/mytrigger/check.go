@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/source"
 )
 
@@ -64,20 +63,12 @@ func Check(ctx context.Context, dsnOrURL string, cfg Config) (source.Report, err
 	}
 	obj := "capture in database " + logDB
 	if len(missing) == 0 {
-		rep.Pass(obj, "installed on "+tableList(tables))
+		rep.Pass(obj, "installed on "+source.TableList(tables))
 		return rep, nil
 	}
 	if !cfg.Install {
 		return rep, rep.Fail(obj, fmt.Errorf("trigger capture is not installed (missing: %s): run sluice source install", strings.Join(missing, "; ")))
 	}
-	rep.Pass(obj, "would install capture on tables "+tableList(tables)+": "+strings.Join(missing, "; "))
+	rep.Pass(obj, "would install capture on tables "+source.TableList(tables)+": "+strings.Join(missing, "; "))
 	return rep, nil
-}
-
-func tableList(tables []sluice.TableName) string {
-	names := make([]string, len(tables))
-	for i, t := range tables {
-		names[i] = t.String()
-	}
-	return strings.Join(names, ", ")
 }

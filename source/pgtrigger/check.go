@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/source"
 )
 
@@ -44,20 +43,12 @@ func Check(ctx context.Context, connString string, cfg Config) (source.Report, e
 		return rep, rep.Fail("capture in schema "+schema, err)
 	}
 	if len(missing) == 0 {
-		rep.Pass("capture in schema "+schema, "installed on "+tableList(tables))
+		rep.Pass("capture in schema "+schema, "installed on "+source.TableList(tables))
 		return rep, nil
 	}
 	if !cfg.Install {
 		return rep, rep.Fail("capture in schema "+schema, fmt.Errorf("trigger capture is not installed (missing: %s): run sluice source install", strings.Join(missing, "; ")))
 	}
-	rep.Pass("capture in schema "+schema, "would install capture on tables "+tableList(tables)+": "+strings.Join(missing, "; "))
+	rep.Pass("capture in schema "+schema, "would install capture on tables "+source.TableList(tables)+": "+strings.Join(missing, "; "))
 	return rep, nil
-}
-
-func tableList(tables []sluice.TableName) string {
-	names := make([]string, len(tables))
-	for i, t := range tables {
-		names[i] = t.String()
-	}
-	return strings.Join(names, ", ")
 }

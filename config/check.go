@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/sluice-cdc/sluice/connstr"
 )
 
 // Check is the offline validation of a stream's effective settings: every
@@ -158,9 +160,6 @@ const (
 	EngineMySQL    Engine = "mysql"
 )
 
-// kvForm is the PostgreSQL key=value connection form ("host=db1 dbname=shop").
-var kvForm = regexp.MustCompile(`^\s*[a-z_]+\s*=`)
-
 // ConnEngine tells the engine of a connection string from its form alone:
 // a postgres:// or postgresql:// URL or a PostgreSQL key=value string; a
 // mysql:// or mariadb:// URL or a MySQL DSN (user:pass@tcp(host:3306)/db).
@@ -173,17 +172,26 @@ func ConnEngine(setting, conn string) (Engine, error) {
 	if strings.TrimSpace(conn) == "" {
 		return "", fmt.Errorf("--%s is empty: %s", setting, fix)
 	}
+	// The form is told by connstr, as the daemon tells it when it
+	// connects: config check must refuse what sync start would.
+	form, err := connstr.FormOf(conn)
 	scheme, rest, isURL := strings.Cut(conn, "://")
-	if isURL && !strings.ContainsAny(scheme, "@:/()= ") {
-		var eng Engine
-		switch strings.ToLower(scheme) {
-		case "postgres", "postgresql":
-			eng = EnginePostgres
-		case "mysql", "mariadb":
-			eng = EngineMySQL
-		default:
+	isURL = isURL && !strings.ContainsAny(scheme, "@:/()= ")
+	isDSN := strings.Contains(conn, "@tcp(") || strings.Contains(conn, "@unix(") || strings.HasPrefix(conn, "tcp(") || strings.HasPrefix(conn, "unix(")
+	if err != nil {
+		switch {
+		case isURL && form == connstr.Unknown && !knownScheme(scheme):
 			return "", fmt.Errorf("--%s: the scheme %q is not a database sluice supports (PostgreSQL, MySQL, MariaDB): %s", setting, scheme, fix)
+		case isDSN && !strings.Contains(conn, "/"):
+			return "", fmt.Errorf("--%s: the MySQL DSN has no /database after the address: %s", setting, fix)
+		case errors.Is(err, connstr.ErrUnparseable):
+			return "", fmt.Errorf("--%s: not a connection string sluice can read: %s", setting, fix)
 		}
+		return "", fmt.Errorf("--%s: %w", setting, err) // connstr's errors never echo the string
+	}
+	eng := Engine(form.Engine())
+	switch form {
+	case connstr.PostgresURL, connstr.MySQLURL:
 		// The authority must be there and its port a number; the path
 		// names the database.
 		auth, _, _ := strings.Cut(rest, "/")
@@ -196,23 +204,23 @@ func ConnEngine(setting, conn string) (Engine, error) {
 		if strings.Contains(auth, ",") { // multi-host postgres URLs
 			return eng, nil
 		}
-		if _, port, err := net.SplitHostPort(auth); err == nil {
-			if !isPort(port) {
-				return "", fmt.Errorf("--%s: the %s URL's port is not a number from 1 to 65535: %s", setting, scheme, fix)
-			}
+		if _, port, err := net.SplitHostPort(auth); err == nil && !isPort(port) {
+			return "", fmt.Errorf("--%s: the %s URL's port is not a number from 1 to 65535: %s", setting, scheme, fix)
 		}
-		return eng, nil
-	}
-	if strings.Contains(conn, "@tcp(") || strings.Contains(conn, "@unix(") || strings.HasPrefix(conn, "tcp(") || strings.HasPrefix(conn, "unix(") {
+	case connstr.MySQLDSN:
 		if !strings.Contains(conn, "/") {
 			return "", fmt.Errorf("--%s: the MySQL DSN has no /database after the address: %s", setting, fix)
 		}
-		return EngineMySQL, nil
 	}
-	if kvForm.MatchString(conn) {
-		return EnginePostgres, nil
+	return eng, nil
+}
+
+func knownScheme(s string) bool {
+	switch strings.ToLower(s) {
+	case "postgres", "postgresql", "mysql", "mariadb":
+		return true
 	}
-	return "", fmt.Errorf("--%s: not a connection string sluice can read: %s", setting, fix)
+	return false
 }
 
 func isPort(s string) bool {

@@ -43,6 +43,7 @@ func TestCheck(t *testing.T) {
 		{"bad port", func(s *Stream) { s.Source = "postgres://app:secret@db1:99999/shop" }, []string{"--source", "port"}},
 		{"pg unix socket", func(s *Stream) { s.Source = "postgres:///shop?host=/run/postgresql" }, nil},
 		{"no host", func(s *Stream) { s.Target = "mysql:///shop" }, []string{"--target", "no host"}},
+		{"unencoded password in a URL", func(s *Stream) { s.Target = "postgres://app:pc%Secret&1@db1/shop" }, []string{"--target", "does not parse", "percent-encode"}},
 		{"DSN without db", func(s *Stream) { s.Target = "sluice:secret@tcp(replica:3306)" }, []string{"--target", "/database"}},
 		{"stream id charset", func(s *Stream) { s.StreamID = "eu orders" }, []string{`--stream-id "eu orders"`, "letters, digits"}},
 		{"stream id too long", func(s *Stream) { s.StreamID = strings.Repeat("a", 57) }, []string{"--stream-id", "at most 56"}},

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/source/binlog"
@@ -235,8 +236,18 @@ func TestExitDataLost(t *testing.T) {
 	if err := first.Wait(); err != nil {
 		t.Fatalf("first run: %v\n%s", err, firstOut.String())
 	}
-	if _, err := src.Exec(ctx, "SELECT pg_drop_replication_slot('sluice_lost')"); err != nil {
-		t.Fatalf("drop the stream's slot: %v\n%s", err, firstOut.String())
+	// The walsender lets the slot go a moment after sluice exits: poll
+	// until the drop is taken.
+	for {
+		_, err := src.Exec(ctx, "SELECT pg_drop_replication_slot('sluice_lost')")
+		if err == nil {
+			break
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "55006" || ctx.Err() != nil {
+			t.Fatalf("drop the stream's slot: %v\n%s", err, firstOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	var ee *exec.ExitError

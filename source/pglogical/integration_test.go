@@ -975,9 +975,21 @@ func TestDroppedSlotIsLost(t *testing.T) {
 	f.exec(t, `INSERT INTO t VALUES (1)`)
 	got := collectN(t, r, 1, 1)
 	r.Close()
-	f.exec(t, fmt.Sprintf(`SELECT pg_drop_replication_slot('%s')`, f.cfg.Slot))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// The walsender lets the slot go a moment after Close: poll until the
+	// drop is taken.
+	for {
+		_, err := f.conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", f.cfg.Slot)
+		if err == nil {
+			break
+		}
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "55006" || ctx.Err() != nil {
+			t.Fatalf("drop the slot: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	r2, err := Open(ctx, f.url, f.cfg, got[0].Pos)
 	if err == nil {
 		_, err = readErr(t, r2)

@@ -13,7 +13,7 @@ import (
 )
 
 // PGLiteral quotes s as a PostgreSQL string literal (standard conforming:
-// only quotes are doubled; E” is used when s holds a backslash so that the
+// only quotes are doubled; an E-string is used when s holds a backslash so that the
 // literal means the same whatever standard_conforming_strings says).
 func PGLiteral(s string) string {
 	if strings.Contains(s, `\`) {

@@ -1,0 +1,545 @@
+package tablecopy
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-cdc/sluice"
+)
+
+// Config configures one copy.
+type Config struct {
+	Stream string
+	// Tables are the stream's tables as the user named them, checked empty
+	// on the target before the snapshot is taken.
+	Tables []sluice.TableName
+	Source Source
+	// NewTarget opens a target connection ready to write the tables: one
+	// for the plan and one per worker.
+	NewTarget func(ctx context.Context, tables []*sluice.Table) (Target, error)
+	// Workers copy chunks concurrently (default 4).
+	Workers int
+	// ChunkRows is the rows per chunk a table is split into (default
+	// 50,000).
+	ChunkRows int
+	// Digests tells whether the source's and the target's digests compare
+	// (one engine): a resume then keeps done chunks whose digests match
+	// instead of copying them again.
+	Digests bool
+	// Progress, when set, is called about every ProgressEvery (default 1 s)
+	// and once at the end.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
+	Logger        *slog.Logger
+}
+
+// Progress is the copy's state, per table and in total.
+type Progress struct {
+	Epoch   int
+	Tables  []TableProgress
+	Rows    int64
+	Bytes   int64
+	Total   int64 // estimated rows of every table
+	Elapsed time.Duration
+	// Rate is rows per second since this run of the copy began.
+	Rate float64
+	// ETA is the estimated time left; zero when unknown.
+	ETA  time.Duration
+	Done bool
+}
+
+// TableProgress is one table's part of the copy.
+type TableProgress struct {
+	Table      sluice.TableName
+	Rows       int64 // rows on the target
+	Bytes      int64
+	Total      int64 // estimated rows on the source
+	Chunks     int
+	ChunksDone int
+}
+
+// Percent is the share of the estimated rows copied, at most 100.
+func (t TableProgress) Percent() float64 {
+	if t.ChunksDone == t.Chunks {
+		return 100
+	}
+	if t.Total <= 0 {
+		return 0
+	}
+	return min(100, 100*float64(t.Rows)/float64(t.Total))
+}
+
+// Result is a finished copy.
+type Result struct {
+	// Position is where the stream starts: the snapshot's position.
+	Position sluice.Position
+	Epoch    int
+	Rows     int64
+	Bytes    int64
+	Chunks   int
+	// Copied counts the chunks this run wrote; Kept the done chunks a
+	// resume kept after their digests matched; Recopied the done chunks it
+	// wrote again (digests differed, could not be compared, or their table
+	// could not be checked by range).
+	Copied, Kept, Recopied int
+	Elapsed                time.Duration
+}
+
+// ErrTargetNotEmpty is returned (wrapped, naming the tables) when a new copy
+// finds rows in a target table.
+var ErrTargetNotEmpty = errors.New("target table not empty")
+
+// job is one unit of a worker's work.
+type job struct {
+	table *sluice.Table
+	st    *ChunkState
+	// check: compare digests first and keep the chunk when they match.
+	check   bool
+	replace bool
+}
+
+// Run copies the tables, or finishes a copy an earlier run began, and
+// returns the position the stream starts from.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.ChunkRows <= 0 {
+		cfg.ChunkRows = 50_000
+	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	log := cfg.Logger.With("stream", cfg.Stream)
+	began := time.Now()
+
+	plan, err := readPlan(ctx, cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	if plan == nil {
+		if err := checkEmpty(ctx, cfg); err != nil {
+			return Result{}, err
+		}
+	}
+	snap, err := cfg.Source.Snapshot(ctx, cfg.Workers)
+	if err != nil {
+		return Result{}, fmt.Errorf("stream %s: take the initial copy's snapshot of the source: %w", cfg.Stream, err)
+	}
+	defer snap.Close()
+	if len(snap.Readers) == 0 {
+		return Result{}, fmt.Errorf("stream %s: the source gave the copy no snapshot reader", cfg.Stream)
+	}
+	byName := make(map[sluice.TableName]*sluice.Table, len(snap.Tables))
+	for _, t := range snap.Tables {
+		byName[t.Name] = t
+	}
+	ptgt, err := cfg.NewTarget(ctx, snap.Tables)
+	if err != nil {
+		return Result{}, fmt.Errorf("stream %s: open the target for the copy: %w", cfg.Stream, err)
+	}
+	defer ptgt.Close(context.WithoutCancel(ctx))
+
+	res := Result{Position: snap.Position}
+	var jobs []job
+	totals := map[sluice.TableName]int64{}
+	if plan == nil {
+		plan = &Plan{Stream: cfg.Stream, Epoch: 1, Position: snap.Position, Started: began}
+		for _, t := range snap.Tables {
+			ranges, est, err := snap.Readers[0].Split(ctx, t, cfg.ChunkRows)
+			if err != nil {
+				return Result{}, fmt.Errorf("stream %s: split table %s into chunks: %w", cfg.Stream, t.Name, err)
+			}
+			if len(t.Key) == 0 {
+				log.Warn("table has no primary key: it is copied whole, in one transaction, by one worker", "table", t.Name.String(), "rows_estimate", est)
+			}
+			totals[t.Name] = est
+			for i, r := range ranges {
+				plan.Chunks = append(plan.Chunks, ChunkState{Chunk: Chunk{Table: t.Name, N: i, Range: r}})
+			}
+			log.Info("copy plan", "table", t.Name.String(), "rows_estimate", est, "chunks", len(ranges))
+		}
+		if err := ptgt.WritePlan(ctx, plan); err != nil {
+			return Result{}, fmt.Errorf("stream %s: record the copy plan on the target: %w", cfg.Stream, err)
+		}
+		for i := range plan.Chunks {
+			jobs = append(jobs, job{table: byName[plan.Chunks[i].Table], st: &plan.Chunks[i]})
+		}
+	} else {
+		if err := samePlanTables(plan, snap.Tables); err != nil {
+			return Result{}, fmt.Errorf("stream %s: %w", cfg.Stream, err)
+		}
+		plan.Epoch++
+		plan.Position = snap.Position
+		if err := ptgt.WritePlan(ctx, plan); err != nil {
+			return Result{}, fmt.Errorf("stream %s: record the copy's epoch %d on the target: %w", cfg.Stream, plan.Epoch, err)
+		}
+		if jobs, err = resumeJobs(ctx, cfg, log, ptgt, plan, byName); err != nil {
+			return Result{}, err
+		}
+		for _, c := range plan.Chunks {
+			// Without the split's estimate, a pending chunk counts as full.
+			if c.Done {
+				totals[c.Table] += c.Rows
+			} else {
+				totals[c.Table] += int64(cfg.ChunkRows)
+			}
+		}
+	}
+	res.Epoch = plan.Epoch
+	res.Chunks = len(plan.Chunks)
+	log.Info("initial copy", "epoch", plan.Epoch, "position", snap.Position.String(), "tables", len(snap.Tables),
+		"chunks", len(plan.Chunks), "to_copy", len(jobs), "workers", min(cfg.Workers, len(snap.Readers)))
+
+	// Larger tables first, so that the last chunks to finish are small
+	// ones; each table's chunks stay in key order.
+	slices.SortStableFunc(jobs, func(a, b job) int {
+		if a.check != b.check {
+			if a.check {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(totals[b.table.Name], totals[a.table.Name])
+	})
+
+	pr := newProgress(plan, totals, began)
+	stopProgress := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		if cfg.Progress == nil {
+			return
+		}
+		tick := time.NewTicker(cfg.ProgressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-tick.C:
+				cfg.Progress(pr.snapshot(false))
+			}
+		}
+	}()
+	err = runJobs(ctx, cfg, snap, jobs, plan.Epoch, pr, &res)
+	close(stopProgress)
+	<-progressDone
+	if err != nil {
+		return Result{}, err
+	}
+	final := pr.snapshot(true)
+	if cfg.Progress != nil {
+		cfg.Progress(final)
+	}
+	res.Rows, res.Bytes, res.Elapsed = final.Rows, final.Bytes, time.Since(began)
+	log.Info("initial copy done", "epoch", plan.Epoch, "rows", res.Rows, "bytes", res.Bytes, "chunks", res.Chunks,
+		"copied", res.Copied, "kept", res.Kept, "recopied", res.Recopied, "elapsed", res.Elapsed.Round(time.Millisecond).String(),
+		"rows_per_s", int64(float64(final.Rows)/max(res.Elapsed.Seconds(), 1e-3)), "position", res.Position.String())
+	return res, nil
+}
+
+func readPlan(ctx context.Context, cfg Config) (*Plan, error) {
+	t, err := cfg.NewTarget(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: open the target for the copy: %w", cfg.Stream, err)
+	}
+	defer t.Close(context.WithoutCancel(ctx))
+	p, err := t.ReadPlan(ctx, cfg.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: read the copy plan from the target: %w", cfg.Stream, err)
+	}
+	return p, nil
+}
+
+// checkEmpty refuses a new copy into tables that hold rows: the copy would
+// add the source's rows to them, and whatever else they hold would stay.
+func checkEmpty(ctx context.Context, cfg Config) error {
+	t, err := cfg.NewTarget(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("stream %s: open the target for the copy: %w", cfg.Stream, err)
+	}
+	defer t.Close(context.WithoutCancel(ctx))
+	var full []string
+	for _, name := range cfg.Tables {
+		n, err := t.RowCount(ctx, name)
+		if err != nil {
+			return fmt.Errorf("stream %s: check that target table %s is empty: %w", cfg.Stream, name, err)
+		}
+		if n > 0 {
+			full = append(full, fmt.Sprintf("%s (about %d rows)", name, n))
+		}
+	}
+	if len(full) > 0 {
+		return fmt.Errorf("stream %s: %w: %s: the initial copy writes the source's rows into empty tables only, and the stream has no checkpoint that says which changes these rows hold; "+
+			"empty them (TRUNCATE) to let sluice copy, or, if you loaded them yourself from a consistent dump, start with --initial-copy=off --from-now",
+			cfg.Stream, ErrTargetNotEmpty, strings.Join(full, ", "))
+	}
+	return nil
+}
+
+func samePlanTables(p *Plan, tables []*sluice.Table) error {
+	inPlan := map[sluice.TableName]bool{}
+	for _, c := range p.Chunks {
+		inPlan[c.Table] = true
+	}
+	var added, gone []string
+	now := map[sluice.TableName]bool{}
+	for _, t := range tables {
+		now[t.Name] = true
+		if !inPlan[t.Name] {
+			added = append(added, t.Name.String())
+		}
+	}
+	for n := range inPlan {
+		if !now[n] {
+			gone = append(gone, n.String())
+		}
+	}
+	if len(added)+len(gone) == 0 {
+		return nil
+	}
+	slices.Sort(added)
+	slices.Sort(gone)
+	return fmt.Errorf("the table list changed while the initial copy was unfinished (added: %s; removed: %s): "+
+		"go back to the list the copy began with to finish it, or empty the target tables and drop the stream's copy plan to copy anew",
+		strings.Join(added, ", "), strings.Join(gone, ", "))
+}
+
+// resumeJobs decides what a resumed copy does with each chunk. Chunks not
+// done are copied. A done chunk was read in an older snapshot: changes
+// committed since may have touched its range, so it is compared by digest
+// with the new snapshot and copied again (range first deleted) when it
+// differs. That needs ranges to select the same rows on both servers,
+// which string keys do not promise (collations order them differently):
+// a table with a string key column and done chunks is emptied and copied
+// whole instead.
+func resumeJobs(ctx context.Context, cfg Config, log *slog.Logger, tgt Target, p *Plan, byName map[sluice.TableName]*sluice.Table) ([]job, error) {
+	var jobs []job
+	reset := map[sluice.TableName]bool{}
+	for _, c := range p.Chunks {
+		if c.Done && !rangeSafe(byName[c.Table]) {
+			reset[c.Table] = true
+		}
+	}
+	for name := range reset {
+		log.Warn("resuming the copy: table has a string key, whose ranges may select other rows on the target, so its done chunks cannot be checked by range; emptying it and copying it again",
+			"table", name.String())
+		if err := tgt.ResetTable(ctx, cfg.Stream, byName[name]); err != nil {
+			return nil, fmt.Errorf("stream %s: empty table %s to copy it again: %w", cfg.Stream, name, err)
+		}
+	}
+	for i := range p.Chunks {
+		c := &p.Chunks[i]
+		t := byName[c.Table]
+		switch {
+		case reset[c.Table]:
+			c.Done = false
+			jobs = append(jobs, job{table: t, st: c})
+		case !c.Done:
+			jobs = append(jobs, job{table: t, st: c})
+		default:
+			jobs = append(jobs, job{table: t, st: c, check: cfg.Digests, replace: true})
+		}
+	}
+	return jobs, nil
+}
+
+// rangeSafe reports whether a key range selects the same rows on source and
+// target: no key column is a string (whose order is the collation's).
+func rangeSafe(t *sluice.Table) bool {
+	for _, k := range t.Key {
+		if stringType(t.Columns[k].Type) {
+			return false
+		}
+	}
+	return true
+}
+
+func stringType(typ string) bool {
+	typ = strings.ToLower(typ)
+	for _, s := range []string{"char", "text", "enum", "set(", "json", "name", "citext"} {
+		if strings.Contains(typ, s) {
+			return true
+		}
+	}
+	return typ == "set"
+}
+
+func runJobs(ctx context.Context, cfg Config, snap *Snapshot, jobs []job, epoch int, pr *progress, res *Result) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	queue := make(chan job)
+	var mu sync.Mutex
+	workers := min(cfg.Workers, len(snap.Readers), max(len(jobs), 1))
+	var wg sync.WaitGroup
+	for w := range workers {
+		rd := snap.Readers[w]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tgt, err := cfg.NewTarget(ctx, snap.Tables)
+			if err != nil {
+				cancel(fmt.Errorf("stream %s: open copy worker %d's target connection: %w", cfg.Stream, w, err))
+				return
+			}
+			defer tgt.Close(context.WithoutCancel(ctx))
+			for j := range queue {
+				kept, err := runJob(ctx, cfg, rd, tgt, j, epoch, pr)
+				if err != nil {
+					cancel(err)
+					return
+				}
+				mu.Lock()
+				switch {
+				case kept:
+					res.Kept++
+				case j.replace:
+					res.Recopied++
+				default:
+					res.Copied++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+feed:
+	for _, j := range jobs {
+		select {
+		case queue <- j:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(queue)
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// runJob copies one chunk, or keeps it when its digests match.
+func runJob(ctx context.Context, cfg Config, rd Reader, tgt Target, j job, epoch int, pr *progress) (kept bool, err error) {
+	c := j.st.Chunk
+	if j.check {
+		src, err := rd.Digest(ctx, j.table, c.Range)
+		if err != nil && !errors.Is(err, ErrNoDigest) {
+			return false, fmt.Errorf("stream %s: digest of %s on the source: %w", cfg.Stream, c, err)
+		}
+		if err == nil {
+			dst, err := tgt.Digest(ctx, j.table, c.Range)
+			if err != nil && !errors.Is(err, ErrNoDigest) {
+				return false, fmt.Errorf("stream %s: digest of %s on the target: %w", cfg.Stream, c, err)
+			}
+			if err == nil && src == dst {
+				pr.done(c.Table, j.st.Rows, j.st.Bytes, false)
+				return true, nil
+			}
+		}
+	}
+	var rows, bytes int64
+	st, err := tgt.WriteChunk(ctx, cfg.Stream, epoch, j.table, c, j.replace, func(emit func([]sluice.Row) error) error {
+		return rd.Read(ctx, j.table, c.Range, func(batch []sluice.Row) error {
+			var b int64
+			for _, r := range batch {
+				for _, v := range r {
+					b += int64(len(v.Text))
+				}
+			}
+			rows += int64(len(batch))
+			bytes += b
+			pr.flowing(c.Table, int64(len(batch)), b)
+			return emit(batch)
+		})
+	})
+	if err != nil {
+		pr.flowing(c.Table, -rows, -bytes)
+		return false, fmt.Errorf("stream %s: copy %s: %w", cfg.Stream, c, err)
+	}
+	pr.flowing(c.Table, -rows, -bytes)
+	pr.done(c.Table, st.Rows, st.Bytes, true)
+	return false, nil
+}
+
+// progress counts the copy's rows: those of done chunks and those of
+// chunks in flight (which a failure takes back).
+type progress struct {
+	mu     sync.Mutex
+	began  time.Time
+	epoch  int
+	order  []sluice.TableName
+	tables map[sluice.TableName]*TableProgress
+	// base is the rows already on the target when this run began, so that
+	// the rate is this run's.
+	base int64
+}
+
+func newProgress(p *Plan, totals map[sluice.TableName]int64, began time.Time) *progress {
+	pr := &progress{began: began, epoch: p.Epoch, tables: map[sluice.TableName]*TableProgress{}}
+	for _, c := range p.Chunks {
+		tp, ok := pr.tables[c.Table]
+		if !ok {
+			tp = &TableProgress{Table: c.Table, Total: totals[c.Table]}
+			pr.tables[c.Table] = tp
+			pr.order = append(pr.order, c.Table)
+		}
+		tp.Chunks++
+	}
+	return pr
+}
+
+func (pr *progress) flowing(t sluice.TableName, rows, bytes int64) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	tp := pr.tables[t]
+	tp.Rows += rows
+	tp.Bytes += bytes
+}
+
+// done counts a finished chunk; fresh says whether this run wrote it (a
+// kept chunk was counted before this run).
+func (pr *progress) done(t sluice.TableName, rows, bytes int64, fresh bool) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	tp := pr.tables[t]
+	tp.Rows += rows
+	tp.Bytes += bytes
+	tp.ChunksDone++
+	if !fresh {
+		pr.base += rows
+	}
+}
+
+func (pr *progress) snapshot(done bool) Progress {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	p := Progress{Epoch: pr.epoch, Elapsed: time.Since(pr.began), Done: done}
+	for _, n := range pr.order {
+		tp := *pr.tables[n]
+		if tp.Total < tp.Rows {
+			tp.Total = tp.Rows
+		}
+		p.Tables = append(p.Tables, tp)
+		p.Rows += tp.Rows
+		p.Bytes += tp.Bytes
+		p.Total += tp.Total
+	}
+	if s := p.Elapsed.Seconds(); s > 0 {
+		p.Rate = float64(p.Rows-pr.base) / s
+	}
+	if p.Rate > 0 && p.Total > p.Rows && !done {
+		p.ETA = time.Duration(float64(p.Total-p.Rows) / p.Rate * float64(time.Second))
+	}
+	return p
+}

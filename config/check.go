@@ -35,6 +35,16 @@ func (s Stream) Check() error {
 	}
 	add(CheckSourceMode(s.SourceMode, true))
 	add(oneOf("apply-mode", s.ApplyMode, "pipelined", "per-row"))
+	add(oneOf("initial-copy", s.InitialCopy, "auto", "on", "off"))
+	if s.InitialCopy == "on" && s.FromNow {
+		add(fmt.Errorf("--initial-copy on and --from-now contradict each other: the copy hands off to the stream at the snapshot's position, --from-now starts at the source's current one; drop --from-now to copy, or use --initial-copy=off --from-now when the target already holds the rows"))
+	}
+	if s.CopyWorkers < 1 {
+		add(fmt.Errorf("--copy-workers %d: must be at least 1: give the number of chunks copied at once, e.g. --copy-workers 4", s.CopyWorkers))
+	}
+	if s.CopyChunkRows < 1 {
+		add(fmt.Errorf("--copy-chunk-rows %d: must be at least 1: give the rows per copy chunk (one target transaction), e.g. --copy-chunk-rows 50000", s.CopyChunkRows))
+	}
 	add(oneOf("multi-statements", s.MultiStatements, "auto", "on", "off"))
 	add(oneOf("controller", s.Controller, "model", "aimd"))
 	add(oneOf("log-level", strings.ToLower(s.LogLevel), "debug", "info", "warn", "error"))

@@ -87,6 +87,9 @@ type Settings struct {
 	StateDir            *string   `toml:"state_dir"`
 	SourceMode          *string   `toml:"source_mode"`
 	FromNow             *bool     `toml:"from_now"`
+	InitialCopy         *string   `toml:"initial_copy"`
+	CopyWorkers         *int      `toml:"copy_workers"`
+	CopyChunkRows       *int      `toml:"copy_chunk_rows"`
 	ApplyBatchSize      *int      `toml:"apply_batch_size"`
 	NoAutoTune          *bool     `toml:"no_auto_tune"`
 	ApplyMode           *string   `toml:"apply_mode"`
@@ -258,6 +261,9 @@ type Stream struct {
 	StateDir            string
 	SourceMode          string
 	FromNow             bool
+	InitialCopy         string
+	CopyWorkers         int
+	CopyChunkRows       int
 	ApplyBatchSize      int
 	NoAutoTune          bool
 	ApplyMode           string

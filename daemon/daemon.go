@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/controller"
 	"github.com/sluice-cdc/sluice/stream"
+	"github.com/sluice-cdc/sluice/tablecopy"
 )
 
 // StreamOptions configures one stream.
@@ -35,6 +36,11 @@ type StreamOptions struct {
 	// FromNow starts a log-read stream that has no checkpoint at the
 	// source's current position.
 	FromNow bool
+	// InitialCopy is "auto" (default: copy unless FromNow), "on" or "off":
+	// whether a stream with no checkpoint first copies the tables' rows.
+	InitialCopy string
+	// CopyWorkers and CopyChunkRows shape the copy (defaults 4, 50,000).
+	CopyWorkers, CopyChunkRows int
 	// ApplyMode is "pipelined" (default) or "per-row".
 	ApplyMode string
 	// MultiStatements is "auto" (default), "on" or "off": whether a MySQL
@@ -184,6 +190,15 @@ func withDefaults(o StreamOptions) StreamOptions {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.InitialCopy == "" {
+		o.InitialCopy = "auto"
+	}
+	if o.CopyWorkers <= 0 {
+		o.CopyWorkers = 4
+	}
+	if o.CopyChunkRows <= 0 {
+		o.CopyChunkRows = 50_000
 	}
 	return o
 }
@@ -348,6 +363,7 @@ type phase int
 
 const (
 	phaseStarting phase = iota // opening its endpoints, checking them
+	phaseCopying               // copying the tables' rows before it streams
 	phaseApplying              // running: its stream applies changes
 	phaseFailed                // failed; waiting to be started again or for the process to end
 	phaseStopped               // stopped
@@ -366,8 +382,29 @@ type slot struct {
 	err     string
 	retryAt time.Time
 	budget  time.Duration
-	// wasSettled is set once the stream first applied or failed.
+	// wasSettled is set once the stream first copied, applied or failed.
 	wasSettled bool
+	// copy is the initial copy's progress while phase is phaseCopying.
+	copy tablecopy.Progress
+}
+
+// copying records the initial copy's progress.
+func (sl *slot) copying(p tablecopy.Progress) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	sl.phase, sl.copy, sl.err, sl.wasSettled = phaseCopying, p, "", true
+}
+
+func (sl *slot) copyOf() tablecopy.Progress {
+	p, _ := sl.copyProgress()
+	return p
+}
+
+// copyProgress returns the copy's progress while the stream copies.
+func (sl *slot) copyProgress() (tablecopy.Progress, bool) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.copy, sl.phase == phaseCopying
 }
 
 func (sl *slot) setPhase(ph phase, err string, retryAt time.Time) {
@@ -423,6 +460,8 @@ func (sl *slot) ready(idleWait time.Duration) (bool, string) {
 	switch ph {
 	case phaseStarting:
 		return false, "starting: the stream has not passed its startup checks yet"
+	case phaseCopying:
+		return false, "not streaming yet: " + copyLine(sl.copyOf())
 	case phaseFailed:
 		if !retryAt.IsZero() {
 			return false, fmt.Sprintf("failed (started again in %s): %s", time.Until(retryAt).Round(time.Second), oneLine(err))
@@ -441,6 +480,9 @@ func (sl *slot) statusLine() string {
 	sl.mu.Unlock()
 	if ph == phaseApplying && st != nil {
 		return statsLine(st.Stats())
+	}
+	if ph == phaseCopying {
+		return copyLine(sl.copyOf())
 	}
 	_, why := sl.ready(0)
 	return why
@@ -478,6 +520,13 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		return recordErr(ctx, store, o, err)
 	}
 	start := res.start
+	from := start.Position
+	if from.IsZero() {
+		if from, err = initialCopy(ctx, o, log, topts, sl, svc, store); err != nil {
+			return recordErr(ctx, store, o, err)
+		}
+	}
+	copied := start.Position.IsZero() && !from.IsZero()
 	rd, err := openSource(ctx, sourceOptions{
 		URL:           o.SourceURL,
 		Mode:          o.SourceMode,
@@ -488,7 +537,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		Install:       true,
 		OldCheckpoint: !start.Position.IsZero() && start.Lanes == 0,
 		Logger:        log,
-	}, start.Position)
+	}, from)
 	if err != nil && res.olderTarget != nil {
 		err = olderTargetError(o.ID, start, *res.olderTarget, err)
 	}
@@ -541,10 +590,17 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		// A new stream: its start is durable before it reports itself
 		// started, so that a restart (with --from-now or without) resumes
 		// there and skips nothing.
-		if start, err = startCheckpoint(ctx, tgt, store, o.ID, rd.Start(), routing); err != nil {
+		pos := rd.Start()
+		if copied {
+			pos = from // the snapshot's position, exactly
+		}
+		if start, err = startCheckpoint(ctx, tgt, store, o.ID, pos, routing); err != nil {
 			return recordErr(ctx, store, o, err)
 		}
 		log.Info("stream start recorded", "stream", o.ID, "position", start.Position.String())
+		if copied {
+			finishCopy(ctx, log, tgt, o.ID, start.Position)
+		}
 	}
 	newTarget := func(ctx context.Context) (stream.Target, error) {
 		t, err := openTarget(ctx, topts)

@@ -147,9 +147,10 @@ func openSource(ctx context.Context, o sourceOptions, from sluice.Position) (rea
 		return nil, err
 	}
 	if mode != ModeTrigger && from.IsZero() && !o.FromNow {
-		return nil, Fail(ExitUsage, fmt.Errorf("stream %s has no checkpoint and the source is read from its %s: sluice does not copy existing rows yet, "+
-			"so the target tables must already hold the source's rows as of the start; load them (pg_dump, mysqldump, …), then start with --from-now "+
-			"to stream every change committed from now on", o.Stream, map[string]string{ModeLogical: "WAL (logical replication)", ModeBinlog: "binary log"}[mode]))
+		return nil, Fail(ExitUsage, fmt.Errorf("stream %s has no checkpoint, --initial-copy is off and --from-now is not given, and the source is read from its %s: "+
+			"nothing says where the stream starts; let sluice copy the tables' rows first (--initial-copy auto, the default), "+
+			"or, if the target already holds the source's rows from a consistent dump, start with --from-now to stream every change committed from now on",
+			o.Stream, map[string]string{ModeLogical: "WAL (logical replication)", ModeBinlog: "binary log"}[mode]))
 	}
 	// A source that does not allow log-based reading gets a pointer to the
 	// trigger reader, unless the user asked for the log reader by name.

@@ -121,6 +121,16 @@ func (s *service) addStream(sl *slot) *metrics.Stream {
 	})
 }
 
+// addCopy exports a stream's initial copy progress while it runs; the
+// returned func stops it.
+func (s *service) addCopy(sl *slot) func() {
+	if s.metrics == nil {
+		return func() {}
+	}
+	s.metrics.AddCopy(sl.o.ID, sl.copyProgress)
+	return func() { s.metrics.RemoveCopy(sl.o.ID) }
+}
+
 // removeStream drops a stream's metrics (the stream left the
 // configuration).
 func (s *service) removeStream(id string) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/stream"
+	"github.com/sluice-cdc/sluice/tablecopy"
 )
 
 // Status is a stream's state as `sync status` shows it. A running daemon
@@ -38,12 +39,77 @@ type Status struct {
 	Stalled    bool    `json:"stalled"`
 	StallWhy   string  `json:"stall_reason,omitempty"`
 	LastError  string  `json:"last_error,omitempty"`
+	// Copy is the initial copy's progress while the stream copies.
+	Copy *CopyStatus `json:"copy,omitempty"`
 	// RetryAt is when a failed stream is started again (daemons running
 	// several streams restart a failed one after a backoff).
 	RetryAt    time.Time `json:"retry_at,omitzero"`
 	LastCommit time.Time `json:"last_commit,omitzero"`
 	Updated    time.Time `json:"updated"`
 	PID        int       `json:"pid,omitempty"`
+}
+
+// CopyStatus is an initial copy's progress in the status file.
+type CopyStatus struct {
+	Done       bool              `json:"done"`
+	Epoch      int               `json:"epoch"`
+	Rows       int64             `json:"rows"`
+	Total      int64             `json:"rows_estimate"`
+	Bytes      int64             `json:"bytes"`
+	Percent    float64           `json:"percent"`
+	Rate       float64           `json:"rows_per_s"`
+	ETASeconds float64           `json:"eta_seconds"`
+	Tables     []CopyTableStatus `json:"tables"`
+	Line       string            `json:"summary"`
+}
+
+// CopyTableStatus is one table's part of the copy.
+type CopyTableStatus struct {
+	Table      string  `json:"table"`
+	Rows       int64   `json:"rows"`
+	Total      int64   `json:"rows_estimate"`
+	Bytes      int64   `json:"bytes"`
+	Percent    float64 `json:"percent"`
+	Chunks     int     `json:"chunks"`
+	ChunksDone int     `json:"chunks_done"`
+}
+
+func copyStatus(p tablecopy.Progress) *CopyStatus {
+	c := &CopyStatus{Done: p.Done, Epoch: p.Epoch, Rows: p.Rows, Total: p.Total, Bytes: p.Bytes, Rate: p.Rate,
+		ETASeconds: p.ETA.Seconds(), Line: copyLine(p)}
+	if p.Total > 0 {
+		c.Percent = min(100, 100*float64(p.Rows)/float64(p.Total))
+	}
+	if p.Done {
+		c.Percent = 100
+	}
+	for _, t := range p.Tables {
+		c.Tables = append(c.Tables, CopyTableStatus{Table: t.Table.String(), Rows: t.Rows, Total: t.Total, Bytes: t.Bytes,
+			Percent: t.Percent(), Chunks: t.Chunks, ChunksDone: t.ChunksDone})
+	}
+	return c
+}
+
+// WriteCopyStatus replaces the stream's status file with the initial
+// copy's progress.
+func WriteCopyStatus(dir, id string, p tablecopy.Progress) error {
+	return writeStatusFile(dir, Status{Stream: id, Running: true, Copy: copyStatus(p), Updated: time.Now().UTC(), PID: os.Getpid()})
+}
+
+func writeStatusFile(dir string, v Status) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := statusPath(dir, v.Stream)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("status dir: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	return os.Rename(tmp, path)
 }
 
 func statusPath(dir, stream string) string {
@@ -60,19 +126,7 @@ func WriteStatus(dir string, s stream.Stats, running bool) error {
 		SourceRate: s.SourceRate, Stalled: s.Stalled, StallWhy: s.StallReason, Lanes: s.Lanes,
 		LastError: s.LastError, LastCommit: s.LastCommit, Updated: time.Now().UTC(), PID: os.Getpid(),
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	path := statusPath(dir, s.Stream)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("status dir: %w", err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	return os.Rename(tmp, path)
+return writeStatusFile(dir, v)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -140,17 +194,5 @@ func recordStatusError(dir, id, msg string, retryAt time.Time) error {
 	}
 	s.Stream, s.Running, s.LastError, s.Updated, s.PID = id, false, msg, time.Now().UTC(), os.Getpid()
 	s.RetryAt = retryAt.UTC()
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	path := statusPath(dir, id)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("status dir: %w", err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	return os.Rename(tmp, path)
+	return writeStatusFile(dir, s)
 }

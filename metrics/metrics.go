@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/stream"
+	"github.com/sluice-cdc/sluice/tablecopy"
 )
 
 const ns = "sluice"
@@ -28,6 +29,7 @@ type Metrics struct {
 
 	mu      sync.Mutex
 	streams map[string]streamSource
+	copies  map[string]func() (tablecopy.Progress, bool)
 }
 
 type streamSource struct {

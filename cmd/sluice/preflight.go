@@ -129,10 +129,15 @@ func preflightStream(ctx context.Context, s config.Stream, log *slog.Logger) (pr
 		mode = map[daemon.Engine]string{daemon.EnginePostgres: daemon.ModeLogical, daemon.EngineMySQL: daemon.ModeBinlog}[srcEng]
 	}
 	rep.Mode = mode
-	if mode != daemon.ModeTrigger && !s.FromNow {
-		if _, err := os.Stat(filepath.Join(s.StateDir, checkpoint.FileName)); errors.Is(err, fs.ErrNotExist) {
-			return fail("stream "+s.StreamID, fmt.Errorf("stream %s has no state file in %s and the source is read from its log: sluice does not copy existing rows yet; load the target's rows, then start with --from-now", s.StreamID, s.StateDir), exitPreflightOther)
+	if _, err := os.Stat(filepath.Join(s.StateDir, checkpoint.FileName)); errors.Is(err, fs.ErrNotExist) {
+		copyOn := s.InitialCopy == "on" || (s.InitialCopy != "off" && !s.FromNow)
+		switch {
+		case copyOn:
+			rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "stream " + s.StreamID, Detail: "no state file in " + s.StateDir + ": sync start copies the tables' existing rows first (initial copy; the target tables must be empty), then streams from the copy's snapshot"})
+		case mode != daemon.ModeTrigger && !s.FromNow:
+			return fail("stream "+s.StreamID, fmt.Errorf("stream %s has no state file in %s, --initial-copy is off and --from-now is not given: nothing says where a log-read stream starts; let sluice copy (--initial-copy auto), or start with --from-now when the target already holds the source's rows", s.StreamID, s.StateDir), exitPreflightOther)
 		}
+	} else {
 		rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "stream " + s.StreamID, Detail: "state file in " + s.StateDir + ": sync start resumes from its checkpoint (preflight checks the source as for a new stream)"})
 	}
 	var src source.Report

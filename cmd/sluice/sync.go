@@ -66,7 +66,10 @@ func syncStartFlags() []cli.Flag {
 		streamIDFlag(),
 		stateDirFlag(),
 		&cli.StringFlag{Name: "source-mode", Value: "auto", EnvVars: env("SOURCE_MODE"), Usage: "how to read the source: logical (PostgreSQL logical replication), binlog (MySQL/MariaDB binary log), trigger (changelog table filled by triggers, where replication is not allowed), or auto: the log-based reader (or the one that wrote the stream's checkpoint)"},
-		&cli.BoolFlag{Name: "from-now", EnvVars: env("FROM_NOW"), Usage: "start a log-read stream that has no checkpoint at the source's current position: the target must already hold the source's rows (sluice does not copy existing rows yet)"},
+		&cli.BoolFlag{Name: "from-now", EnvVars: env("FROM_NOW"), Usage: "start a stream that has no checkpoint at the source's current position, without the initial copy: the target must already hold the source's rows (loaded from a consistent dump)"},
+		&cli.StringFlag{Name: "initial-copy", Value: "auto", EnvVars: env("INITIAL_COPY"), Usage: "copy the tables' existing rows before streaming, on a stream with no checkpoint: auto (unless --from-now), on, or off (the target already holds them)"},
+		&cli.IntFlag{Name: "copy-workers", Value: 4, EnvVars: env("COPY_WORKERS"), Usage: "initial copy: chunks copied at once, each over its own source and target connection"},
+		&cli.IntFlag{Name: "copy-chunk-rows", Value: 50000, EnvVars: env("COPY_CHUNK_ROWS"), Usage: "initial copy: rows per chunk; each chunk is one target transaction, with its progress record"},
 		&cli.IntFlag{Name: "apply-batch-size", Value: 1000, EnvVars: env("APPLY_BATCH_SIZE"), Usage: "changes per target transaction: the first size with auto-tuning, the fixed size with --no-auto-tune"},
 		&cli.BoolFlag{Name: "no-auto-tune", EnvVars: env("NO_AUTO_TUNE"), Usage: "pin the batch size to --apply-batch-size; the cost model is still measured and reported"},
 		&cli.StringFlag{Name: "apply-mode", Value: "pipelined", EnvVars: env("APPLY_MODE"), Usage: "pipelined: a batch is one transaction in one round trip; per-row: one statement per round trip, as naive appliers do (for comparison)"},
@@ -232,6 +235,9 @@ func streamOptions(s config.Stream) (daemon.StreamOptions, error) {
 		StateDir:            s.StateDir,
 		SourceMode:          s.SourceMode,
 		FromNow:             s.FromNow,
+		InitialCopy:         s.InitialCopy,
+		CopyWorkers:         s.CopyWorkers,
+		CopyChunkRows:       s.CopyChunkRows,
 		ApplyMode:           s.ApplyMode,
 		MultiStatements:     s.MultiStatements,
 		DisableFKChecks:     s.DisableFKChecks,
@@ -288,6 +294,12 @@ func syncStatus(c *cli.Context) error {
 		if s.Stalled {
 			state = "STALLED"
 		}
+		if s.Copy != nil {
+			state = "copying"
+			if !s.Running {
+				state = "copy stopped"
+			}
+		}
 		if !s.Running && s.LastError != "" {
 			state = "FAILED"
 			if !s.RetryAt.IsZero() {
@@ -315,8 +327,23 @@ func syncStatus(c *cli.Context) error {
 		if s.Stalled {
 			fmt.Fprintf(c.App.Writer, "\nstream %s is STALLED: %s\n", s.Stream, s.StallWhy)
 		}
+		if s.Copy != nil {
+			printCopy(c.App.Writer, s)
+		}
 	}
 	return unhealthy(list)
+}
+
+// printCopy shows a stream's initial copy, table by table.
+func printCopy(w io.Writer, s daemon.Status) {
+	cp := s.Copy
+	fmt.Fprintf(w, "\nstream %s %s (epoch %d)\n", s.Stream, cp.Line, cp.Epoch)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TABLE\tROWS\tOF ~\tPERCENT\tBYTES\tCHUNKS")
+	for _, t := range cp.Tables {
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%.1f%%\t%d\t%d/%d\n", t.Table, t.Rows, t.Total, t.Percent, t.Bytes, t.ChunksDone, t.Chunks)
+	}
+	tw.Flush()
 }
 
 // neverConnected is a stream with no measurement yet: its lag and RTT are

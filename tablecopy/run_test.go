@@ -474,7 +474,7 @@ func containsAll(s string, subs ...string) bool {
 }
 
 func TestBoundRoundTrip(t *testing.T) {
-	for _, k := range []sluice.Row{nil, row("1"), row("a\"b", "", `\`), {sluice.Text("x"), sluice.Null}} {
+	for _, k := range []sluice.Row{nil, row("1"), row("a\"b", "", `\`), row("\xff\x00\x80"), {sluice.Text("x"), sluice.Null}} {
 		got, err := DecodeBound(EncodeBound(k))
 		if err != nil {
 			t.Fatal(err)

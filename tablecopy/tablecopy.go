@@ -22,6 +22,7 @@ package tablecopy
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -202,7 +203,8 @@ type Source interface {
 }
 
 // EncodeBound encodes a range bound for the target's plan table; nil stays
-// "" (open).
+// "" (open). Each value is base64 in a JSON array (null for NULL): a key's
+// bytes need not be UTF-8 (binary keys), which JSON strings cannot carry.
 func EncodeBound(k sluice.Row) string {
 	if k == nil {
 		return ""
@@ -210,7 +212,7 @@ func EncodeBound(k sluice.Row) string {
 	vals := make([]*string, len(k))
 	for i, v := range k {
 		if !v.Null {
-			s := v.Text
+			s := base64.StdEncoding.EncodeToString([]byte(v.Text))
 			vals[i] = &s
 		}
 	}
@@ -231,9 +233,13 @@ func DecodeBound(s string) (sluice.Row, error) {
 	for i, v := range vals {
 		if v == nil {
 			k[i] = sluice.Null
-		} else {
-			k[i] = sluice.Text(*v)
+			continue
 		}
+		b, err := base64.StdEncoding.DecodeString(*v)
+		if err != nil {
+			return nil, fmt.Errorf("decode chunk bound %q: %w", s, err)
+		}
+		k[i] = sluice.Text(string(b))
 	}
 	return k, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
+	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/internal/wanproxy"
 	"github.com/sluice-cdc/sluice/tablecopy"
 )
@@ -454,6 +455,13 @@ func TestCopyChunkAtomic(t *testing.T) {
 		if n := proxy.RoundTrips(); v.name == "multi" && n != 1 {
 			t.Errorf("a one-row chunk cost %d round trips, want 1", n)
 		}
+		proxy.ResetRoundTrips()
+		if _, err := tg.Digest(ctx, big, tablecopy.Range{From: row("10"), To: row("20")}); err != nil {
+			t.Fatal(err)
+		}
+		if n := proxy.RoundTrips(); v.name == "multi" && n != 1 {
+			t.Errorf("Digest cost %d round trips, want 1", n)
+		}
 		// Foreign key checks are back on for the stream's writes.
 		err = tg.Apply(ctx, apply.Compact([]sluice.Change{ins(child, "2", "99")}, nil), sluice.Checkpoint{})
 		if err == nil {
@@ -501,6 +509,46 @@ func TestCopyReplace(t *testing.T) {
 		var got string
 		if err := db.QueryRow("SELECT v FROM kv WHERE a = 5").Scan(&got); err != nil || got != `\n` {
 			t.Errorf("applied after a copy: %q, %v", got, err)
+		}
+	})
+}
+
+// TestCopyReplaceBinaryKey replaces a range of a table keyed by raw bytes,
+// bounds that are not UTF-8 included.
+func TestCopyReplaceBinaryKey(t *testing.T) {
+	eachCopy(t, func(t *testing.T, v variant) {
+		ctx := context.Background()
+		dsn, db := testDB(t, "CREATE TABLE bk (k varbinary(10) PRIMARY KEY, v int)",
+			"INSERT INTO bk VALUES (X'00', 0), (X'27', 0), (X'5c', 0), (X'7f', 0), (X'80', 0), (X'c328', 0), (X'ff', 0), (X'ff00', 0)")
+		tg := openTarget(t, dsn, v.mode, v.multi)
+		bk := table("bk", []int{0}, "k varbinary(10)", "v int")
+		if err := tg.WritePlan(ctx, &tablecopy.Plan{Stream: "b", Epoch: 1}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			r    tablecopy.Range
+			want string
+		}{
+			{tablecopy.Range{From: row("\x80"), To: row("\xff")}, "00:0 27:0 5c:0 7f:0 80:1 ff:0 ff00:0"},
+			{tablecopy.Range{From: sluice.Row{sluice.Text("\x00")}, To: row("\x5c")}, "00:1 5c:0 7f:0 80:1 ff:0 ff00:0"},
+			{tablecopy.Range{From: row("\xff")}, "00:1 5c:0 7f:0 80:1 ff:1 ff00:1"},
+		} {
+			var fill []sluice.Row
+			for _, k := range []string{"\x00", "\x80", "\xff", "\xff\x00"} {
+				if (c.r.From == nil || k >= c.r.From[0].Text) && (c.r.To == nil || k < c.r.To[0].Text) {
+					fill = append(fill, sluice.Row{sluice.Text(k), sluice.Text("1")})
+				}
+			}
+			if _, err := tg.WriteChunk(ctx, "b", 1, bk, tablecopy.Chunk{Table: bk.Name, Range: c.r}, true, produce(fill, 10, nil)); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			if err := db.QueryRow("SELECT GROUP_CONCAT(LOWER(HEX(k)), ':', v ORDER BY k SEPARATOR ' ') FROM bk").Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("after replace of %v: %s, want %s", c.r, got, c.want)
+			}
 		}
 	})
 }
@@ -554,7 +602,18 @@ func TestCopyDigest(t *testing.T) {
 		if d1[2].Rows != d2[2].Rows {
 			t.Errorf("row counts differ after an update: %v, %v", d1[2], d2[2])
 		}
-		_ = db1
+		// A MySQL source computes the same digests in a session with the
+		// server's default sql_mode (backslash escapes on).
+		cols := []string{"`a`", "`b`", "`f`", "`ts`", "`bin`", "`n`"}
+		for i, r := range ranges {
+			var d tablecopy.Digest
+			if err := db1.QueryRow(keyrange.MyDigest("`d`", cols, keyrange.My(cols[:2], r))).Scan(&d.Rows, &d.Sum); err != nil {
+				t.Fatal(err)
+			}
+			if d != d1[i] {
+				t.Errorf("range %v: digest in a default session %v, target's %v", r, d, d1[i])
+			}
+		}
 		// The session is back to NO_BACKSLASH_ESCAPES.
 		if err := t2.Apply(ctx, apply.Compact([]sluice.Change{ins(tbl, "99", `\`, "1", null, null, `\n`)}, nil), sluice.Checkpoint{}); err != nil {
 			t.Fatal(err)

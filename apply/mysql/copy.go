@@ -139,6 +139,9 @@ func (s *copySession) exec(ctx context.Context, q string) error {
 		_, err := s.t.conn.ExecContext(ctx, q)
 		return err
 	}
+	// A packet holds at most one full statement (limit) and the small ones
+	// around it: 1.5 limits stay under max_allowed_packet (limit is at
+	// most half of it).
 	if s.pending.Len() > 0 && s.pending.Len()+len(q)+2 > s.limit+s.limit/2 {
 		if err := s.flush(ctx); err != nil {
 			return err
@@ -378,8 +381,12 @@ func (t *Target) WritePlan(ctx context.Context, p *tablecopy.Plan) error {
 	err := t.writePlan(ctx, s, p)
 	if err != nil {
 		s.abort(ctx, err)
-		return fmt.Errorf("write copy plan of stream %q to target %s.%s (CREATE, INSERT and UPDATE on the database are needed): %w",
-			p.Stream, t.database, copyPlanTable, err)
+		hint := ""
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 1142 || me.Number == 1044) { // ER_TABLEACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR
+			hint = " (grant the user CREATE, INSERT and UPDATE on the database: the copy keeps its plan there)"
+		}
+		return fmt.Errorf("write copy plan of stream %q to target %s.%s%s: %w", p.Stream, t.database, copyPlanTable, hint, err)
 	}
 	return nil
 }
@@ -544,7 +551,9 @@ func (t *Target) WriteChunk(ctx context.Context, stream string, epoch int, tbl *
 	defer t.mu.Unlock()
 	cs, err := t.writeChunk(ctx, stream, epoch, tbl, c, replace, rows)
 	if err != nil {
-		return tablecopy.ChunkState{}, fmt.Errorf("copy %s of stream %q to target %s: %w", c, stream, t.database, err)
+		// classify marks a killed transaction or a lost connection as an
+		// *apply.RetryableError, as Apply does.
+		return tablecopy.ChunkState{}, fmt.Errorf("copy %s of stream %q to target %s: %w", c, stream, t.database, classify(err, connLost(err)))
 	}
 	return cs, nil
 }

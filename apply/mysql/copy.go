@@ -118,7 +118,8 @@ func needsEscapes(r tablecopy.Range) bool {
 }
 
 // copySession sends a copy transaction's statements: queued into packets of
-// at most limit bytes with multi-statements, one per round trip without.
+// one full statement (at most limit bytes) and the small statements around
+// it with multi-statements, one statement per round trip without.
 type copySession struct {
 	t       *Target
 	multi   bool

@@ -357,6 +357,12 @@ func TestCopyWriteChunkFailures(t *testing.T) {
 	}
 	before := sortedDump(t, conn, "f")
 	good := []sluice.Row{row("3", "new", "x"), row("4", "new", null)}
+	// bulk is rows enough (~400 KB) that COPY data has reached the server
+	// when what follows them fails.
+	var bulk []sluice.Row
+	for i := range 4000 {
+		bulk = append(bulk, row(strconv.Itoa(1000+i), "new", strings.Repeat("b", 100)))
+	}
 	sourceErr := errors.New("source connection reset")
 	cases := []struct {
 		name    string
@@ -369,6 +375,13 @@ func TestCopyWriteChunkFailures(t *testing.T) {
 			}
 			return fmt.Errorf("read public.f: %w", sourceErr)
 		}, "source connection reset"},
+		{"producer error after data reached the server", func(emit func([]sluice.Row) error) error {
+			if err := emitRows(bulk, 500)(emit); err != nil {
+				return err
+			}
+			return fmt.Errorf("read public.f: %w", sourceErr)
+		}, "source connection reset"},
+		{"NOT NULL violation amid much data", emitRows(slices.Concat(bulk[:2000], []sluice.Row{row("5", null, "y")}, bulk[2000:]), 100), "23502"},
 		{"NOT NULL violation", emitRows(append(slices.Clone(good), row("5", null, "y")), 1), "23502"},
 		{"unchanged value", emitRows([]sluice.Row{good[0], {sluice.Text("6"), sluice.Text("r"), {Unchanged: true}}}, 2), "column v"},
 		{"short row", emitRows([]sluice.Row{good[0], row("7", "r")}, 2), "2 values"},
@@ -388,7 +401,7 @@ func TestCopyWriteChunkFailures(t *testing.T) {
 				if tn, ok := sluice.ErrTable(err); !ok || tn != f.Name {
 					t.Errorf("error names table %v, %v", tn, ok)
 				}
-				if c.name == "producer error mid-stream" && !errors.Is(err, sourceErr) {
+				if strings.HasPrefix(c.name, "producer error") && !errors.Is(err, sourceErr) {
 					t.Errorf("error %q does not wrap the producer's", err)
 				}
 				if got := sortedDump(t, conn, "f"); !slices.Equal(got, before) {
@@ -400,6 +413,26 @@ func TestCopyWriteChunkFailures(t *testing.T) {
 			})
 		}
 	}
+	t.Run("cancelled", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		_, err := tg.WriteChunk(cctx, "s", 1, f, ck, true, func(emit func([]sluice.Row) error) error {
+			if err := emitRows(bulk[:2000], 500)(emit); err != nil {
+				return err
+			}
+			cancel()
+			return emitRows(bulk[2000:], 500)(emit)
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("WriteChunk with its context cancelled: %v", err)
+		}
+		if got := sortedDump(t, conn, "f"); !slices.Equal(got, before) {
+			t.Errorf("rows after a cancelled chunk = %v, want %v", got, before)
+		}
+		if done, copies := chunkRecord(t, conn, "s", "public.f", 0); done || copies != 0 {
+			t.Errorf("chunk record after a cancelled copy: done=%v copies=%d", done, copies)
+		}
+	})
 	// The target is usable afterwards.
 	st, err := tg.WriteChunk(ctx, "s", 1, f, ck, true, emitRows(good, 1))
 	if err != nil {
@@ -667,5 +700,37 @@ func TestCopyRoundTrips(t *testing.T) {
 				t.Errorf("%d rows after the chunk, want 2000", got)
 			}
 		}
+	}
+}
+
+// TestCopyReplicaRole checks that a chunk is written as the target's batches
+// are: under session_replication_role = replica where the target may set it,
+// so that the target's own triggers do not fire for copied rows (the
+// source's triggers already ran), and with them otherwise.
+func TestCopyReplicaRole(t *testing.T) {
+	url, conn := testDB(t, "CREATE TABLE tr (id int PRIMARY KEY)",
+		`CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'trigger fired'; END $$`,
+		"CREATE TRIGGER refuse BEFORE INSERT OR DELETE ON tr FOR EACH ROW EXECUTE FUNCTION refuse()")
+	tr := pgTable("tr", "id int*")
+	ctx := context.Background()
+	for _, noReplica := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoReplicaRole=%v", noReplica), func(t *testing.T) {
+			tg, err := Open(ctx, url, Config{NoReplicaRole: noReplica})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tg.Close(ctx)
+			if tg.ReplicaRole() == noReplica {
+				t.Fatalf("ReplicaRole() = %v with NoReplicaRole %v (the test's user is a superuser)", tg.ReplicaRole(), noReplica)
+			}
+			mustPlan(t, tg, "s")
+			_, err = tg.WriteChunk(ctx, "s", 1, tr, tablecopy.Chunk{Table: tr.Name}, true, emitRows([]sluice.Row{row("1")}, 1))
+			if noReplica != (err != nil && strings.Contains(err.Error(), "trigger fired")) {
+				t.Errorf("WriteChunk: %v", err)
+			}
+			if _, err := conn.Exec(ctx, "TRUNCATE tr"); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -288,12 +288,15 @@ func (t *Target) RowCount(ctx context.Context, name sluice.TableName) (int64, er
 	return n, nil
 }
 
-// keyColumns returns the quoted primary key columns of tbl after checking
+// copyKeyColumns returns the quoted primary key columns of tbl after checking
 // that r's bounds fit them.
 func copyKeyColumns(tbl *sluice.Table, r tablecopy.Range) ([]string, error) {
 	keys := make([]string, len(tbl.Key))
 	for i, k := range tbl.Key {
 		keys[i] = ident(tbl.Columns[k].Name)
+	}
+	if len(keys) == 0 && !r.Whole() {
+		return nil, fmt.Errorf("table has no primary key, so its only range is the whole table, not %s", r)
 	}
 	if len(r.From) > len(keys) || len(r.To) > len(keys) {
 		return nil, fmt.Errorf("range %s has more values than the primary key (%s) has columns", r, strings.Join(tbl.KeyNames(), ", "))
@@ -342,9 +345,6 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 	keys, err := copyKeyColumns(tbl, c.Range)
 	if err != nil {
 		return tablecopy.ChunkState{}, err
-	}
-	if len(keys) == 0 && !c.Range.Whole() {
-		return tablecopy.ChunkState{}, fmt.Errorf("table has no primary key, so its only chunk is the whole table, not %s", c.Range)
 	}
 	if err := t.ensureConn(ctx); err != nil {
 		return tablecopy.ChunkState{}, err
@@ -518,9 +518,6 @@ func (t *Target) Digest(ctx context.Context, tbl *sluice.Table, r tablecopy.Rang
 		keys, err := copyKeyColumns(tbl, r)
 		if err != nil {
 			return err
-		}
-		if len(keys) == 0 && !r.Whole() {
-			return fmt.Errorf("table has no primary key, so its only range is the whole table, not %s", r)
 		}
 		return t.reading(ctx, func() error {
 			b := &pgx.Batch{}

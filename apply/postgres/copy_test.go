@@ -706,13 +706,25 @@ func TestCopyRoundTrips(t *testing.T) {
 // TestCopyReplicaRole checks that a chunk is written as the target's batches
 // are: under session_replication_role = replica where the target may set it,
 // so that the target's own triggers do not fire for copied rows (the
-// source's triggers already ran), and with them otherwise.
+// source's triggers already ran), and with them otherwise. The DELETE
+// trigger fails the statement before COPY in the one simple query: the COPY
+// data sent behind it is then ignored and the connection stays usable.
 func TestCopyReplicaRole(t *testing.T) {
-	url, conn := testDB(t, "CREATE TABLE tr (id int PRIMARY KEY)",
+	url, conn := testDB(t,
 		`CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'trigger fired'; END $$`,
-		"CREATE TRIGGER refuse BEFORE INSERT OR DELETE ON tr FOR EACH ROW EXECUTE FUNCTION refuse()")
-	tr := pgTable("tr", "id int*")
+		"CREATE TABLE ti (id int PRIMARY KEY)",
+		"CREATE TRIGGER refuse BEFORE INSERT ON ti FOR EACH ROW EXECUTE FUNCTION refuse()",
+		"CREATE TABLE td (id int PRIMARY KEY)",
+		"CREATE TRIGGER refuse BEFORE DELETE ON td FOR EACH ROW EXECUTE FUNCTION refuse()")
 	ctx := context.Background()
+	cases := []struct {
+		tbl     *sluice.Table
+		replace bool
+		rows    []sluice.Row
+	}{
+		{pgTable("ti", "id int*"), false, []sluice.Row{row("2")}},
+		{pgTable("td", "id int*"), true, []sluice.Row{row("2")}},
+	}
 	for _, noReplica := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NoReplicaRole=%v", noReplica), func(t *testing.T) {
 			tg, err := Open(ctx, url, Config{NoReplicaRole: noReplica})
@@ -724,13 +736,59 @@ func TestCopyReplicaRole(t *testing.T) {
 				t.Fatalf("ReplicaRole() = %v with NoReplicaRole %v (the test's user is a superuser)", tg.ReplicaRole(), noReplica)
 			}
 			mustPlan(t, tg, "s")
-			_, err = tg.WriteChunk(ctx, "s", 1, tr, tablecopy.Chunk{Table: tr.Name}, true, emitRows([]sluice.Row{row("1")}, 1))
-			if noReplica != (err != nil && strings.Contains(err.Error(), "trigger fired")) {
-				t.Errorf("WriteChunk: %v", err)
-			}
-			if _, err := conn.Exec(ctx, "TRUNCATE tr"); err != nil {
-				t.Fatal(err)
+			for _, c := range cases {
+				name := c.tbl.Name.Name
+				for _, q := range []string{"ALTER TABLE " + name + " DISABLE TRIGGER refuse", "TRUNCATE " + name,
+					"INSERT INTO " + name + " VALUES (1)", "ALTER TABLE " + name + " ENABLE TRIGGER refuse"} {
+					if _, err := conn.Exec(ctx, q); err != nil {
+						t.Fatal(err)
+					}
+				}
+				_, err = tg.WriteChunk(ctx, "s", 1, c.tbl, tablecopy.Chunk{Table: c.tbl.Name}, c.replace, emitRows(c.rows, 1))
+				if noReplica != (err != nil && strings.Contains(err.Error(), "trigger fired")) {
+					t.Errorf("%s: WriteChunk: %v", name, err)
+				}
+				want := "[(1) (2)]"
+				switch {
+				case noReplica:
+					want = "[(1)]"
+				case c.replace:
+					want = "[(2)]"
+				}
+				if got := fmt.Sprint(sortedDump(t, conn, name)); got != want {
+					t.Errorf("%s: rows %s, want %s", name, got, want)
+				}
+				if n, err := tg.RowCount(ctx, c.tbl.Name); err != nil || n == 0 {
+					t.Errorf("%s: RowCount after the chunk = %d, %v", name, n, err)
+				}
 			}
 		})
+	}
+}
+
+// TestCopyNoPrimaryKey: a table without a primary key is one whole-table
+// chunk, replaced, digested and counted like any other.
+func TestCopyNoPrimaryKey(t *testing.T) {
+	url, conn := testDB(t, "CREATE TABLE nk (a int, b text)", "INSERT INTO nk VALUES (1, 'old'), (1, 'old')")
+	tg := openTarget(t, url, Pipelined)
+	mustPlan(t, tg, "s")
+	ctx := context.Background()
+	nk := pgTable("nk", "a int", "b text")
+	rows := []sluice.Row{row("1", "new"), row("1", "new"), row("2", null)}
+	if _, err := tg.WriteChunk(ctx, "s", 1, nk, tablecopy.Chunk{Table: nk.Name}, true, emitRows(rows, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(sortedDump(t, conn, "nk")); got != "[(1,new) (1,new) (2,)]" {
+		t.Errorf("rows = %s", got)
+	}
+	if d, err := tg.Digest(ctx, nk, tablecopy.Range{}); err != nil || d.Rows != 3 {
+		t.Errorf("Digest = %v, %v", d, err)
+	}
+	part := tablecopy.Range{To: bound("2")}
+	if _, err := tg.WriteChunk(ctx, "s", 1, nk, tablecopy.Chunk{Table: nk.Name, Range: part}, true, emitRows(rows, 2)); err == nil || !strings.Contains(err.Error(), "no primary key") {
+		t.Errorf("WriteChunk of a part of a table without key: %v", err)
+	}
+	if _, err := tg.Digest(ctx, nk, part); err == nil || !strings.Contains(err.Error(), "no primary key") {
+		t.Errorf("Digest of a part of a table without key: %v", err)
 	}
 }

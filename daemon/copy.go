@@ -86,7 +86,7 @@ func unfinishedCopy(ctx context.Context, o StreamOptions, topts targetOptions) e
 	if err != nil {
 		return Fail(ExitTarget, fmt.Errorf("stream %s: read the copy plan from the target: %w", o.ID, err))
 	}
-	if p == nil {
+	if p == nil || !p.HandedOff.IsZero() {
 		return nil
 	}
 	done := 0

@@ -116,6 +116,9 @@ type Plan struct {
 	Position sluice.Position
 	// Started is when epoch 1 began.
 	Started time.Time
+	// HandedOff is when the stream took over at Position (FinishCopy);
+	// zero while the copy is unfinished. WritePlan clears it.
+	HandedOff time.Time
 	// Chunks are every chunk of every table, in table then key order.
 	Chunks []ChunkState
 }

@@ -306,7 +306,7 @@ func lit(s string) string {
 func (t *Target) ReadPlan(ctx context.Context, stream string) (*tablecopy.Plan, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	q := "SELECT p.`epoch`, p.`position`, p.`started_at`, c.`table_name`, c.`n`, c.`bound_from`, c.`bound_to`, " +
+	q := "SELECT p.`epoch`, p.`position`, p.`started_at`, p.`handed_off_at`, c.`table_name`, c.`n`, c.`bound_from`, c.`bound_to`, " +
 		"c.`done`, c.`rows`, c.`bytes`, c.`epoch`, c.`copies`, c.`at`\nFROM `" + copyPlanTable + "` p LEFT JOIN `" + copyChunkTable +
 		"` c ON c.`stream` = p.`stream`\nWHERE p.`stream` = " + lit(stream) + "\nORDER BY c.`table_name`, c.`n`"
 	var p *tablecopy.Plan
@@ -322,17 +322,21 @@ func (t *Target) ReadPlan(ctx context.Context, stream string) (*tablecopy.Plan, 
 				epoch             int
 				pos               string
 				started           time.Time
+				handedOff         sql.NullTime
 				table, from, to   sql.NullString
 				n, cEpoch, copies sql.NullInt64
 				nrows, nbytes     sql.NullInt64
 				done              sql.NullBool
 				at                sql.NullTime
 			)
-			if err := rows.Scan(&epoch, &pos, &started, &table, &n, &from, &to, &done, &nrows, &nbytes, &cEpoch, &copies, &at); err != nil {
+			if err := rows.Scan(&epoch, &pos, &started, &handedOff, &table, &n, &from, &to, &done, &nrows, &nbytes, &cEpoch, &copies, &at); err != nil {
 				return err
 			}
 			if p == nil {
 				p = &tablecopy.Plan{Stream: stream, Epoch: epoch, Started: started.UTC()}
+				if handedOff.Valid {
+					p.HandedOff = handedOff.Time.UTC()
+				}
 				if p.Position, err = sluice.ParsePosition(pos); err != nil {
 					return err
 				}

@@ -189,6 +189,9 @@ func TestCopyPlan(t *testing.T) {
 		if err := db.QueryRow("SELECT handoff_position FROM sluice_copy_plan WHERE stream = 's' AND handed_off_at IS NOT NULL").Scan(&pos); err != nil || pos != plan2.Position.String() {
 			t.Errorf("hand-off = %q, %v", pos, err)
 		}
+		if p, err := tg.ReadPlan(ctx, "s"); err != nil || p == nil || p.HandedOff.IsZero() {
+			t.Errorf("ReadPlan after FinishCopy: %+v, %v; want the hand-off time", p, err)
+		}
 		if err := tg.FinishCopy(ctx, "nope", plan2.Position); err == nil {
 			t.Error("FinishCopy of a stream without plan succeeded")
 		}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -124,10 +125,11 @@ func (t *Target) readPlan(ctx context.Context, stream string) (*tablecopy.Plan, 
 		copyPlanTable(t.cfg.Schema), copyChunkTable(t.cfg.Schema)).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&exists)
 	})
-	b.Queue("SELECT epoch, position, started_at FROM "+copyPlanTable(t.cfg.Schema)+" WHERE stream = $1", stream).QueryRow(func(r pgx.Row) error {
+	b.Queue("SELECT epoch, position, started_at, handed_off_at FROM "+copyPlanTable(t.cfg.Schema)+" WHERE stream = $1", stream).QueryRow(func(r pgx.Row) error {
 		var pos string
+		var handedOff *time.Time
 		pl := &tablecopy.Plan{Stream: stream}
-		if err := r.Scan(&pl.Epoch, &pos, &pl.Started); err != nil {
+		if err := r.Scan(&pl.Epoch, &pos, &pl.Started, &handedOff); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
 			}
@@ -136,6 +138,9 @@ func (t *Target) readPlan(ctx context.Context, stream string) (*tablecopy.Plan, 
 		var err error
 		if pl.Position, err = sluice.ParsePosition(pos); err != nil {
 			return fmt.Errorf("position %q: %w", pos, err)
+		}
+		if handedOff != nil {
+			pl.HandedOff = handedOff.UTC()
 		}
 		p = pl
 		return nil

@@ -640,6 +640,9 @@ func TestCopyResetTableRowCountFinish(t *testing.T) {
 	if pos != "k:2" || at == nil {
 		t.Errorf("handed off at %q, %v", pos, at)
 	}
+	if p, err := tg.ReadPlan(ctx, "s"); err != nil || p == nil || p.HandedOff.IsZero() {
+		t.Errorf("ReadPlan after FinishCopy: %+v, %v; want the hand-off time", p, err)
+	}
 	if err := tg.FinishCopy(ctx, "nope", sluice.Position{Kind: "k", Token: "2"}); err == nil {
 		t.Error("FinishCopy of a stream without plan succeeded")
 	}

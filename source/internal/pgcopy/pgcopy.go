@@ -232,12 +232,16 @@ func (r *Reader) intBounds(ctx context.Context, t *sluice.Table, rows int64, row
 func (r *Reader) keyBounds(ctx context.Context, t *sluice.Table, rowsPerChunk int) ([]sluice.Row, error) {
 	keys := keyCols(t)
 	order := strings.Join(keys, ", ")
+	// The subquery's columns are renamed (k1.., n) so that the row number
+	// cannot clash with a key column's name.
+	alias := make([]string, len(keys))
 	sel := make([]string, len(keys))
-	for i, k := range keys {
-		sel[i] = k + "::text"
+	for i := range keys {
+		alias[i] = fmt.Sprintf("k%d", i+1)
+		sel[i] = alias[i] + "::text"
 	}
-	q := `SELECT ` + strings.Join(sel, ", ") + ` FROM (SELECT ` + order + `, row_number() OVER (ORDER BY ` + order + `) AS n FROM ` + tableName(t) +
-		`) s WHERE n % $1 = 1 AND n > 1 ORDER BY ` + order
+	q := `SELECT ` + strings.Join(sel, ", ") + ` FROM (SELECT ` + order + `, row_number() OVER (ORDER BY ` + order + `) FROM ` + tableName(t) +
+		`) s(` + strings.Join(alias, ", ") + `, n) WHERE n % $1 = 1 AND n > 1 ORDER BY ` + strings.Join(alias, ", ")
 	res, err := r.conn.Query(ctx, q, pgx.QueryResultFormats{pgx.TextFormatCode}, int64(rowsPerChunk))
 	if err != nil {
 		return nil, fmt.Errorf("copy: split source table %s by its key: %w", t.Name, err)

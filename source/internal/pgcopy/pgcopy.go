@@ -233,7 +233,9 @@ func (r *Reader) keyBounds(ctx context.Context, t *sluice.Table, rowsPerChunk in
 	keys := keyCols(t)
 	order := strings.Join(keys, ", ")
 	// The subquery's columns are renamed (k1.., n) so that the row number
-	// cannot clash with a key column's name.
+	// cannot clash with a key column's name. ORDER BY names them qualified:
+	// an unqualified name means the output column, the key's text, whose
+	// order is not the key's.
 	alias := make([]string, len(keys))
 	sel := make([]string, len(keys))
 	for i := range keys {
@@ -241,7 +243,7 @@ func (r *Reader) keyBounds(ctx context.Context, t *sluice.Table, rowsPerChunk in
 		sel[i] = alias[i] + "::text"
 	}
 	q := `SELECT ` + strings.Join(sel, ", ") + ` FROM (SELECT ` + order + `, row_number() OVER (ORDER BY ` + order + `) FROM ` + tableName(t) +
-		`) s(` + strings.Join(alias, ", ") + `, n) WHERE n % $1 = 1 AND n > 1 ORDER BY ` + strings.Join(alias, ", ")
+		`) s(` + strings.Join(alias, ", ") + `, n) WHERE n % $1 = 1 AND n > 1 ORDER BY s.` + strings.Join(alias, ", s.")
 	res, err := r.conn.Query(ctx, q, pgx.QueryResultFormats{pgx.TextFormatCode}, int64(rowsPerChunk))
 	if err != nil {
 		return nil, fmt.Errorf("copy: split source table %s by its key: %w", t.Name, err)
@@ -277,7 +279,8 @@ func (r *Reader) Read(ctx context.Context, t *sluice.Table, rg tablecopy.Range, 
 	if len(keys) > 0 {
 		// Key order reads the range along the primary key's index and
 		// hands the target its rows in index order.
-		q += ` ORDER BY ` + strings.Join(keys, ", ")
+		// Qualified: a bare name would mean the output column, the text.
+		q += ` ORDER BY ` + tableName(t) + `.` + strings.Join(keys, ", "+tableName(t)+".")
 	}
 	fail := func(err error) error {
 		return fmt.Errorf("copy: read source table %s range %s: %w", t.Name, rg, err)

@@ -50,13 +50,30 @@ type Workload struct {
 	errs chan error
 }
 
-// Start starts the writers.
+// New returns a workload that has not started writing.
+func New(t *testing.T, url string) *Workload {
+	w := &Workload{url: url, stop: make(chan struct{}), errs: make(chan error, 16)}
+	w.next.Store(time.Now().UnixNano() % 1_000_000 * 1000)
+	t.Cleanup(w.Stop)
+	return w
+}
+
+// Start starts a new workload's writers.
 func Start(t *testing.T, url string, writers int) *Workload {
 	t.Helper()
-	w := &Workload{url: url, stop: make(chan struct{}), errs: make(chan error, writers)}
-	w.next.Store(time.Now().UnixNano() % 1_000_000 * 1000)
+	w := New(t, url)
+	w.Start(t, writers)
+	return w
+}
+
+// Start starts writers sessions writing.
+func (w *Workload) Start(t *testing.T, writers int) {
+	t.Helper()
 	for i := range writers {
-		conn := Connect(t, url, nil)
+		conn := Connect(t, w.url, nil)
+		// Cleanups run last first: the writers stop before their
+		// sessions close.
+		t.Cleanup(w.Stop)
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
@@ -68,14 +85,15 @@ func Start(t *testing.T, url string, writers int) *Workload {
 				default:
 				}
 				if err := w.write(conn, rnd); err != nil {
-					w.errs <- err
+					select {
+					case w.errs <- err:
+					default:
+					}
 					return
 				}
 			}
 		}()
 	}
-	t.Cleanup(w.Stop)
-	return w
 }
 
 var ops = []string{
@@ -151,6 +169,33 @@ func (w *Workload) Stop() {
 		close(w.stop)
 	}
 	w.wg.Wait()
+}
+
+// Hold begins a transaction that changes rows of both tables (a key
+// change too) and leaves it open; commit commits it. Taken around a
+// snapshot, it is a transaction in flight when the snapshot was taken.
+func (w *Workload) Hold(t *testing.T) (commit func()) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := Connect(t, w.url, nil).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []string{ops[0], ops[1], ops[2], ops[3], ops[4], ops[6]} {
+		var args []any
+		if strings.Contains(op, "$1") {
+			args = append(args, w.next.Add(1))
+		}
+		if _, err := tx.Exec(ctx, op, args...); err != nil {
+			t.Fatalf("held transaction: %s: %v", op, err)
+		}
+	}
+	return func() {
+		t.Helper()
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatalf("commit the held transaction: %v", err)
+		}
+	}
 }
 
 // Committed is the number of transactions committed so far.

@@ -176,6 +176,8 @@ func TestSplit(t *testing.T) {
 		`INSERT INTO ext VALUES (-9223372036854775808), (0), (1), (2), (9223372036854775807)`,
 		`CREATE TABLE c (a text, n int, v int, PRIMARY KEY (a, n))`,
 		`INSERT INTO c SELECT 'k' || (g % 3), g, g FROM generate_series(1, 1000) g`,
+		`CREATE TABLE ci (id int, s text, PRIMARY KEY (id, s))`,
+		`INSERT INTO ci SELECT g % 50, 's' || g FROM generate_series(1, 1000) g`,
 		`CREATE TABLE s (id smallint PRIMARY KEY)`,
 		`CREATE TABLE n (v int)`,
 		`INSERT INTO n SELECT generate_series(1, 500)`)
@@ -186,7 +188,7 @@ func TestSplit(t *testing.T) {
 		for _, c := range cols {
 			typ := "text"
 			if c == "id" {
-				typ = map[string]string{"i": "bigint", "ext": "bigint", "s": "smallint"}[name]
+				typ = map[string]string{"i": "bigint", "ext": "bigint", "s": "smallint", "ci": "integer"}[name]
 			}
 			t.Columns = append(t.Columns, sluice.Column{Name: c, Type: typ})
 		}
@@ -208,6 +210,8 @@ func TestSplit(t *testing.T) {
 		// Bounds within one value of a whose n cross a power of ten: their
 		// text order is not the key's.
 		{tbl("c", []int{0, 1}, "a", "n", "v"), 10, 1000, 100, 10},
+		// An integer first key column of a longer key: one-value bounds.
+		{tbl("ci", []int{0, 1}, "id", "s"), 200, 1000, 5, 200},
 		{tbl("s", []int{0}, "id"), 10, 0, 1, 0},
 		{tbl("n", nil, "v"), 10, 500, 1, 500},
 	} {
@@ -289,5 +293,15 @@ func TestSnapshot(t *testing.T) {
 		if changed := i == 2; (dl != d0) != changed {
 			t.Errorf("range %s: digest %v in the snapshot, %v after (changed: %v)", rg, d0, dl, changed)
 		}
+	}
+}
+
+// TestOpenGoneSnapshot: a snapshot whose exporting session ended cannot
+// be imported, and the error says why.
+func TestOpenGoneSnapshot(t *testing.T) {
+	f := newFixture(t)
+	_, err := Open(context.Background(), f.config(t, nil), "00000003-00000002-1")
+	if err == nil || !strings.Contains(err.Error(), "exporting session must still be open") {
+		t.Fatalf("Open of a gone snapshot: %v", err)
 	}
 }

@@ -37,7 +37,9 @@ const (
 )
 
 // Reader reads tables inside one imported snapshot. It is used by one
-// goroutine at a time.
+// goroutine at a time. Its queries hold a range's bounds as literals and
+// run unprepared (pgx.QueryExecModeExec): each runs once, and caching them
+// would only churn prepared statements on the server.
 type Reader struct {
 	conn     *pgx.Conn
 	snapshot string
@@ -244,7 +246,7 @@ func (r *Reader) keyBounds(ctx context.Context, t *sluice.Table, rowsPerChunk in
 	}
 	q := `SELECT ` + strings.Join(sel, ", ") + ` FROM (SELECT ` + order + `, row_number() OVER (ORDER BY ` + order + `) FROM ` + tableName(t) +
 		`) s(` + strings.Join(alias, ", ") + `, n) WHERE n % $1 = 1 AND n > 1 ORDER BY s.` + strings.Join(alias, ", s.")
-	res, err := r.conn.Query(ctx, q, pgx.QueryResultFormats{pgx.TextFormatCode}, int64(rowsPerChunk))
+	res, err := r.conn.Query(ctx, q, pgx.QueryExecModeExec, pgx.QueryResultFormats{pgx.TextFormatCode}, int64(rowsPerChunk))
 	if err != nil {
 		return nil, fmt.Errorf("copy: split source table %s by its key: %w", t.Name, err)
 	}
@@ -285,7 +287,7 @@ func (r *Reader) Read(ctx context.Context, t *sluice.Table, rg tablecopy.Range, 
 	fail := func(err error) error {
 		return fmt.Errorf("copy: read source table %s range %s: %w", t.Name, rg, err)
 	}
-	res, err := r.conn.Query(ctx, q, pgx.QueryResultFormats{pgx.TextFormatCode})
+	res, err := r.conn.Query(ctx, q, pgx.QueryExecModeExec, pgx.QueryResultFormats{pgx.TextFormatCode})
 	if err != nil {
 		return fail(err)
 	}
@@ -357,7 +359,7 @@ func (r *Reader) Digest(ctx context.Context, t *sluice.Table, rg tablecopy.Range
 	}
 	var d tablecopy.Digest
 	var rows string
-	err := r.conn.QueryRow(ctx, keyrange.PGDigest(tableName(t), cols, keyrange.PG(keyCols(t), rg))).Scan(&rows, &d.Sum)
+	err := r.conn.QueryRow(ctx, keyrange.PGDigest(tableName(t), cols, keyrange.PG(keyCols(t), rg)), pgx.QueryExecModeExec).Scan(&rows, &d.Sum)
 	if err != nil {
 		return d, fmt.Errorf("copy: digest source table %s range %s: %w", t.Name, rg, err)
 	}

@@ -100,7 +100,7 @@ func (s *CopySource) Snapshot(ctx context.Context, workers int) (*tablecopy.Snap
 	} else {
 		pos, err = s.snapshotLocked(ctx, r, info, snap, workers)
 		var me *gomysql.MySQLError
-		if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1045) && info.mariadb {
+		if errors.As(err, &me) && me.Number == 1227 && info.mariadb {
 			r.log.Info("copy snapshot: no RELOAD privilege for FLUSH TABLES WITH READ LOCK; using MariaDB's consistent snapshot position instead", "user", ci.user)
 			pos, err = s.snapshotNoLock(ctx, r, info, snap, workers)
 		}

@@ -343,4 +343,3 @@ func (s *CopySource) boundary(ctx context.Context, ctl *sql.DB, logDB string, lo
 	}
 	return b.V, nil
 }
-

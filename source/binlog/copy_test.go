@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/tablecopy"
@@ -179,7 +181,10 @@ func TestCopySnapshotBoundary(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		noLock bool
-	}{{"ftwrl", false}, {"snapshot-status", true}} {
+		// noReload runs the copy as a user without the RELOAD privilege
+		// FLUSH TABLES WITH READ LOCK needs.
+		noReload bool
+	}{{"ftwrl", false, false}, {"snapshot-status", true, false}, {"no-reload", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := dbtest.Maria(t)
 			dbn := dbtest.MariaDatabase(t)
@@ -190,7 +195,21 @@ func TestCopySnapshotBoundary(t *testing.T) {
 				"INSERT INTO a SELECT seq, CONCAT('seed ', seq), seq FROM seq_1_to_200",
 				"INSERT INTO b SELECT CONCAT('k', seq % 20), seq DIV 20, seq / 7 FROM seq_0_to_299")
 			cfg := Config{Tables: []sluice.TableName{tn(dbn, "a"), tn(dbn, "b")}}
-			src := NewCopySource(m.DSN(dbn), cfg)
+			dsn := m.DSN(dbn)
+			if tc.noReload {
+				user := "u_" + dbn
+				if len(user) > 32 {
+					user = user[:32]
+				}
+				exec(t, db, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'",
+					"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '"+user+"'@'%'",
+					"GRANT SELECT ON `"+dbn+"`.* TO '"+user+"'@'%'")
+				t.Cleanup(func() { db.Exec("DROP USER '" + user + "'@'%'") })
+				c, _ := gomysql.ParseDSN(dsn)
+				c.User, c.Passwd = user, "pw"
+				dsn = c.FormatDSN()
+			}
+			src := NewCopySource(dsn, cfg)
 			src.NoGlobalLock = tc.noLock
 			ctx := context.Background()
 
@@ -217,7 +236,7 @@ func TestCopySnapshotBoundary(t *testing.T) {
 			results := make([]map[string]tableRows, len(snaps))
 			for i, snap := range snaps {
 				rows := copySnapshot(t, snap)
-				r := open(t, m.DSN(dbn), cfg, snap.Position)
+				r := open(t, dsn, cfg, snap.Position)
 				var cs []sluice.Change
 				deadline := time.Now().Add(30 * time.Second)
 			read:
@@ -239,7 +258,7 @@ func TestCopySnapshotBoundary(t *testing.T) {
 						}
 					}
 				}
-				applyChanges(t, rows, cs, !tc.noLock)
+				applyChanges(t, rows, cs, !tc.noLock && !tc.noReload)
 				results[i] = rows
 				t.Logf("snapshot %d: %d changes streamed after it", i, len(cs))
 			}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/tablecopy"
@@ -200,7 +202,10 @@ func TestCopySnapshotBoundary(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		noLock bool
-	}{{"ftwrl", false}, {"no-lock", true}} {
+		// noReload runs the copy as a user without the RELOAD privilege
+		// FLUSH TABLES WITH READ LOCK needs.
+		noReload bool
+	}{{"ftwrl", false, false}, {"no-lock", true, false}, {"no-reload", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := dbtest.Maria(t)
 			dbn := dbtest.MariaDatabase(t)
@@ -211,7 +216,21 @@ func TestCopySnapshotBoundary(t *testing.T) {
 				"INSERT INTO a SELECT seq, CONCAT('seed ', seq), seq, seq / 3, 2000 + seq % 50, FROM_UNIXTIME(1.5e9 + seq), seq, UNHEX(HEX(seq)), seq / 7, JSON_OBJECT('s', seq) FROM seq_1_to_200",
 				"INSERT INTO b SELECT CONCAT('k', seq % 20), seq DIV 20, seq / 7 FROM seq_0_to_299")
 			cfg := Config{Tables: []sluice.TableName{{Name: "a"}, {Name: "b"}}, Install: true}
-			src := NewCopySource(m.DSN(dbn), cfg)
+			dsn := m.DSN(dbn)
+			if tc.noReload {
+				user := "u_" + dbn
+				if len(user) > 32 {
+					user = user[:32]
+				}
+				copyExec(t, db, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'",
+					"GRANT PROCESS ON *.* TO '"+user+"'@'%'",
+					"GRANT ALL ON `"+dbn+"`.* TO '"+user+"'@'%'")
+				t.Cleanup(func() { db.Exec("DROP USER '" + user + "'@'%'") })
+				c, _ := gomysql.ParseDSN(dsn)
+				c.User, c.Passwd = user, "pw"
+				dsn = c.FormatDSN()
+			}
+			src := NewCopySource(dsn, cfg)
 			cfg.Install = false
 			src.NoGlobalLock = tc.noLock
 			ctx := context.Background()
@@ -264,7 +283,7 @@ func TestCopySnapshotBoundary(t *testing.T) {
 			results := make([]map[string]tableRows, len(snaps))
 			for i, snap := range snaps {
 				rows := copySnapshot(t, snap)
-				r, err := Open(ctx, m.DSN(dbn), cfg, snap.Position)
+				r, err := Open(ctx, dsn, cfg, snap.Position)
 				if err != nil {
 					t.Fatal(err)
 				}

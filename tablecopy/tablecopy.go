@@ -140,8 +140,10 @@ type Target interface {
 	// RowCount tells whether t holds rows on the target: 0 for an empty
 	// table, otherwise a count that may be an estimate but is never 0.
 	RowCount(ctx context.Context, t sluice.TableName) (int64, error)
-	// WriteChunk writes the chunk's rows in one transaction that also marks
-	// the chunk done (with rows, bytes, epoch, copies+1). With replace, it
+	// WriteChunk writes the chunk's rows into t in one transaction that
+	// also marks the chunk's record (by c.Table, the plan's name, which a
+	// cross-engine target's t need not carry) done, with rows, bytes,
+	// epoch and copies+1. With replace, it
 	// first deletes the rows of the chunk's range on the target. It returns
 	// only after the commit returned; on error nothing is committed.
 	WriteChunk(ctx context.Context, stream string, epoch int, t *sluice.Table, c Chunk, replace bool, rows Rows) (ChunkState, error)

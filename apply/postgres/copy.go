@@ -400,7 +400,7 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 
 	st := tablecopy.ChunkState{Chunk: c, Done: true, Rows: enc.rows, Bytes: enc.bytes, Epoch: epoch}
 	b := &pgx.Batch{}
-	b.Queue(buildCopyChunkDone(t.cfg.Schema), stream, tbl.Name.String(), strconv.Itoa(c.N),
+	b.Queue(buildCopyChunkDone(t.cfg.Schema), stream, c.Table.String(), strconv.Itoa(c.N),
 		tablecopy.EncodeBound(c.Range.From), tablecopy.EncodeBound(c.Range.To),
 		strconv.FormatInt(enc.rows, 10), strconv.FormatInt(enc.bytes, 10), strconv.Itoa(epoch)).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&st.Copies, &st.At)

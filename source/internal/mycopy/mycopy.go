@@ -12,10 +12,11 @@
 //   - FLOAT: the text protocol prints 6 significant digits, which is not the
 //     stored float32. It is selected as CAST(c AS DOUBLE) (the exact value)
 //     and written as the shortest text that reads back to the same float32.
-//     The trigger reader keeps the text of FLOAT(M,D) (fixed decimals).
+//     The trigger reader keeps FLOAT(M,D) as CAST(c AS CHAR) gives it, with
+//     all D decimals ("1234.500"; the text protocol sends "1234.5").
 //   - DOUBLE: the text is parsed and written as the reader writes it (the
 //     binlog reader ignores DOUBLE(M,D)'s display decimals, the trigger
-//     reader keeps them).
+//     reader keeps them, as CAST AS CHAR writes them).
 //   - YEAR 0: "0000" from the binlog, "0" from the triggers.
 //   - ZEROFILL integers: without the padding.
 //   - -0 (FLOAT, DOUBLE): "-0" from the binlog, "0" from the triggers.
@@ -141,6 +142,7 @@ const (
 	rDouble                 // parsed and written as a double
 	rYear                   // the number, padded to 4 digits by Binlog
 	rZerofill               // the number without the padding
+	rCastChar               // CAST(c AS CHAR), as the trigger reader captures it
 )
 
 type colType struct {
@@ -153,12 +155,12 @@ func renderFor(style Style, dataType, columnType string) render {
 	switch strings.ToLower(dataType) {
 	case "float":
 		if style == Trigger && fixed {
-			return rText
+			return rCastChar
 		}
 		return rFloat
 	case "double", "real", "double precision":
 		if style == Trigger && fixed {
-			return rText
+			return rCastChar
 		}
 		return rDouble
 	case "year":
@@ -216,8 +218,11 @@ func (r *Reader) selectList(cols []string, types []colType) string {
 	parts := make([]string, len(cols))
 	for i, c := range cols {
 		q := QuoteIdent(c)
-		if types[i].render == rFloat {
+		switch types[i].render {
+		case rFloat:
 			q = "CAST(" + q + " AS DOUBLE)"
+		case rCastChar:
+			q = "CAST(" + q + " AS CHAR)"
 		}
 		parts[i] = q
 	}

@@ -231,7 +231,7 @@ func (s *CopySource) snapshotLocked(ctx context.Context, r *Reader, info serverI
 	if _, err := conn.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); err != nil {
 		var me *gomysql.MySQLError
 		if errors.As(err, &me) && me.Number == 1205 {
-			return nil, fmt.Errorf("binlog: copy snapshot: FLUSH TABLES WITH READ LOCK waited %s in vain: a long-running statement (or a LOCK TABLES) on the source holds a table; "+
+			return nil, fmt.Errorf("binlog: copy snapshot: FLUSH TABLES WITH READ LOCK waited %s in vain: a long-running statement on the source (a write, a DDL, a LOCK TABLES) holds it off; "+
 				"find it in SHOW PROCESSLIST, let it finish and run the copy again: %w", lockWait, err)
 		}
 		if errors.As(err, &me) && me.Number == 1227 {

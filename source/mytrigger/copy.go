@@ -243,7 +243,7 @@ func (s *CopySource) snapshotLocked(ctx context.Context, ctl *sql.DB, logDB stri
 		}
 		var me *mysql.MySQLError
 		if errors.As(err, &me) && me.Number == 1205 {
-			return 0, fmt.Errorf("mytrigger copy snapshot: FLUSH TABLES WITH READ LOCK waited %s in vain: a long-running statement (or a LOCK TABLES) on the source holds a table; "+
+			return 0, fmt.Errorf("mytrigger copy snapshot: FLUSH TABLES WITH READ LOCK waited %s in vain: a long-running statement on the source (a write, a DDL, a LOCK TABLES) holds it off; "+
 				"find it in SHOW PROCESSLIST, let it finish and run the copy again: %w", lockWait, err)
 		}
 		return 0, err // 1227 (no RELOAD) is handled by the caller

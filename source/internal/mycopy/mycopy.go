@@ -393,6 +393,12 @@ func (r *Reader) splitByRowNumber(ctx context.Context, t *sluice.Table, names, q
 		}
 		to := make(sluice.Row, len(qk))
 		for i := range raw {
+			if kt[i].render == rYear && raw[i] != nil {
+				// As a literal, the trigger reader's "0" would be the
+				// year 2000: the bound keeps the server's "0000".
+				to[i] = sluice.Text(string(raw[i]))
+				continue
+			}
 			if to[i], err = r.value(raw[i], kt[i]); err != nil {
 				return nil, fmt.Errorf("copy %s: split by key: column %s: %w", t.Name, names[i], err)
 			}

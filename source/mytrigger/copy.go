@@ -171,6 +171,11 @@ func (s *CopySource) Snapshot(ctx context.Context, workers int) (*tablecopy.Snap
 	}
 	if err != nil {
 		snap.Close()
+		// Registered at lo, the consumer would keep the changelog from
+		// being pruned until the next snapshot.
+		if uerr := Unregister(context.WithoutCancel(ctx), ctl, cfg.Stream); uerr != nil {
+			log.Warn("copy snapshot failed, and the stream's consumer, registered for it, could not be removed: it keeps changelog rows from being pruned until the copy runs again", "err", uerr)
+		}
 		return nil, err
 	}
 	snap.Position = position{last: pos}.sluice()

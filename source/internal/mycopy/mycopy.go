@@ -102,6 +102,9 @@ func Begin(ctx context.Context, db *sql.DB, cfg Config) (*Reader, error) {
 		// TIMESTAMP text and the digest depend on the time zone;
 		// keyrange.MySession is the one both sides of a digest use.
 		keyrange.MySession,
+		// Text in UTF-8 whatever the connection string asks for, as the
+		// stream readers give it.
+		"SET NAMES utf8mb4",
 		"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
 		"START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
 	} {

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/sluice-cdc/sluice/source/internal/mycopy"
 	"github.com/sluice-cdc/sluice/tablecopy"
 )
@@ -65,28 +63,12 @@ func NewCopySource(dsn string, cfg Config) *CopySource {
 	return &CopySource{dsn: dsn, cfg: cfg, LockWait: defaultLockWait}
 }
 
-// openPool opens a pool of the source like Open's: text values, UTC.
+// openPool opens a pool of the source as Open does.
 func openPool(dsn string, conns int) (*sql.DB, error) {
-	mc, err := ParseDSN(dsn)
+	db, _, err := openDB(dsn)
 	if err != nil {
 		return nil, err
 	}
-	if mc.DBName == "" {
-		return nil, errors.New("mytrigger source: the connection string names no database: name the database that holds sluice_changelog")
-	}
-	mc.ParseTime = false
-	if mc.Params == nil {
-		mc.Params = map[string]string{}
-	}
-	mc.Params["time_zone"] = "'+00:00'"
-	if mc.Timeout == 0 {
-		mc.Timeout = 10 * time.Second
-	}
-	connector, err := mysql.NewConnector(mc)
-	if err != nil {
-		return nil, fmt.Errorf("mytrigger source: %w", err)
-	}
-	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(conns)
 	return db, nil
 }

@@ -280,31 +280,14 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position
 	if err != nil {
 		return nil, err
 	}
-	mc, err := ParseDSN(dsnOrURL)
+	db, mc, err := openDB(dsnOrURL)
 	if err != nil {
 		return nil, err
-	}
-	if mc.DBName == "" {
-		return nil, errors.New("mytrigger source: the connection string names no database: name the database that holds sluice_changelog, e.g. mysql://user:pass@host:3306/app")
-	}
-	// The reader scans text; the session's time_zone is pinned so that
-	// anything rendered by the server is UTC.
-	mc.ParseTime = false
-	if mc.Params == nil {
-		mc.Params = map[string]string{}
-	}
-	mc.Params["time_zone"] = "'+00:00'"
-	if mc.Timeout == 0 {
-		mc.Timeout = 10 * time.Second
-	}
-	connector, err := mysql.NewConnector(mc)
-	if err != nil {
-		return nil, fmt.Errorf("mytrigger source: %w", err)
 	}
 	r := &Reader{
 		cfg:          cfg,
 		log:          cfg.Logger.With("source", Kind, "database", mc.DBName, "stream", cfg.Stream),
-		db:           sql.OpenDB(connector),
+		db:           db,
 		addr:         mc.Addr,
 		user:         mc.User,
 		logDB:        mc.DBName,
@@ -770,4 +753,30 @@ func (r *Reader) Close() error {
 	err := r.db.Close()
 	r.db = nil
 	return err
+}
+
+// openDB opens a pool of the source as the reader reads it: text values,
+// the session's time_zone pinned so that anything the server renders is
+// UTC.
+func openDB(dsnOrURL string) (*sql.DB, *mysql.Config, error) {
+	mc, err := ParseDSN(dsnOrURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	if mc.DBName == "" {
+		return nil, nil, errors.New("mytrigger source: the connection string names no database: name the database that holds sluice_changelog, e.g. mysql://user:pass@host:3306/app")
+	}
+	mc.ParseTime = false
+	if mc.Params == nil {
+		mc.Params = map[string]string{}
+	}
+	mc.Params["time_zone"] = "'+00:00'"
+	if mc.Timeout == 0 {
+		mc.Timeout = 10 * time.Second
+	}
+	connector, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mytrigger source: %w", err)
+	}
+	return sql.OpenDB(connector), mc, nil
 }

@@ -344,7 +344,7 @@ func (d *demo) mainRun(ctx context.Context) error {
 	}
 	say("target caught up %.1f s after the workload ended; every table matches", time.Since(start).Seconds())
 	say("the initial copy, from sluice's log:")
-	for _, line := range logLines(logPath, "initial copy done", "initial copy handed off") {
+	for _, line := range logLines(logPath, "initial copy done", "initial copy handed off to the stream") {
 		fmt.Print(indent(line + "\n"))
 	}
 

@@ -271,7 +271,7 @@ func countDone(t *testing.T, d *endpoint, stream string) int {
 	return n
 }
 
-// TestInitialCopyKill9 kills sluice with SIGKILL twice while it copies a
+// TestInitialCopyKill9 kills sluice with SIGKILL five times while it copies a
 // populated source, at moments picked by how many chunks the target holds,
 // and starts it again each time, while a writer changes another table.
 // After the hand-off the target must equal the source; the chunks of the
@@ -325,7 +325,8 @@ func runCopyKill(t *testing.T, bin string, cp copyPair, id string, seed uint64) 
 	defer func() { close(stop); wg.Wait() }()
 
 	total := bigRows/chunkRows + 4 // about: cp_big's chunks and the small tables'
-	for k, at := range []int{total / 5, total / 2} {
+	kills := []int{total / 6, 2 * total / 6, 3 * total / 6, 4 * total / 6, 5 * total / 6}
+	for k, at := range kills {
 		proc := startSluice(t, bin, args...)
 		deadline := time.Now().Add(90 * time.Second)
 		for countDone(t, d, id) < at {
@@ -407,7 +408,7 @@ func runCopyKill(t *testing.T, bin string, cp copyPair, id string, seed uint64) 
 	if again == 0 {
 		t.Errorf("no chunk of the rows the writer changed was copied again: the resumes did not compare the done chunks with the new snapshot (or the writer changed nothing: %d changes)", churned)
 	}
-	t.Logf("%s: converged after 2 kills during the copy; %d changes to cp_big's first %d rows; %d chunk copies repeated, all of chunks holding them", cp.name, churned, hotRows, again)
+	t.Logf("%s: converged after %d kills during the copy; %d changes to cp_big's first %d rows; %d chunk copies repeated, all of chunks holding them", cp.name, len(kills), churned, hotRows, again)
 }
 
 // churnTable updates and deletes random rows of table among ids 1..n.
@@ -429,5 +430,66 @@ func churnTable(ctx context.Context, e *endpoint, table string, r *rand.Rand, n 
 		}
 		done++
 		time.Sleep(2 * time.Millisecond) // pacing of the writer, not a wait
+	}
+}
+
+// TestInitialCopyRefusals checks what a copy refuses before it changes the
+// source: a target table that holds rows (nothing says which changes they
+// hold) and a table without a primary key. Neither may leave a replication
+// slot behind: a slot keeps WAL until someone drops it.
+func TestInitialCopyRefusals(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		dstRow bool
+		keyed  bool
+		want   []string
+	}{
+		{"target not empty", true, true, []string{"target table not empty", "public.r", "TRUNCATE", "--initial-copy=off --from-now"}},
+		{"no primary key", false, false, []string{"public.r", "primary key"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, d := newEndpoint(t, daemon.EnginePostgres), newEndpoint(t, daemon.EnginePostgres)
+			ddl := "CREATE TABLE r (id bigint PRIMARY KEY, v text)"
+			if !tc.keyed {
+				ddl = "CREATE TABLE r (id bigint, v text)"
+			}
+			for _, e := range []*endpoint{s, d} {
+				if err := e.exec(ctx, ddl); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.exec(ctx, "INSERT INTO r SELECT g, 'v' FROM generate_series(1, 10) g"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.dstRow {
+				if err := d.exec(ctx, "INSERT INTO r VALUES (5, 'stale')"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			id := "ref" + strings.ReplaceAll(tc.name, " ", "")
+			o := daemon.StreamOptions{ID: id, SourceURL: s.url, TargetURL: d.url, Tables: tableNames(t, []string{"r"}),
+				StateDir: t.TempDir(), SourceMode: daemon.ModeLogical, Logger: testLogger(t)}
+			dropSlotAtCleanup(t, s, id, []string{"r"})
+			err := daemon.RunStream(ctx, o)
+			if err == nil {
+				t.Fatal("the stream started; want a refusal")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if code := daemon.ExitCode(err); tc.dstRow && code != daemon.ExitUsage {
+				t.Errorf("exit code %d, want %d (usage: a person must decide)", code, daemon.ExitUsage)
+			}
+			var slots int
+			if err := s.pg.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()").Scan(&slots); err != nil {
+				t.Fatal(err)
+			}
+			if slots != 0 {
+				t.Errorf("the refused copy left %d replication slot(s) on the source", slots)
+			}
+		})
 	}
 }

@@ -77,12 +77,7 @@ func openCopyTarget(ctx context.Context, topts targetOptions, tables []*sluice.T
 
 // unfinishedCopy refuses to stream into a target that holds part of an
 // initial copy: its rows are of a snapshot the stream would not start at.
-func unfinishedCopy(ctx context.Context, o StreamOptions, topts targetOptions) error {
-	t, err := openCopyTarget(ctx, topts, nil)
-	if err != nil {
-		return nil // a target that cannot copy holds no plan
-	}
-	defer t.Close(context.WithoutCancel(ctx))
+func unfinishedCopy(ctx context.Context, o StreamOptions, t tablecopy.Target) error {
 	p, err := t.ReadPlan(ctx, o.ID)
 	if err != nil {
 		return Fail(ExitTarget, fmt.Errorf("stream %s: read the copy plan from the target: %w", o.ID, err))
@@ -104,9 +99,16 @@ func unfinishedCopy(ctx context.Context, o StreamOptions, topts targetOptions) e
 
 // initialCopy copies the stream's tables and returns the position the
 // stream starts from, or a zero position when the stream copies nothing.
-func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, topts targetOptions, sl *slot, svc *service, store *checkpoint.Store) (sluice.Position, error) {
+func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, tgt target, topts targetOptions, sl *slot, svc *service, store *checkpoint.Store) (sluice.Position, error) {
+	plan, ok := tgt.(tablecopy.Target)
+	if !ok {
+		if o.copyWanted() {
+			return sluice.Position{}, Fail(ExitUsage, fmt.Errorf("this target cannot write an initial copy; load it yourself and start with --initial-copy=off --from-now"))
+		}
+		return sluice.Position{}, nil
+	}
 	if !o.copyWanted() {
-		if err := unfinishedCopy(ctx, o, topts); err != nil {
+		if err := unfinishedCopy(ctx, o, plan); err != nil {
 			return sluice.Position{}, err
 		}
 		return sluice.Position{}, nil
@@ -141,6 +143,10 @@ func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, topts t
 		Stream: o.ID,
 		Tables: tables,
 		Source: src,
+		// The stream's own target connection reads and writes the plan
+		// and checks the tables; the workers open theirs.
+		Target:    plan,
+		Preflight: tgt.Preflight,
 		NewTarget: func(ctx context.Context, tables []*sluice.Table) (tablecopy.Target, error) {
 			return openCopyTarget(ctx, topts, tables)
 		},

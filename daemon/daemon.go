@@ -522,7 +522,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	start := res.start
 	from := start.Position
 	if from.IsZero() {
-		if from, err = initialCopy(ctx, o, log, topts, sl, svc, store); err != nil {
+		if from, err = initialCopy(ctx, o, log, tgt, topts, sl, svc, store); err != nil {
 			return recordErr(ctx, store, o, err)
 		}
 	}

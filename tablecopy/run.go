@@ -21,9 +21,16 @@ type Config struct {
 	// on the target before the snapshot is taken.
 	Tables []sluice.TableName
 	Source Source
-	// NewTarget opens a target connection ready to write the tables: one
-	// for the plan and one per worker.
+	// Target, when set, is the connection that reads and writes the plan
+	// (Run does not close it); otherwise NewTarget opens one.
+	Target Target
+	// NewTarget opens a target connection: one per worker (opened while
+	// the snapshot is taken, with tables nil), and the plan's when Target
+	// is nil.
 	NewTarget func(ctx context.Context, tables []*sluice.Table) (Target, error)
+	// Preflight, when set, checks the target's tables against the source's
+	// once the snapshot described them, before anything is written.
+	Preflight func(ctx context.Context, tables []*sluice.Table) error
 	// Workers copy chunks concurrently (default 4).
 	Workers int
 	// ChunkRows is the rows per chunk a table is split into (default
@@ -123,15 +130,28 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	log := cfg.Logger.With("stream", cfg.Stream)
 	began := time.Now()
 
-	plan, err := readPlan(ctx, cfg)
+	ptgt := cfg.Target
+	if ptgt == nil {
+		t, err := cfg.NewTarget(ctx, nil)
+		if err != nil {
+			return Result{}, targetErr("open the target for the copy", err)
+		}
+		defer t.Close(context.WithoutCancel(ctx))
+		ptgt = t
+	}
+	plan, err := ptgt.ReadPlan(ctx, cfg.Stream)
 	if err != nil {
-		return Result{}, err
+		return Result{}, targetErr("read the copy plan from the target", err)
 	}
 	if plan == nil {
-		if err := checkEmpty(ctx, cfg); err != nil {
+		if err := checkEmpty(ctx, cfg, ptgt); err != nil {
 			return Result{}, err
 		}
 	}
+	// The workers' connections are opened while the snapshot is taken and
+	// the tables split: each costs round trips to a far target.
+	workers := openWorkers(ctx, cfg)
+	defer workers.close(ctx)
 	snap, err := cfg.Source.Snapshot(ctx, cfg.Workers)
 	if err != nil {
 		return Result{}, sourceErr("take the initial copy's snapshot of the source", err)
@@ -144,11 +164,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	for _, t := range snap.Tables {
 		byName[t.Name] = t
 	}
-	ptgt, err := cfg.NewTarget(ctx, snap.Tables)
-	if err != nil {
-		return Result{}, targetErr("open the target for the copy", err)
+	if cfg.Preflight != nil {
+		if err := cfg.Preflight(ctx, snap.Tables); err != nil {
+			return Result{}, targetErr("check the target's tables", err)
+		}
 	}
-	defer ptgt.Close(context.WithoutCancel(ctx))
 
 	res := Result{Position: snap.Position}
 	var jobs []job
@@ -232,7 +252,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 		}
 	}()
-	err = runJobs(ctx, cfg, snap, jobs, plan.Epoch, pr, &res)
+	err = runJobs(ctx, cfg, snap, workers, jobs, plan.Epoch, pr, &res)
 	close(stopProgress)
 	<-progressDone
 	if err != nil {
@@ -249,27 +269,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
-func readPlan(ctx context.Context, cfg Config) (*Plan, error) {
-	t, err := cfg.NewTarget(ctx, nil)
-	if err != nil {
-		return nil, targetErr("open the target for the copy", err)
-	}
-	defer t.Close(context.WithoutCancel(ctx))
-	p, err := t.ReadPlan(ctx, cfg.Stream)
-	if err != nil {
-		return nil, targetErr("read the copy plan from the target", err)
-	}
-	return p, nil
-}
-
 // checkEmpty refuses a new copy into tables that hold rows: the copy would
 // add the source's rows to them, and whatever else they hold would stay.
-func checkEmpty(ctx context.Context, cfg Config) error {
-	t, err := cfg.NewTarget(ctx, nil)
-	if err != nil {
-		return targetErr("open the target for the copy", err)
-	}
-	defer t.Close(context.WithoutCancel(ctx))
+func checkEmpty(ctx context.Context, cfg Config, t Target) error {
 	var full []string
 	for _, name := range cfg.Tables {
 		n, err := t.RowCount(ctx, name)
@@ -376,24 +378,22 @@ func stringType(typ string) bool {
 	return typ == "set"
 }
 
-func runJobs(ctx context.Context, cfg Config, snap *Snapshot, jobs []job, epoch int, pr *progress, res *Result) error {
+func runJobs(ctx context.Context, cfg Config, snap *Snapshot, wk *workerTargets, jobs []job, epoch int, pr *progress, res *Result) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	queue := make(chan job)
 	var mu sync.Mutex
-	workers := min(cfg.Workers, len(snap.Readers), max(len(jobs), 1))
+	tgts, err := wk.wait()
+	if err != nil {
+		return err
+	}
+	workers := min(len(tgts), len(snap.Readers), max(len(jobs), 1))
 	var wg sync.WaitGroup
 	for w := range workers {
-		rd := snap.Readers[w]
+		rd, tgt := snap.Readers[w], tgts[w]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tgt, err := cfg.NewTarget(ctx, snap.Tables)
-			if err != nil {
-				cancel(targetErr(fmt.Sprintf("open copy worker %d's target connection", w), err))
-				return
-			}
-			defer tgt.Close(context.WithoutCancel(ctx))
 			for j := range queue {
 				kept, err := runJob(ctx, cfg, rd, tgt, j, epoch, pr)
 				if err != nil {
@@ -589,3 +589,48 @@ type emitError struct{ err error }
 
 func (e *emitError) Error() string { return e.err.Error() }
 func (e *emitError) Unwrap() error { return e.err }
+
+// workerTargets are the workers' target connections, being opened.
+type workerTargets struct {
+	done chan struct{}
+	tgts []Target
+	err  error
+}
+
+func openWorkers(ctx context.Context, cfg Config) *workerTargets {
+	w := &workerTargets{done: make(chan struct{}), tgts: make([]Target, cfg.Workers)}
+	go func() {
+		defer close(w.done)
+		errs := make([]error, cfg.Workers)
+		var wg sync.WaitGroup
+		for i := range cfg.Workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				t, err := cfg.NewTarget(ctx, nil)
+				if err != nil {
+					errs[i] = targetErr(fmt.Sprintf("open copy worker %d's target connection", i), err)
+					return
+				}
+				w.tgts[i] = t
+			}()
+		}
+		wg.Wait()
+		w.err = errors.Join(errs...)
+	}()
+	return w
+}
+
+func (w *workerTargets) wait() ([]Target, error) {
+	<-w.done
+	return w.tgts, w.err
+}
+
+func (w *workerTargets) close(ctx context.Context) {
+	<-w.done
+	for _, t := range w.tgts {
+		if t != nil {
+			t.Close(context.WithoutCancel(ctx))
+		}
+	}
+}

@@ -129,10 +129,12 @@ func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, topts t
 	defer mcopy()
 	lastLog := time.Now()
 	res, err := tablecopy.Run(ctx, tablecopy.Config{
-		Stream:    o.ID,
-		Tables:    o.Tables,
-		Source:    src,
-		NewTarget: func(ctx context.Context, tables []*sluice.Table) (tablecopy.Target, error) { return openCopyTarget(ctx, topts, tables) },
+		Stream: o.ID,
+		Tables: o.Tables,
+		Source: src,
+		NewTarget: func(ctx context.Context, tables []*sluice.Table) (tablecopy.Target, error) {
+			return openCopyTarget(ctx, topts, tables)
+		},
 		Workers:   o.CopyWorkers,
 		ChunkRows: o.CopyChunkRows,
 		Digests:   eng == tgtEng,
@@ -155,11 +157,15 @@ func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, topts t
 		},
 	})
 	if err != nil {
+		var se *tablecopy.SourceError
+		var te *tablecopy.TargetError
 		switch {
 		case errors.Is(err, tablecopy.ErrTargetNotEmpty):
 			err = Fail(ExitUsage, err)
-		case strings.Contains(err.Error(), "snapshot of the source"):
+		case errors.As(err, &se):
 			err = Fail(ExitSource, err)
+		case errors.As(err, &te):
+			err = Fail(ExitTarget, err)
 		}
 		return sluice.Position{}, err
 	}

@@ -126,7 +126,7 @@ func WriteStatus(dir string, s stream.Stats, running bool) error {
 		SourceRate: s.SourceRate, Stalled: s.Stalled, StallWhy: s.StallReason, Lanes: s.Lanes,
 		LastError: s.LastError, LastCommit: s.LastCommit, Updated: time.Now().UTC(), PID: os.Getpid(),
 	}
-return writeStatusFile(dir, v)
+	return writeStatusFile(dir, v)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

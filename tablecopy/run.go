@@ -134,11 +134,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	snap, err := cfg.Source.Snapshot(ctx, cfg.Workers)
 	if err != nil {
-		return Result{}, fmt.Errorf("stream %s: take the initial copy's snapshot of the source: %w", cfg.Stream, err)
+		return Result{}, sourceErr("take the initial copy's snapshot of the source", err)
 	}
 	defer snap.Close()
 	if len(snap.Readers) == 0 {
-		return Result{}, fmt.Errorf("stream %s: the source gave the copy no snapshot reader", cfg.Stream)
+		return Result{}, fmt.Errorf("the source gave the copy no snapshot reader")
 	}
 	byName := make(map[sluice.TableName]*sluice.Table, len(snap.Tables))
 	for _, t := range snap.Tables {
@@ -146,7 +146,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	ptgt, err := cfg.NewTarget(ctx, snap.Tables)
 	if err != nil {
-		return Result{}, fmt.Errorf("stream %s: open the target for the copy: %w", cfg.Stream, err)
+		return Result{}, targetErr("open the target for the copy", err)
 	}
 	defer ptgt.Close(context.WithoutCancel(ctx))
 
@@ -158,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		for _, t := range snap.Tables {
 			ranges, est, err := snap.Readers[0].Split(ctx, t, cfg.ChunkRows)
 			if err != nil {
-				return Result{}, fmt.Errorf("stream %s: split table %s into chunks: %w", cfg.Stream, t.Name, err)
+				return Result{}, sourceErr("split table "+t.Name.String()+" into chunks", err)
 			}
 			if len(t.Key) == 0 {
 				log.Warn("table has no primary key: it is copied whole, in one transaction, by one worker", "table", t.Name.String(), "rows_estimate", est)
@@ -170,19 +170,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			log.Info("copy plan", "table", t.Name.String(), "rows_estimate", est, "chunks", len(ranges))
 		}
 		if err := ptgt.WritePlan(ctx, plan); err != nil {
-			return Result{}, fmt.Errorf("stream %s: record the copy plan on the target: %w", cfg.Stream, err)
+			return Result{}, targetErr("record the copy plan on the target", err)
 		}
 		for i := range plan.Chunks {
 			jobs = append(jobs, job{table: byName[plan.Chunks[i].Table], st: &plan.Chunks[i]})
 		}
 	} else {
 		if err := samePlanTables(plan, snap.Tables); err != nil {
-			return Result{}, fmt.Errorf("stream %s: %w", cfg.Stream, err)
+			return Result{}, err
 		}
 		plan.Epoch++
 		plan.Position = snap.Position
 		if err := ptgt.WritePlan(ctx, plan); err != nil {
-			return Result{}, fmt.Errorf("stream %s: record the copy's epoch %d on the target: %w", cfg.Stream, plan.Epoch, err)
+			return Result{}, targetErr(fmt.Sprintf("record the copy's epoch %d on the target", plan.Epoch), err)
 		}
 		if jobs, err = resumeJobs(ctx, cfg, log, ptgt, plan, byName); err != nil {
 			return Result{}, err
@@ -252,12 +252,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 func readPlan(ctx context.Context, cfg Config) (*Plan, error) {
 	t, err := cfg.NewTarget(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: open the target for the copy: %w", cfg.Stream, err)
+		return nil, targetErr("open the target for the copy", err)
 	}
 	defer t.Close(context.WithoutCancel(ctx))
 	p, err := t.ReadPlan(ctx, cfg.Stream)
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: read the copy plan from the target: %w", cfg.Stream, err)
+		return nil, targetErr("read the copy plan from the target", err)
 	}
 	return p, nil
 }
@@ -267,23 +267,23 @@ func readPlan(ctx context.Context, cfg Config) (*Plan, error) {
 func checkEmpty(ctx context.Context, cfg Config) error {
 	t, err := cfg.NewTarget(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("stream %s: open the target for the copy: %w", cfg.Stream, err)
+		return targetErr("open the target for the copy", err)
 	}
 	defer t.Close(context.WithoutCancel(ctx))
 	var full []string
 	for _, name := range cfg.Tables {
 		n, err := t.RowCount(ctx, name)
 		if err != nil {
-			return fmt.Errorf("stream %s: check that target table %s is empty: %w", cfg.Stream, name, err)
+			return targetErr("check that target table "+name.String()+" is empty", err)
 		}
 		if n > 0 {
 			full = append(full, fmt.Sprintf("%s (about %d rows)", name, n))
 		}
 	}
 	if len(full) > 0 {
-		return fmt.Errorf("stream %s: %w: %s: the initial copy writes the source's rows into empty tables only, and the stream has no checkpoint that says which changes these rows hold; "+
+		return fmt.Errorf("%w: %s: the initial copy writes the source's rows into empty tables only, and the stream has no checkpoint that says which changes these rows hold; "+
 			"empty them (TRUNCATE) to let sluice copy, or, if you loaded them yourself from a consistent dump, start with --initial-copy=off --from-now",
-			cfg.Stream, ErrTargetNotEmpty, strings.Join(full, ", "))
+			ErrTargetNotEmpty, strings.Join(full, ", "))
 	}
 	return nil
 }
@@ -336,7 +336,7 @@ func resumeJobs(ctx context.Context, cfg Config, log *slog.Logger, tgt Target, p
 		log.Warn("resuming the copy: table has a string key, whose ranges may select other rows on the target, so its done chunks cannot be checked by range; emptying it and copying it again",
 			"table", name.String())
 		if err := tgt.ResetTable(ctx, cfg.Stream, byName[name]); err != nil {
-			return nil, fmt.Errorf("stream %s: empty table %s to copy it again: %w", cfg.Stream, name, err)
+			return nil, targetErr("empty table "+name.String()+" to copy it again", err)
 		}
 	}
 	for i := range p.Chunks {
@@ -390,7 +390,7 @@ func runJobs(ctx context.Context, cfg Config, snap *Snapshot, jobs []job, epoch 
 			defer wg.Done()
 			tgt, err := cfg.NewTarget(ctx, snap.Tables)
 			if err != nil {
-				cancel(fmt.Errorf("stream %s: open copy worker %d's target connection: %w", cfg.Stream, w, err))
+				cancel(targetErr(fmt.Sprintf("open copy worker %d's target connection", w), err))
 				return
 			}
 			defer tgt.Close(context.WithoutCancel(ctx))
@@ -435,12 +435,12 @@ func runJob(ctx context.Context, cfg Config, rd Reader, tgt Target, j job, epoch
 	if j.check {
 		src, err := rd.Digest(ctx, j.table, c.Range)
 		if err != nil && !errors.Is(err, ErrNoDigest) {
-			return false, fmt.Errorf("stream %s: digest of %s on the source: %w", cfg.Stream, c, err)
+			return false, sourceErr("digest of "+c.String()+" on the source", err)
 		}
 		if err == nil {
 			dst, err := tgt.Digest(ctx, j.table, c.Range)
 			if err != nil && !errors.Is(err, ErrNoDigest) {
-				return false, fmt.Errorf("stream %s: digest of %s on the target: %w", cfg.Stream, c, err)
+				return false, targetErr("digest of "+c.String()+" on the target", err)
 			}
 			if err == nil && src == dst {
 				pr.done(c.Table, j.st.Rows, j.st.Bytes, false)
@@ -450,7 +450,7 @@ func runJob(ctx context.Context, cfg Config, rd Reader, tgt Target, j job, epoch
 	}
 	var rows, bytes int64
 	st, err := tgt.WriteChunk(ctx, cfg.Stream, epoch, j.table, c, j.replace, func(emit func([]sluice.Row) error) error {
-		return rd.Read(ctx, j.table, c.Range, func(batch []sluice.Row) error {
+		err := rd.Read(ctx, j.table, c.Range, func(batch []sluice.Row) error {
 			var b int64
 			for _, r := range batch {
 				for _, v := range r {
@@ -460,12 +460,22 @@ func runJob(ctx context.Context, cfg Config, rd Reader, tgt Target, j job, epoch
 			rows += int64(len(batch))
 			bytes += b
 			pr.flowing(c.Table, int64(len(batch)), b)
-			return emit(batch)
+			if err := emit(batch); err != nil {
+				return &emitError{err}
+			}
+			return nil
 		})
+		var ee *emitError
+		if err != nil && !errors.As(err, &ee) {
+			// The target's own errors pass as they are; the reader's are
+			// the source's.
+			return sourceErr("read "+c.String()+" from the source", err)
+		}
+		return err
 	})
 	if err != nil {
 		pr.flowing(c.Table, -rows, -bytes)
-		return false, fmt.Errorf("stream %s: copy %s: %w", cfg.Stream, c, err)
+		return false, targetErr("copy "+c.String(), err)
 	}
 	pr.flowing(c.Table, -rows, -bytes)
 	pr.done(c.Table, st.Rows, st.Bytes, true)
@@ -543,3 +553,39 @@ func (pr *progress) snapshot(done bool) Progress {
 	}
 	return p
 }
+
+// SourceError and TargetError tell which side of the copy failed, so that
+// the daemon can exit with the right code (see daemon.ExitSource).
+type SourceError struct{ Err error }
+
+func (e *SourceError) Error() string { return e.Err.Error() }
+func (e *SourceError) Unwrap() error { return e.Err }
+
+// TargetError is an error of the target's side of the copy.
+type TargetError struct{ Err error }
+
+func (e *TargetError) Error() string { return e.Err.Error() }
+func (e *TargetError) Unwrap() error { return e.Err }
+
+func sourceErr(what string, err error) error {
+	var se *SourceError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return &SourceError{fmt.Errorf("%s: %w", what, err)}
+}
+
+func targetErr(what string, err error) error {
+	var se *SourceError
+	var te *TargetError
+	if errors.As(err, &se) || errors.As(err, &te) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return &TargetError{fmt.Errorf("%s: %w", what, err)}
+}
+
+// emitError is the target's error, returned through the reader's emit.
+type emitError struct{ err error }
+
+func (e *emitError) Error() string { return e.err.Error() }
+func (e *emitError) Unwrap() error { return e.err }

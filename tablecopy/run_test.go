@@ -86,9 +86,10 @@ func digestOf(t *sluice.Table, rows map[string]sluice.Row, r Range) Digest {
 }
 
 type memSource struct {
-	db     *memDB
-	tables []*sluice.Table
-	snaps  int
+	db       *memDB
+	tables   []*sluice.Table
+	snaps    int
+	failRead error
 }
 
 func (s *memSource) Snapshot(ctx context.Context, workers int) (*Snapshot, error) {
@@ -96,13 +97,14 @@ func (s *memSource) Snapshot(ctx context.Context, workers int) (*Snapshot, error
 	data := s.db.clone()
 	snap := &Snapshot{Position: sluice.Position{Kind: "mem", Token: strconv.Itoa(s.snaps)}, Tables: s.tables, Engine: "mem"}
 	for range workers {
-		snap.Readers = append(snap.Readers, &memReader{data: data})
+		snap.Readers = append(snap.Readers, &memReader{data: data, fail: s.failRead})
 	}
 	return snap, nil
 }
 
 type memReader struct {
 	data map[sluice.TableName]map[string]sluice.Row
+	fail error
 }
 
 func (r *memReader) Split(ctx context.Context, t *sluice.Table, n int) ([]Range, int64, error) {
@@ -126,6 +128,9 @@ func (r *memReader) Split(ctx context.Context, t *sluice.Table, n int) ([]Range,
 }
 
 func (r *memReader) Read(ctx context.Context, t *sluice.Table, rg Range, emit func([]sluice.Row) error) error {
+	if r.fail != nil {
+		return r.fail
+	}
 	var batch []sluice.Row
 	for k, row := range r.data[t.Name] {
 		if inRange(t, k, rg) {
@@ -284,8 +289,10 @@ func (c memConn) Digest(ctx context.Context, t *sluice.Table, r Range) (Digest, 
 	return digestOf(t, data[t.Name], r), nil
 }
 
-func (c memConn) FinishCopy(ctx context.Context, stream string, pos sluice.Position) error { return nil }
-func (c memConn) Close(ctx context.Context) error                                         { return nil }
+func (c memConn) FinishCopy(ctx context.Context, stream string, pos sluice.Position) error {
+	return nil
+}
+func (c memConn) Close(ctx context.Context) error { return nil }
 
 func intTable(name string) *sluice.Table {
 	return &sluice.Table{Name: sluice.TableName{Schema: "s", Name: name},
@@ -482,5 +489,28 @@ func TestBoundRoundTrip(t *testing.T) {
 		if !slices.Equal(got, k) {
 			t.Errorf("bound %v came back as %v", k, got)
 		}
+	}
+}
+
+// TestCopyErrorSides checks that a failure says which side it came from:
+// the daemon's exit code depends on it.
+func TestCopyErrorSides(t *testing.T) {
+	tb := intTable("t")
+	src := newMemDB()
+	fill(src, tb, 50)
+	readErr := errors.New("source connection lost")
+	tgt := &memTarget{db: newMemDB()}
+	_, err := Run(context.Background(), Config{Stream: "s1", Tables: names(tb), NewTarget: tgt.open,
+		Source: &memSource{db: src, tables: []*sluice.Table{tb}, failRead: readErr}})
+	var se *SourceError
+	if !errors.As(err, &se) || !errors.Is(err, readErr) {
+		t.Errorf("a reader's failure: %v (%T), want a SourceError wrapping it", err, err)
+	}
+	tgt = &memTarget{db: newMemDB(), failAfter: 1}
+	_, err = Run(context.Background(), Config{Stream: "s1", Tables: names(tb), NewTarget: tgt.open,
+		Source: &memSource{db: src, tables: []*sluice.Table{tb}}})
+	var te *TargetError
+	if !errors.As(err, &te) || errors.As(err, &se) {
+		t.Errorf("a target's failure: %v (%T), want a TargetError and no SourceError", err, err)
 	}
 }

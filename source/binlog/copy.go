@@ -53,6 +53,35 @@ type CopySource struct {
 	NoGlobalLock bool
 }
 
+// tablesChanged describes r's tables again and reports whether they differ
+// from r.tables.
+func (s *CopySource) tablesChanged(ctx context.Context, r *Reader) (bool, error) {
+	again := &Reader{cfg: r.cfg, log: r.log, db: r.db, conn: r.conn, repl: map[string]*sluice.Table{}, colls: r.colls, flavor: r.flavor}
+	if err := again.describe(ctx); err != nil {
+		return false, err
+	}
+	if len(again.tables) != len(r.tables) {
+		return true, nil
+	}
+	for i, t := range r.tables {
+		u := again.tables[i]
+		if len(t.Columns) != len(u.Columns) || len(t.Key) != len(u.Key) {
+			return true, nil
+		}
+		for j := range t.Columns {
+			if t.Columns[j] != u.Columns[j] {
+				return true, nil
+			}
+		}
+		for j := range t.Key {
+			if t.Key[j] != u.Key[j] {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 var _ tablecopy.Source = (*CopySource)(nil)
 
 // NewCopySource returns the copy source of the stream that Open(dsn, cfg)
@@ -64,6 +93,25 @@ func NewCopySource(dsn string, cfg Config) *CopySource {
 // Snapshot checks the source as Open does, describes the tables as the
 // Reader's Tables() does, and takes a snapshot with workers readers.
 func (s *CopySource) Snapshot(ctx context.Context, workers int) (*tablecopy.Snapshot, error) {
+	for attempt := 1; ; attempt++ {
+		snap, changed, err := s.take(ctx, workers)
+		if err != nil || !changed {
+			return snap, err
+		}
+		if attempt == 3 {
+			return nil, errors.New("binlog: copy snapshot: the tables' definitions kept changing while the snapshot was taken; run the copy again once the schema change is done")
+		}
+		log := s.cfg.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Info("binlog: copy snapshot: a table's definition changed while the snapshot was taken; taking it again", "attempt", attempt)
+	}
+}
+
+// take takes one snapshot; changed reports (with no snapshot) that a
+// table's definition changed meanwhile.
+func (s *CopySource) take(ctx context.Context, workers int) (*tablecopy.Snapshot, bool, error) {
 	if workers <= 0 {
 		workers = 1
 	}
@@ -72,26 +120,26 @@ func (s *CopySource) Snapshot(ctx context.Context, workers int) (*tablecopy.Snap
 		cfg.Logger = slog.Default()
 	}
 	if len(cfg.Tables) == 0 {
-		return nil, errors.New("binlog: no tables to copy")
+		return nil, false, errors.New("binlog: no tables to copy")
 	}
 	db, ci, err := openDB(s.dsn)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer db.Close()
 	r := &Reader{cfg: cfg, log: cfg.Logger.With("source", "binlog"), db: db, conn: ci, repl: map[string]*sluice.Table{}}
 	info, err := r.preflight(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if _, err := r.qualifyTables(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := r.loadCollations(ctx); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := r.describe(ctx); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	snap := &tablecopy.Snapshot{Tables: r.tables, Engine: Engine}
 	var pos *position
@@ -107,11 +155,18 @@ func (s *CopySource) Snapshot(ctx context.Context, workers int) (*tablecopy.Snap
 	}
 	if err != nil {
 		snap.Close()
-		return nil, err
+		return nil, false, err
+	}
+	// A DDL between the description above and the snapshot would make
+	// the tables' description not the snapshot's: describe them again
+	// and, if they changed, take the snapshot again.
+	if changed, err := s.tablesChanged(ctx, r); err != nil || changed {
+		snap.Close()
+		return nil, changed, err
 	}
 	snap.Position = sluice.Position{Kind: Kind, Token: pos.token()}
 	r.log.Info("copy snapshot taken", "position", snap.Position.Token, "readers", len(snap.Readers), "tables", len(snap.Tables))
-	return snap, nil
+	return snap, false, nil
 }
 
 // readerConfig is how the copy renders values: as this package's reader.
@@ -176,7 +231,7 @@ func (s *CopySource) snapshotLocked(ctx context.Context, r *Reader, info serverI
 	if _, err := conn.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); err != nil {
 		var me *gomysql.MySQLError
 		if errors.As(err, &me) && me.Number == 1205 {
-			return nil, fmt.Errorf("binlog: copy snapshot: FLUSH TABLES WITH READ LOCK waited %s in vain: a long-running statement (or a LOCK TABLES) on the source holds a table; "+
+			return nil, fmt.Errorf("binlog: copy snapshot: FLUSH TABLES WITH READ LOCK waited %s in vain: a long-running statement on the source (a write, a DDL, a LOCK TABLES) holds it off; "+
 				"find it in SHOW PROCESSLIST, let it finish and run the copy again: %w", lockWait, err)
 		}
 		if errors.As(err, &me) && me.Number == 1227 {

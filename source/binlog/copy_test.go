@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -288,4 +289,59 @@ func TestCopySnapshotBoundary(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCopySnapshotLockTimeout: a long-running write keeps FLUSH TABLES
+// WITH READ LOCK from taking the lock; the snapshot fails within LockWait
+// and says what holds it.
+func TestCopySnapshotLockTimeout(t *testing.T) {
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	db := sqlDB(t, m.DSN(dbn))
+	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY)", "INSERT INTO a VALUES (1)")
+	ctx := context.Background()
+	slow, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	var slowID int64
+	if err := slow.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&slowID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		slow.ExecContext(ctx, "UPDATE a SET id = id + SLEEP(30)")
+	}()
+	defer func() {
+		exec(t, db, fmt.Sprintf("KILL QUERY %d", slowID))
+		<-done
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE 'UPDATE a SET%'", slowID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slow statement did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	src := NewCopySource(m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a")}})
+	src.LockWait = time.Second
+	start := time.Now()
+	snap, err := src.Snapshot(ctx, 2)
+	if err == nil {
+		snap.Close()
+		t.Fatal("Snapshot took the lock past a running statement")
+	}
+	if !strings.Contains(err.Error(), "long-running statement") || time.Since(start) > 5*time.Second {
+		t.Fatalf("after %s: %v", time.Since(start), err)
+	}
+	t.Logf("after %s: %v", time.Since(start), err)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -170,6 +171,11 @@ func (s *CopySource) Snapshot(ctx context.Context, workers int) (*tablecopy.Snap
 	}
 	if err != nil {
 		snap.Close()
+		// Registered at lo, the consumer would keep the changelog from
+		// being pruned until the next snapshot.
+		if uerr := Unregister(context.WithoutCancel(ctx), ctl, cfg.Stream); uerr != nil {
+			log.Warn("copy snapshot failed, and the stream's consumer, registered for it, could not be removed: it keeps changelog rows from being pruned until the copy runs again", "err", uerr)
+		}
 		return nil, err
 	}
 	snap.Position = position{last: pos}.sluice()
@@ -242,7 +248,7 @@ func (s *CopySource) snapshotLocked(ctx context.Context, ctl *sql.DB, logDB stri
 		}
 		var me *mysql.MySQLError
 		if errors.As(err, &me) && me.Number == 1205 {
-			return 0, fmt.Errorf("mytrigger copy snapshot: FLUSH TABLES WITH READ LOCK waited %s in vain: a long-running statement (or a LOCK TABLES) on the source holds a table; "+
+			return 0, fmt.Errorf("mytrigger copy snapshot: FLUSH TABLES WITH READ LOCK waited %s in vain: a long-running statement on the source (a write, a DDL, a LOCK TABLES) holds it off; "+
 				"find it in SHOW PROCESSLIST, let it finish and run the copy again: %w", lockWait, err)
 		}
 		return 0, err // 1227 (no RELOAD) is handled by the caller
@@ -255,7 +261,7 @@ func (s *CopySource) snapshotLocked(ctx context.Context, ctl *sql.DB, logDB stri
 	if err != nil {
 		return 0, err
 	}
-	return s.boundary(ctx, ctl, logDB, lo, snap.Readers[0].(*mycopy.Reader), log)
+	return s.boundary(ctx, ctl, logDB, lo, snap, snap.Readers[0].(*mycopy.Reader), log)
 }
 
 func (s *CopySource) snapshotNoLock(ctx context.Context, ctl *sql.DB, logDB string, lo uint64, snap *tablecopy.Snapshot, workers int, log *slog.Logger) (uint64, error) {
@@ -269,7 +275,7 @@ func (s *CopySource) snapshotNoLock(ctx context.Context, ctl *sql.DB, logDB stri
 	var pos uint64
 	var all []uint64
 	for i, rd := range snap.Readers {
-		p, err := s.boundary(ctx, ctl, logDB, lo, rd.(*mycopy.Reader), log)
+		p, err := s.boundary(ctx, ctl, logDB, lo, snap, rd.(*mycopy.Reader), log)
 		if err != nil {
 			return 0, err
 		}
@@ -291,8 +297,15 @@ func (s *CopySource) snapshotNoLock(ctx context.Context, ctl *sql.DB, logDB stri
 
 // boundary is the position of rd's snapshot: its highest changelog id B,
 // or one below the first id up to B the snapshot lacks (see CopySource).
-func (s *CopySource) boundary(ctx context.Context, ctl *sql.DB, logDB string, lo uint64, rd *mycopy.Reader, log *slog.Logger) (uint64, error) {
+func (s *CopySource) boundary(ctx context.Context, ctl *sql.DB, logDB string, lo uint64, snap *tablecopy.Snapshot, rd *mycopy.Reader, log *slog.Logger) (uint64, error) {
 	table := ident(logDB, ChangelogTable)
+	// Only the streamed tables' rows matter: the stream skips the others'
+	// ids whatever their order.
+	names := make([]string, len(snap.Tables))
+	for i, t := range snap.Tables {
+		names[i] = quoteLiteral(logName(t.Name))
+	}
+	ours := " AND tbl IN (" + strings.Join(names, ", ") + ")"
 	var b sql.Null[uint64]
 	if err := rd.Conn().QueryRowContext(ctx, "SELECT MAX(id) FROM "+table+" WHERE id > ?", lo).Scan(&b); err != nil {
 		return 0, fmt.Errorf("mytrigger copy snapshot: the snapshot's highest changelog id: %w", err)
@@ -308,12 +321,12 @@ func (s *CopySource) boundary(ctx context.Context, ctl *sql.DB, logDB string, lo
 	if _, err := ru.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED"); err != nil {
 		return 0, fmt.Errorf("mytrigger copy snapshot: %w", err)
 	}
-	all, err := ru.QueryContext(ctx, "SELECT id FROM "+table+" WHERE id > ? AND id <= ? ORDER BY id", lo, b.V)
+	all, err := ru.QueryContext(ctx, "SELECT id FROM "+table+" WHERE id > ? AND id <= ?"+ours+" ORDER BY id", lo, b.V)
 	if err != nil {
 		return 0, fmt.Errorf("mytrigger copy snapshot: read the changelog's ids, uncommitted too: %w", err)
 	}
 	defer all.Close()
-	seen, err := rd.Conn().QueryContext(ctx, "SELECT id FROM "+table+" WHERE id > ? AND id <= ? ORDER BY id", lo, b.V)
+	seen, err := rd.Conn().QueryContext(ctx, "SELECT id FROM "+table+" WHERE id > ? AND id <= ?"+ours+" ORDER BY id", lo, b.V)
 	if err != nil {
 		return 0, fmt.Errorf("mytrigger copy snapshot: read the snapshot's changelog ids: %w", err)
 	}

@@ -309,6 +309,15 @@ func TestCopySnapshotBoundary(t *testing.T) {
 						}
 					}
 				}
+				if i == 0 {
+					found := false
+					for _, c := range cs {
+						found = found || (c.Table.Name.Name == "a" && c.Op == sluice.OpInsert && c.Row[0].Text == "5000")
+					}
+					if !found {
+						t.Error("the held transaction's insert, committed after the first snapshot, was not streamed")
+					}
+				}
 				applyChanges(t, rows, cs, false) // the boundary may replay (logged)
 				results[i] = rows
 				t.Logf("snapshot %d: %d changes streamed after it", i, len(cs))

@@ -1,10 +1,11 @@
 // Command demo shows sluice's main job on a fresh machine (`make demo`):
 // for PostgreSQL → PostgreSQL and then MariaDB → MariaDB it starts a
 // throwaway source and target, puts a 96 ms WAN link in front of the
-// target, installs capture with `sluice source install`, runs a concurrent
-// workload, streams it with the real `sluice sync start` until every
-// target table equals the source's (compared row by row in binary form),
-// and then applies the same kind of
+// target, installs capture with `sluice source install`, loads rows into
+// the source, and runs a concurrent workload while the real `sluice sync
+// start` copies the existing rows (the initial copy), hands off and
+// streams, until every target table equals the source's (compared row by
+// row in binary form); then it applies the same kind of
 // backlog per row and pipelined over the same link to show the difference.
 // Everything it starts is removed on exit, also on Ctrl-C.
 package main
@@ -34,6 +35,9 @@ import (
 )
 
 const oneWay = 48 * time.Millisecond
+
+// seedRows is how many rows events holds before sluice starts.
+const seedRows = 200_000
 
 type config struct {
 	sluice                string
@@ -125,6 +129,7 @@ type engine struct {
 	start     func(context.Context) (server, error)
 	connect   func(ctx context.Context, url string) (conn, error)
 	schema    []string
+	seed      string   // fills events with seedRows rows before sluice starts
 	tables    []string // as --tables names them
 	about     string   // what the tables exercise
 	retryable func(error) bool
@@ -296,13 +301,18 @@ func (d *demo) mainRun(ctx context.Context) error {
 	}
 	fmt.Print(indent(out))
 
+	say("loading %d rows into events on the source before sluice starts: the stream's initial copy brings them over, then it streams from the copy's snapshot", seedRows)
+	if err := execAll(ctx, e, srcURL, e.seed); err != nil {
+		return err
+	}
+
 	stateDir := filepath.Join(d.work, "state")
 	logPath := filepath.Join(d.work, "sluice.log")
 	say("running a workload on the source: %d concurrent sessions × %d transactions of inserts, updates and deletes", cfg.workers, cfg.txPerWorker)
 	wl := make(chan workloadResult, 1)
 	go func() { wl <- workload(ctx, e, srcURL, cfg.workers, cfg.txPerWorker) }()
 
-	say("starting sluice while the workload runs: sluice sync start --source %s --target %s --tables %s --state-dir %s",
+	say("starting sluice while the workload runs (it copies the existing rows first, then streams): sluice sync start --source %s --target %s --tables %s --state-dir %s",
 		mask(srcURL), mask(proxyURL), tables, stateDir)
 	say("sluice's log: %s", logPath)
 	p, err := startSluice(d.bin, logPath, "sync", "start", "--source", srcURL, "--target", proxyURL,
@@ -333,6 +343,10 @@ func (d *demo) mainRun(ctx context.Context) error {
 		return errors.New("the target did not converge to the source within 2 minutes: tables differ (see the table above and " + logPath + ")")
 	}
 	say("target caught up %.1f s after the workload ended; every table matches", time.Since(start).Seconds())
+	say("the initial copy, from sluice's log:")
+	for _, line := range logLines(logPath, "initial copy done", "initial copy handed off") {
+		fmt.Print(indent(line + "\n"))
+	}
 
 	time.Sleep(1100 * time.Millisecond) // let the status file show the final batch
 	say("sluice sync status --state-dir %s", stateDir)
@@ -385,7 +399,7 @@ func (d *demo) compare(ctx context.Context) error {
 		say("%s: %d changes waiting in the source changelog; sluice sync start --apply-mode %s --stream-id %s (log: %s)", m.mode, m.changes, m.mode, m.mode, logPath)
 		p, err := startSluice(d.bin, logPath, "sync", "start", "--source", srcURL, "--target", proxyURL,
 			"--tables", e.items.table, "--state-dir", stateDir, "--stream-id", m.mode, "--apply-mode", m.mode,
-			"--source-mode", "trigger", "--log-format", "json", "--poll-interval", "50ms")
+			"--source-mode", "trigger", "--initial-copy", "off", "--log-format", "json", "--poll-interval", "50ms")
 		if err != nil {
 			return err
 		}
@@ -464,6 +478,24 @@ func waitApplied(ctx context.Context, bin, stateDir string, n int, within time.D
 			return last, fmt.Errorf("only %d of %d changes applied within %v (last error: %q)", last.Applied, n, within, last.LastError)
 		}
 	}
+}
+
+// logLines returns the lines of a text log holding msg="…" for each of
+// msgs, in order.
+func logLines(logPath string, msgs ...string) []string {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return []string{"(no log: " + err.Error() + ")"}
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		for _, m := range msgs {
+			if strings.Contains(line, `msg="`+m+`"`) {
+				out = append(out, line)
+			}
+		}
+	}
+	return out
 }
 
 // streamingSince is when sluice said it started streaming, from its JSON log.

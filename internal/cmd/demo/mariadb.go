@@ -41,6 +41,8 @@ func mariadbEngine(cfg config) *engine {
 				ok tinyint(1),
 				happened datetime(6) NOT NULL)`,
 		},
+		seed: fmt.Sprintf(`INSERT INTO events SELECT seq, 'seeded', JSON_OBJECT('n', seq, 'note', 'there before sluice'), REPEAT('b', 64),
+			seq %% 2, NOW(6) - INTERVAL seq SECOND FROM seq_1_to_%d`, seedRows),
 		tables: []string{"accounts", "order_lines", "events"},
 		about:  "order_lines has a composite key; events has json, blob, tinyint(1), datetime(6)",
 		retryable: func(err error) bool {

@@ -40,6 +40,8 @@ func postgresEngine(cfg config) *engine {
 				ok boolean,
 				happened timestamptz NOT NULL)`,
 		},
+		seed: fmt.Sprintf(`INSERT INTO events SELECT g, 'seeded', jsonb_build_object('n', g, 'note', 'there before sluice'), ARRAY['seed', g::text],
+			gen_random_uuid(), g %% 2 = 0, now() - g * interval '1 second' FROM generate_series(1, %d) g`, seedRows),
 		tables: []string{"public.accounts", "public.order_lines", "public.events"},
 		about:  "order_lines has a composite key; events has jsonb, text[], uuid, boolean",
 		retryable: func(err error) bool {

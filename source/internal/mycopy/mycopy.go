@@ -12,10 +12,11 @@
 //   - FLOAT: the text protocol prints 6 significant digits, which is not the
 //     stored float32. It is selected as CAST(c AS DOUBLE) (the exact value)
 //     and written as the shortest text that reads back to the same float32.
-//     The trigger reader keeps the text of FLOAT(M,D) (fixed decimals).
+//     The trigger reader keeps FLOAT(M,D) as CAST(c AS CHAR) gives it, with
+//     all D decimals ("1234.500"; the text protocol sends "1234.5").
 //   - DOUBLE: the text is parsed and written as the reader writes it (the
 //     binlog reader ignores DOUBLE(M,D)'s display decimals, the trigger
-//     reader keeps them).
+//     reader keeps them, as CAST AS CHAR writes them).
 //   - YEAR 0: "0000" from the binlog, "0" from the triggers.
 //   - ZEROFILL integers: without the padding.
 //   - -0 (FLOAT, DOUBLE): "-0" from the binlog, "0" from the triggers.
@@ -101,6 +102,9 @@ func Begin(ctx context.Context, db *sql.DB, cfg Config) (*Reader, error) {
 		// TIMESTAMP text and the digest depend on the time zone;
 		// keyrange.MySession is the one both sides of a digest use.
 		keyrange.MySession,
+		// Text in UTF-8 whatever the connection string asks for, as the
+		// stream readers give it.
+		"SET NAMES utf8mb4",
 		"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
 		"START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
 	} {
@@ -141,6 +145,7 @@ const (
 	rDouble                 // parsed and written as a double
 	rYear                   // the number, padded to 4 digits by Binlog
 	rZerofill               // the number without the padding
+	rCastChar               // CAST(c AS CHAR), as the trigger reader captures it
 )
 
 type colType struct {
@@ -153,12 +158,12 @@ func renderFor(style Style, dataType, columnType string) render {
 	switch strings.ToLower(dataType) {
 	case "float":
 		if style == Trigger && fixed {
-			return rText
+			return rCastChar
 		}
 		return rFloat
 	case "double", "real", "double precision":
 		if style == Trigger && fixed {
-			return rText
+			return rCastChar
 		}
 		return rDouble
 	case "year":
@@ -216,8 +221,11 @@ func (r *Reader) selectList(cols []string, types []colType) string {
 	parts := make([]string, len(cols))
 	for i, c := range cols {
 		q := QuoteIdent(c)
-		if types[i].render == rFloat {
+		switch types[i].render {
+		case rFloat:
 			q = "CAST(" + q + " AS DOUBLE)"
+		case rCastChar:
+			q = "CAST(" + q + " AS CHAR)"
 		}
 		parts[i] = q
 	}
@@ -388,6 +396,12 @@ func (r *Reader) splitByRowNumber(ctx context.Context, t *sluice.Table, names, q
 		}
 		to := make(sluice.Row, len(qk))
 		for i := range raw {
+			if kt[i].render == rYear && raw[i] != nil {
+				// As a literal, the trigger reader's "0" would be the
+				// year 2000: the bound keeps the server's "0000".
+				to[i] = sluice.Text(string(raw[i]))
+				continue
+			}
 			if to[i], err = r.value(raw[i], kt[i]); err != nil {
 				return nil, fmt.Errorf("copy %s: split by key: column %s: %w", t.Name, names[i], err)
 			}

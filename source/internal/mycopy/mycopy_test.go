@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/source/binlog"
 	"github.com/sluice-cdc/sluice/source/internal/mycopy"
+	"github.com/sluice-cdc/sluice/source/mytrigger"
 	"github.com/sluice-cdc/sluice/tablecopy"
 )
 
@@ -112,15 +113,8 @@ func rowString(r sluice.Row) string {
 	return b.String()
 }
 
-// TestSameTextAsBinlog inserts rows of every type after a binlog reader
-// started and requires the copy to read exactly the rows the binlog
-// reader streamed.
-func TestSameTextAsBinlog(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	// The writer's time zone is not the copy's: TIMESTAMPs are UTC.
-	db := sqlDB(t, m.DSN(dbn)+"?time_zone=%27%2B02%3A00%27")
-	exec(t, db, `CREATE TABLE ty (
+// typesDDL is a table with a column of every type.
+const typesDDL = `CREATE TABLE ty (
 		id INT PRIMARY KEY,
 		ti TINYINT, tiu TINYINT UNSIGNED, si SMALLINT, siu SMALLINT UNSIGNED,
 		mi MEDIUMINT, miu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED, bi BIGINT, biu BIGINT UNSIGNED, zf INT(6) ZEROFILL,
@@ -130,12 +124,12 @@ func TestSameTextAsBinlog(t *testing.T) {
 		js JSON, en ENUM('a','b c','ü'), st SET('x','y','z'), b1 BIT(1), b10 BIT(10), b64 BIT(64), bool1 TINYINT(1),
 		l1 VARCHAR(300) CHARACTER SET latin1, a1 VARCHAR(200) CHARACTER SET ascii, u3 VARCHAR(50) CHARACTER SET utf8mb3,
 		e1 ENUM('é','€uro','x') CHARACTER SET latin1
-	) DEFAULT CHARSET=utf8mb4`)
-	r, err := binlog.Open(context.Background(), m.DSN(dbn), binlog.Config{Tables: []sluice.TableName{{Schema: dbn, Name: "ty"}}}, sluice.Position{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	) DEFAULT CHARSET=utf8mb4`
+
+// insertTypes writes 16 rows of edge values of every type (zero dates
+// need a non-strict sql_mode).
+func insertTypes(t *testing.T, db *sql.DB) {
+	t.Helper()
 	var latin strings.Builder
 	latin.WriteString("x'")
 	for b := 0; b < 256; b++ {
@@ -166,11 +160,14 @@ func TestSameTextAsBinlog(t *testing.T) {
 			(14, -0.0001, 0.0001, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
 			(15, -0, -0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
 			(16, 16777217, 1e-300, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`)
-	const n = 16
-	cs := readChanges(t, r, n)
-	tb := r.Tables()[0]
+}
 
-	c := begin(t, m.DSN(dbn), mycopy.Binlog)
+// compareTypes reads the types table through a copy reader of style and
+// requires exactly the rows cs the stream reader gave.
+func compareTypes(t *testing.T, dsn string, style mycopy.Style, tb *sluice.Table, cs []sluice.Change) *mycopy.Reader {
+	t.Helper()
+	const n = 16
+	c := begin(t, dsn, style)
 	ctx := context.Background()
 	rs, est, err := c.Split(ctx, tb, 5)
 	if err != nil {
@@ -180,8 +177,8 @@ func TestSameTextAsBinlog(t *testing.T) {
 		t.Fatalf("Split: %d rows, ranges %v", est, rs)
 	}
 	got := readAll(t, c, tb, rs)
-	if len(got) != n {
-		t.Fatalf("copy read %d rows, want %d", len(got), n)
+	if len(got) != n || len(cs) != n {
+		t.Fatalf("copy read %d rows, stream %d, want %d", len(got), len(cs), n)
 	}
 	byID := map[string]sluice.Row{}
 	for _, row := range got {
@@ -191,17 +188,39 @@ func TestSameTextAsBinlog(t *testing.T) {
 		want := ch.Row
 		row := byID[want[0].Text]
 		if len(row) != len(want) {
-			t.Errorf("row %s: copy has %d values, binlog %d", want[0].Text, len(row), len(want))
+			t.Errorf("row %s: copy has %d values, stream %d", want[0].Text, len(row), len(want))
 			continue
 		}
 		for i := range want {
 			if row[i] != want[i] {
-				t.Errorf("row %s column %s (%s): copy %s, binlog %s", want[0].Text, tb.Columns[i].Name, tb.Columns[i].Type,
+				t.Errorf("row %s column %s (%s): copy %s, stream %s", want[0].Text, tb.Columns[i].Name, tb.Columns[i].Type,
 					rowString(row[i:i+1]), rowString(want[i:i+1]))
 			}
 		}
 	}
+	return c
+}
 
+// TestSameTextAsBinlog inserts rows of every type after a binlog reader
+// started and requires the copy to read exactly the rows the binlog
+// reader streamed.
+func TestSameTextAsBinlog(t *testing.T) {
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	// The writer's time zone is not the copy's: TIMESTAMPs are UTC.
+	db := sqlDB(t, m.DSN(dbn)+"?time_zone=%27%2B02%3A00%27")
+	exec(t, db, typesDDL)
+	r, err := binlog.Open(context.Background(), m.DSN(dbn), binlog.Config{Tables: []sluice.TableName{{Schema: dbn, Name: "ty"}}}, sluice.Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	insertTypes(t, db)
+	const n = 16
+	cs := readChanges(t, r, n)
+	tb := r.Tables()[0]
+	c := compareTypes(t, m.DSN(dbn), mycopy.Binlog, tb, cs)
+	ctx := context.Background()
 	// The digest of the whole table equals the sum of its ranges' and
 	// changes when a row does.
 	whole, err := c.Digest(ctx, tb, tablecopy.Range{})
@@ -219,6 +238,37 @@ func TestSameTextAsBinlog(t *testing.T) {
 	if after, _ := c2.Digest(ctx, tb, tablecopy.Range{}); after == whole || after.Rows != n {
 		t.Errorf("digest of a new snapshot after a change: %+v, was %+v", after, whole)
 	}
+}
+
+// TestSameTextAsTrigger: the same for the trigger reader.
+func TestSameTextAsTrigger(t *testing.T) {
+	m := dbtest.Maria(t)
+	dbn := dbtest.MariaDatabase(t)
+	db := sqlDB(t, m.DSN(dbn)+"?time_zone=%27%2B02%3A00%27")
+	exec(t, db, typesDDL)
+	r, err := mytrigger.Open(context.Background(), m.DSN(dbn), mytrigger.Config{Tables: []sluice.TableName{{Name: "ty"}}, Install: true}, sluice.Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	insertTypes(t, db)
+	var cs []sluice.Change
+	deadline := time.Now().Add(30 * time.Second)
+	for len(cs) < 16 {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d changes, want 16", len(cs))
+		}
+		got, err := r.Read(context.Background(), 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range got {
+			if c.Op != sluice.OpProgress {
+				cs = append(cs, c)
+			}
+		}
+	}
+	compareTypes(t, m.DSN(dbn), mycopy.Trigger, r.Tables()[0], cs)
 }
 
 // TestSplit: integer keys split by value width, other keys by row number,

@@ -187,18 +187,19 @@ func copyDDL() []string {
 
 // copyResult is one row of the copy report.
 type copyResult struct {
-	pair     string
-	tool     string
-	workers  int // sluice --copy-workers or pgcopydb --table-jobs; 0 when the tool has none
-	rows     int64
-	elapsed  time.Duration
-	copyDone time.Duration // sluice: process start to its "initial copy done" line
-	rss      uint64        // peak RSS in bytes, 0 when unknown
-	rssNote  string
-	verified string
-	ok       bool // ran and verified equal
-	skipped  string
-	note     string
+	pair      string
+	tool      string
+	workers   int // sluice --copy-workers or pgcopydb --table-jobs; 0 when the tool has none
+	rows      int64
+	elapsed   time.Duration
+	copyStart time.Duration // sluice: process start to its "initial copy" line (snapshot taken, plan made)
+	copyDone  time.Duration // sluice: process start to its "initial copy done" line
+	rss       uint64        // peak RSS in bytes, 0 when unknown
+	rssNote   string
+	verified  string
+	ok        bool // ran and verified equal
+	skipped   string
+	note      string
 }
 
 func (r copyResult) rate() float64 {
@@ -453,8 +454,9 @@ func myExecAll(ctx context.Context, u string, stmts ...string) error {
 // ---- sluice ---------------------------------------------------------------
 
 const (
-	msgCopyDone = "initial copy done"
-	msgHandoff  = "initial copy handed off to the stream"
+	msgCopyStart = "initial copy"
+	msgCopyDone  = "initial copy done"
+	msgHandoff   = "initial copy handed off to the stream"
 )
 
 // sluiceRun runs `sluice sync start` until its copy is handed off to the
@@ -467,7 +469,7 @@ func (ce *copyEnv) sluiceRun(ctx context.Context, srcPG bool, srcURL, proxyURL s
 	if err != nil {
 		return res, fmt.Errorf("state dir: %w", err)
 	}
-	keep := false
+	keep := ce.cfg.verbose // -v keeps sluice's log to read
 	defer func() {
 		if keep {
 			fmt.Fprintf(os.Stderr, "    sluice's state and log kept in %s\n", dir)
@@ -579,8 +581,8 @@ func (ce *copyEnv) sluiceRun(ctx context.Context, srcPG bool, srcURL, proxyURL s
 		return res, err
 	}
 	res.elapsed = handoff.Sub(t0)
-	if !lw.copyDone.IsZero() {
-		res.copyDone = lw.copyDone.Sub(t0)
+	if !lw.copyDone.IsZero() && !lw.copyStart.IsZero() {
+		res.copyStart, res.copyDone = lw.copyStart.Sub(t0), lw.copyDone.Sub(t0)
 	}
 	res.rows = ce.cc.totalRows()
 	if lw.copied >= 0 && lw.copied != res.rows {
@@ -616,15 +618,16 @@ func dropSlot(ctx context.Context, srcURL, id string, tables []string) {
 
 // logWatch reads sluice's JSON log as it grows.
 type logWatch struct {
-	path     string
-	off      int64
-	partial  []byte
-	lines    []string // the last few, for error reports
-	copyDone time.Time
-	handoff  time.Time
-	copied   int64 // rows in the "initial copy done" line, -1 until seen
-	fatal    string
-	init     bool
+	path      string
+	off       int64
+	partial   []byte
+	lines     []string // the last few, for error reports
+	copyStart time.Time
+	copyDone  time.Time
+	handoff   time.Time
+	copied    int64 // rows in the "initial copy done" line, -1 until seen
+	fatal     string
+	init      bool
 }
 
 func (w *logWatch) scan() {
@@ -672,6 +675,8 @@ func (w *logWatch) scan() {
 			rec.Time = time.Now()
 		}
 		switch {
+		case rec.Msg == msgCopyStart:
+			w.copyStart = rec.Time
 		case rec.Msg == msgCopyDone:
 			w.copyDone = rec.Time
 			if rec.Rows != nil {
@@ -695,17 +700,7 @@ func (w *logWatch) tail(n int) string {
 
 // vmHWM is a process's peak resident set size in bytes, 0 if unknown.
 func vmHWM(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return procStatusKB(fmt.Sprintf("/proc/%d/status", pid), "VmHWM:") << 10
 }
 
 // maskArgs hides the passwords of the URLs among a command's arguments.
@@ -722,7 +717,8 @@ func maskArgs(args []string) []string {
 
 // ---- baselines --------------------------------------------------------------
 
-// pipeline runs a | b and returns the wall time and each one's peak RSS.
+// pipeline runs a | b and returns the wall time and each one's peak RSS
+// (its process group's, sampled).
 func pipeline(ctx context.Context, a, b *exec.Cmd) (time.Duration, [2]uint64, error) {
 	var rss [2]uint64
 	r, w, err := os.Pipe()
@@ -732,6 +728,9 @@ func pipeline(ctx context.Context, a, b *exec.Cmd) (time.Duration, [2]uint64, er
 	var errA, errB bytes.Buffer
 	a.Stdout, a.Stderr = w, &errA
 	b.Stdin, b.Stdout, b.Stderr = r, io.Discard, &errB
+	for _, c := range []*exec.Cmd{a, b} {
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
 	t0 := time.Now()
 	if err := b.Start(); err != nil {
 		r.Close()
@@ -745,14 +744,11 @@ func pipeline(ctx context.Context, a, b *exec.Cmd) (time.Duration, [2]uint64, er
 		return 0, rss, fmt.Errorf("start %s: %w", a.Path, err)
 	}
 	w.Close()
+	sa, sb := sampleGroupRSS(a.Process.Pid), sampleGroupRSS(b.Process.Pid)
 	ea := a.Wait()
 	eb := b.Wait()
 	el := time.Since(t0)
-	for i, c := range []*exec.Cmd{a, b} {
-		if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rss[i] = uint64(ru.Maxrss) << 10
-		}
-	}
+	rss[0], rss[1] = sa(), sb()
 	if ctx.Err() != nil {
 		return el, rss, ctx.Err()
 	}
@@ -760,6 +756,69 @@ func pipeline(ctx context.Context, a, b *exec.Cmd) (time.Duration, [2]uint64, er
 		return el, rss, fmt.Errorf("%s: %v: %s; %s: %v: %s", filepath.Base(a.Path), ea, lastLines(errA.String(), 5), filepath.Base(b.Path), eb, lastLines(errB.String(), 5))
 	}
 	return el, rss, nil
+}
+
+// sampleGroupRSS samples, every 20 ms, the summed VmRSS of the processes
+// in process group pgid (a tool and the workers it forks) until the
+// returned function is called, which returns the peak. wait4's ru_maxrss
+// is no use here: a child exec'd from this Go process (vfork) is charged
+// the bench's own RSS.
+func sampleGroupRSS(pgid int) func() uint64 {
+	stop := make(chan struct{})
+	res := make(chan uint64, 1)
+	go func() {
+		var peak uint64
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			peak = max(peak, groupRSS(pgid))
+			select {
+			case <-stop:
+				res <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() uint64 { close(stop); return <-res }
+}
+
+func groupRSS(pgid int) uint64 {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var sum uint64
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp …: comm may hold spaces, so fields
+		// count from the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 3 || f[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		sum += procStatusKB(filepath.Join(d, "status"), "VmRSS:") << 10
+	}
+	return sum
+}
+
+// procStatusKB is one "Name: N kB" field of a /proc/<pid>/status file.
+func procStatusKB(path, field string) uint64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb
+		}
+	}
+	return 0
 }
 
 func lastLines(s string, n int) string {
@@ -789,8 +848,8 @@ func (ce *copyEnv) pgDumpRun(ctx context.Context, srcURL, proxyURL string) (copy
 		return res, err
 	}
 	res.elapsed = el
-	res.rss = max(rss[0], rss[1])
-	res.rssNote = fmt.Sprintf("pg_dump %s, psql %s", mib(rss[0]), mib(rss[1]))
+	res.rss = rss[0] + rss[1]
+	res.rssNote = fmt.Sprintf("pg_dump %s + psql %s", mib(rss[0]), mib(rss[1]))
 	return res, nil
 }
 
@@ -821,8 +880,8 @@ func (ce *copyEnv) myDumpRun(ctx context.Context, srcURL, proxyURL string) (copy
 		return res, err
 	}
 	res.elapsed = el
-	res.rss = max(rss[0], rss[1])
-	res.rssNote = fmt.Sprintf("mariadb-dump %s, mariadb %s", mib(rss[0]), mib(rss[1]))
+	res.rss = rss[0] + rss[1]
+	res.rssNote = fmt.Sprintf("mariadb-dump %s + mariadb %s", mib(rss[0]), mib(rss[1]))
 	return res, nil
 }
 
@@ -879,17 +938,18 @@ func (ce *copyEnv) pgcopydbRun(ctx context.Context, srcURL, proxyURL string) (co
 		"--dir", filepath.Join(dir, "work"), "--table-jobs", strconv.Itoa(ce.cc.jobs), "--filters", filterPath)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	t0 := time.Now()
-	err = cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return res, fmt.Errorf("start pgcopydb: %w", err)
+	}
+	sample := sampleGroupRSS(cmd.Process.Pid)
+	err = cmd.Wait()
 	res.elapsed = time.Since(t0)
+	res.rss = sample()
+	res.rssNote = "all its processes"
 	if err != nil {
 		return res, fmt.Errorf("pgcopydb copy table-data: %w: %s", err, lastLines(out.String(), 8))
-	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		// wait4's figure covers the main process and its reaped children:
-		// the largest one of them, not their sum.
-		res.rss = uint64(ru.Maxrss) << 10
-		res.rssNote = "largest pgcopydb process"
 	}
 	return res, nil
 }
@@ -1032,11 +1092,11 @@ func renderCopy(cc copyConfig, rs []copyResult, took time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Initial copy (issue 11), %s (section took %s)\n\n", time.Now().Format("2006-01-02 15:04"), took.Round(time.Second))
 	fmt.Fprintf(&b, "%d rows in `%s` (id bigint primary key, k int, c varchar(120), pad varchar(60)) plus %d in three small tables, each run into fresh empty target tables through the 96 ms WAN proxy (48 ms each way) in front of the target. "+
-		"sluice: `%s sync start` in its default source mode (logical replication / binlog), timed from process start to its log line %q; peak RSS is its VmHWM just before SIGTERM. "+
-		"Baselines: wall time of the pipeline or command; peak RSS from wait4 (the largest process). One run each, on a shared, noisy machine.\n\n",
+		"sluice: `%s sync start` in its default source mode (logical replication / binlog), timed from process start to its log line %q; its phases, from its log lines' times: start (process start to \"initial copy\": connections, preflight, snapshot, plan), rows (to \"initial copy done\"), hand-off (to the hand-off line: the stream's reader, start checkpoint, plan marked); peak RSS is its VmHWM just before SIGTERM. "+
+		"Baselines: wall time of the pipeline or command; peak RSS is the peak of their processes' summed VmRSS, sampled every 20 ms (pages shared between a tool's forked processes counted once per process). One run each, on a shared, noisy machine.\n\n",
 		cc.rows, copyBig, cc.totalRows()-int64(cc.rows), filepath.Base(cc.sluice), msgHandoff)
-	fmt.Fprintln(&b, "| pair | tool | workers | rows | seconds | rows/s | ratio | peak RSS | verified |")
-	fmt.Fprintln(&b, "|---|---|---:|---:|---:|---:|---|---:|---|")
+	fmt.Fprintln(&b, "| pair | tool | workers | rows | seconds | sluice's phases: start / rows / hand-off (s) | rows/s | rows/s of the rows phase | ratio | peak RSS | verified |")
+	fmt.Fprintln(&b, "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|")
 	esc := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 	for _, r := range rs {
 		w := "—"
@@ -1044,7 +1104,7 @@ func renderCopy(cc copyConfig, rs []copyResult, took time.Duration) string {
 			w = strconv.Itoa(r.workers)
 		}
 		if r.skipped != "" {
-			fmt.Fprintf(&b, "| %s | %s | %s | — | — | — | — | — | skipped: %s |\n", copyPairTitles[r.pair], esc(r.tool), w, esc(r.skipped))
+			fmt.Fprintf(&b, "| %s | %s | %s | — | — | — | — | — | — | — | skipped: %s |\n", copyPairTitles[r.pair], esc(r.tool), w, esc(r.skipped))
 			continue
 		}
 		ratio := "—"
@@ -1063,12 +1123,16 @@ func renderCopy(cc copyConfig, rs []copyResult, took time.Duration) string {
 		if r.note != "" {
 			v += " (" + r.note + ")"
 		}
-		secs := fmt.Sprintf("%.2f", r.elapsed.Seconds())
+		phases, phaseRate := "—", "—"
 		if r.copyDone > 0 {
-			secs += fmt.Sprintf(" (copy done at %.2f)", r.copyDone.Seconds())
+			rowsPhase := r.copyDone - r.copyStart
+			phases = fmt.Sprintf("%.2f / %.2f / %.2f", r.copyStart.Seconds(), rowsPhase.Seconds(), (r.elapsed - r.copyDone).Seconds())
+			if rowsPhase > 0 {
+				phaseRate = thousands(float64(r.rows) / rowsPhase.Seconds())
+			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s |\n", copyPairTitles[r.pair], esc(r.tool), w, r.rows, secs,
-			thousands(r.rate()), esc(ratio), esc(rssText(r)), esc(v))
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %.2f | %s | %s | %s | %s | %s | %s |\n", copyPairTitles[r.pair], esc(r.tool), w, r.rows, r.elapsed.Seconds(),
+			phases, thousands(r.rate()), phaseRate, esc(ratio), esc(rssText(r)), esc(v))
 	}
 
 	mark := func(ok bool) string {
@@ -1110,11 +1174,15 @@ func renderCopy(cc copyConfig, rs []copyResult, took time.Duration) string {
 	}
 	if len(sweep) > 1 {
 		fmt.Fprintln(&b, "\n### PostgreSQL → PostgreSQL, sluice --copy-workers")
-		fmt.Fprintln(&b, "\n| workers | seconds | rows/s | peak RSS |")
-		fmt.Fprintln(&b, "|---:|---:|---:|---:|")
+		fmt.Fprintln(&b, "\n| workers | seconds | rows/s | rows/s of the rows phase | peak RSS |")
+		fmt.Fprintln(&b, "|---:|---:|---:|---:|---:|")
 		slices.SortFunc(sweep, func(a, b copyResult) int { return a.workers - b.workers })
 		for _, r := range sweep {
-			fmt.Fprintf(&b, "| %d | %.2f | %s | %s |\n", r.workers, r.elapsed.Seconds(), thousands(r.rate()), mib(r.rss))
+			phaseRate := "—"
+			if d := r.copyDone - r.copyStart; r.copyDone > 0 && d > 0 {
+				phaseRate = thousands(float64(r.rows) / d.Seconds())
+			}
+			fmt.Fprintf(&b, "| %d | %.2f | %s | %s | %s |\n", r.workers, r.elapsed.Seconds(), thousands(r.rate()), phaseRate, mib(r.rss))
 		}
 	}
 	fmt.Fprintln(&b)

@@ -95,12 +95,13 @@ type copyConfig struct {
 	baselines bool
 	jobs      int // pgcopydb --table-jobs
 	timeout   time.Duration
+	extra     []string // more sluice flags (-copy-sluice-flags)
 }
 
 // copyFlags registers the copy section's flags; the returned function
 // checks and stores them once flag.Parse has run.
 func copyFlags(cc *copyConfig) func() error {
-	var workers, pairs string
+	var workers, pairs, extra string
 	flag.IntVar(&cc.rows, "copy-rows", 2000000, "copy section: rows of the big table (e.g. 200000 for a quick run)")
 	flag.StringVar(&workers, "copy-workers", "4,1,8", "copy section: sluice --copy-workers for the PostgreSQL → PostgreSQL runs, one run each; the first is also used for the other pairs and judged against the goals")
 	flag.IntVar(&cc.chunkRows, "copy-chunk-rows", 0, "copy section: sluice --copy-chunk-rows (0: sluice's default)")
@@ -109,6 +110,7 @@ func copyFlags(cc *copyConfig) func() error {
 	flag.StringVar(&cc.verify, "copy-verify", "auto", "copy section: how to check the target: full (dbtest.CompareTables, every row in binary form, held in memory), sums (per table count, sum(id), sum(k) and a sum of an md5 of c and pad, computed by each server), auto (full up to 250000 rows, else sums)")
 	flag.BoolVar(&cc.baselines, "copy-baselines", true, "copy section: also time pg_dump | psql, pgcopydb and mariadb-dump | mariadb")
 	flag.IntVar(&cc.jobs, "copy-pgcopydb-jobs", 4, "copy section: pgcopydb --table-jobs")
+	flag.StringVar(&extra, "copy-sluice-flags", "", "copy section: more flags for sluice sync start, space-separated (e.g. \"--log-level debug\"; with -v its log is kept)")
 	flag.DurationVar(&cc.timeout, "copy-timeout", 20*time.Minute, "copy section: give up on one run after this")
 	return func() error {
 		if cc.rows < 1 || cc.chunkRows < 0 || cc.jobs < 1 || cc.timeout <= 0 {
@@ -117,6 +119,7 @@ func copyFlags(cc *copyConfig) func() error {
 		if !slices.Contains([]string{"auto", "full", "sums"}, cc.verify) {
 			return fmt.Errorf("-copy-verify %q: want auto, full or sums", cc.verify)
 		}
+		cc.extra = strings.Fields(extra)
 		cc.workers = nil
 		for _, f := range strings.Split(workers, ",") {
 			if f = strings.TrimSpace(f); f == "" {
@@ -306,7 +309,7 @@ func (ce *copyEnv) pair(ctx context.Context, pair string) ([]copyResult, error) 
 		}
 		label := tool
 		if workers > 0 {
-			label = fmt.Sprintf("%s, %d workers", tool, workers)
+			label = fmt.Sprintf("%s, workers %d", tool, workers)
 		}
 		fmt.Fprintf(os.Stderr, "==> copy, %s, %s, %d rows, 96 ms proxy\n", copyPairTitles[pair], label, ce.cc.totalRows())
 		r, err := f(dstURL, proxyURL)
@@ -489,6 +492,7 @@ func (ce *copyEnv) sluiceRun(ctx context.Context, srcPG bool, srcURL, proxyURL s
 	if ce.cc.chunkRows > 0 {
 		args = append(args, "--copy-chunk-rows", strconv.Itoa(ce.cc.chunkRows))
 	}
+	args = append(args, ce.cc.extra...)
 	if ce.cfg.verbose {
 		fmt.Fprintf(os.Stderr, "    %s %s\n", ce.cc.sluice, strings.Join(maskArgs(args), " "))
 	}
@@ -1145,7 +1149,7 @@ func renderCopy(cc copyConfig, rs []copyResult, took time.Duration) string {
 	fmt.Fprintln(&b)
 	w0 := cc.workers[0]
 	if s, ok := findCopy(rs, pairPGPG, toolSluice, w0); ok {
-		fmt.Fprintf(&b, "* PostgreSQL → PostgreSQL, sluice (%d workers): **%s rows/s** (goal ≥ %s) %s\n", w0, thousands(s.rate()), thousands(goalPGRate), mark(s.rate() >= goalPGRate))
+		fmt.Fprintf(&b, "* PostgreSQL → PostgreSQL, sluice, workers %d: **%s rows/s** (goal ≥ %s) %s\n", w0, thousands(s.rate()), thousands(goalPGRate), mark(s.rate() >= goalPGRate))
 		for _, g := range []struct {
 			tool string
 			goal float64
@@ -1156,14 +1160,14 @@ func renderCopy(cc copyConfig, rs []copyResult, took time.Duration) string {
 		}
 	}
 	if s, ok := findCopy(rs, pairMyMy, toolSluice, w0); ok {
-		fmt.Fprintf(&b, "* MariaDB → MariaDB, sluice (%d workers): **%s rows/s** (goal ≥ %s) %s\n", w0, thousands(s.rate()), thousands(goalMyRate), mark(s.rate() >= goalMyRate))
+		fmt.Fprintf(&b, "* MariaDB → MariaDB, sluice, workers %d: **%s rows/s** (goal ≥ %s) %s\n", w0, thousands(s.rate()), thousands(goalMyRate), mark(s.rate() >= goalMyRate))
 		if o, ok := findCopy(rs, pairMyMy, toolMyDump, 0); ok && o.rate() > 0 {
 			fmt.Fprintf(&b, "* MariaDB → MariaDB, sluice / %s: **%.2f×** (%s vs %s rows/s; goal ≥ %.1f×) %s\n", toolMyDump, s.rate()/o.rate(), thousands(s.rate()), thousands(o.rate()), goalMyDump, mark(s.rate()/o.rate() >= goalMyDump))
 		}
 	}
 	for _, r := range rs {
 		if r.tool == toolSluice && r.skipped == "" && r.rss > 0 {
-			fmt.Fprintf(&b, "* %s, sluice (%d workers): peak RSS **%s** (goal ≤ %s) %s\n", copyPairTitles[r.pair], r.workers, mib(r.rss), mib(goalRSS), mark(r.rss <= goalRSS))
+			fmt.Fprintf(&b, "* %s, sluice, workers %d: peak RSS **%s** (goal ≤ %s) %s\n", copyPairTitles[r.pair], r.workers, mib(r.rss), mib(goalRSS), mark(r.rss <= goalRSS))
 		}
 	}
 	var sweep []copyResult

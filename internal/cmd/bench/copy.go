@@ -952,6 +952,9 @@ func (ce *copyEnv) pgcopydbRun(ctx context.Context, srcURL, proxyURL string) (co
 	res.elapsed = time.Since(t0)
 	res.rss = sample()
 	res.rssNote = "all its processes"
+	if ce.cfg.verbose {
+		fmt.Fprintf(os.Stderr, "    pgcopydb's output, last lines:\n    %s\n", strings.ReplaceAll(lastLines(out.String(), 20), " / ", "\n    "))
+	}
 	if err != nil {
 		return res, fmt.Errorf("pgcopydb copy table-data: %w: %s", err, lastLines(out.String(), 8))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -128,9 +129,17 @@ func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, topts t
 	mcopy := svc.addCopy(sl)
 	defer mcopy()
 	lastLog := time.Now()
+	// A PostgreSQL source's table named without a schema is in public, as
+	// its reader describes it (and names it in errors).
+	tables := slices.Clone(o.Tables)
+	for i := range tables {
+		if eng == EnginePostgres && tables[i].Schema == "" {
+			tables[i].Schema = "public"
+		}
+	}
 	res, err := tablecopy.Run(ctx, tablecopy.Config{
 		Stream: o.ID,
-		Tables: o.Tables,
+		Tables: tables,
 		Source: src,
 		NewTarget: func(ctx context.Context, tables []*sluice.Table) (tablecopy.Target, error) {
 			return openCopyTarget(ctx, topts, tables)

@@ -75,7 +75,7 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 	const queue = 4 << 20
 	dir := t.TempDir()
 	proc := startSluice(t, bin, "sync", "start", "--source", p.srcURL, "--target", p.dstURL, "--tables", "backlog",
-		"--state-dir", dir, "--source-mode", "trigger", "--max-queue-bytes", strconv.Itoa(queue), "--max-lanes", "1", "--log-format", "json")
+		"--state-dir", dir, "--source-mode", "trigger", "--initial-copy", "off", "--max-queue-bytes", strconv.Itoa(queue), "--max-lanes", "1", "--log-format", "json")
 	first := waitStatus(t, proc, dir, 60*time.Second, "first commit", func(s daemon.Status) bool { return s.Applied > 0 })
 	var peak int64
 	var peakQueue int64

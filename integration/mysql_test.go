@@ -31,6 +31,7 @@ func TestMariaDBKilledTransactionsAreRetried(t *testing.T) {
 		ID: "killed", SourceURL: src.url, TargetURL: dst.url,
 		Tables: tableNames(t, []string{"items", "order_lines"}), StateDir: t.TempDir(),
 		PollInterval: 50 * time.Millisecond, KillBudget: 5 * time.Second, BatchSize: 1500, SourceMode: "trigger",
+		InitialCopy: "off", // the backlog is streamed from the changelog
 	}
 	// Capture first, then the backlog, then the killer and the stream.
 	if err := installMy(ctx, src, o); err != nil {
@@ -84,7 +85,7 @@ func TestCrossEngineRefusesUnrepresentableValue(t *testing.T) {
 	}
 	o := daemon.StreamOptions{
 		ID: "zero", SourceURL: src.url, TargetURL: dst.url, Tables: tableNames(t, []string{"events"}),
-		StateDir: t.TempDir(), PollInterval: 50 * time.Millisecond, SourceMode: "trigger",
+		StateDir: t.TempDir(), PollInterval: 50 * time.Millisecond, SourceMode: "trigger", InitialCopy: "off",
 	}
 	if err := installMy(ctx, src, o); err != nil {
 		t.Fatal(err)

@@ -66,7 +66,7 @@ func TestReloadOnHangup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	head := fmt.Sprintf("state_dir = %q\nsource_mode = \"trigger\"\npoll_interval = \"50ms\"\nlog_format = \"json\"\nshutdown_timeout = \"5s\"\n", dir)
+	head := fmt.Sprintf("state_dir = %q\nsource_mode = \"trigger\"\ninitial_copy = \"off\"\npoll_interval = \"50ms\"\nlog_format = \"json\"\nshutdown_timeout = \"5s\"\n", dir)
 	mainStream := func(source, tables, budget string) string {
 		return fmt.Sprintf("\n[[stream]]\nstream_id = \"main\"\nsource = %q\ntarget = %q\ntables = [%s]\nkill_budget = %q\n", source, p.dstURL, tables, budget)
 	}

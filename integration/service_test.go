@@ -120,7 +120,7 @@ func startNotified(t *testing.T, p *pair, ns *notifySocket, extra ...string) (*s
 	t.Setenv("WATCHDOG_USEC", "2000000")
 	args := append([]string{"sync", "start", "--source", p.srcURL, "--target", p.dstURL,
 		"--tables", "public.items", "--state-dir", dir, "--stream-id", "svc",
-		"--source-mode", "trigger", "--poll-interval", "50ms", "--log-format", "json", "--log-level", "debug",
+		"--source-mode", "trigger", "--initial-copy", "off", "--poll-interval", "50ms", "--log-format", "json", "--log-level", "debug",
 		"--kill-budget", "2s", "--shutdown-timeout", "5s"}, extra...)
 	return startSluice(t, bin, args...), dir
 }

@@ -475,6 +475,10 @@ func (t *Target) RowCount(ctx context.Context, name sluice.TableName) (int64, er
 		schema + " AND TABLE_NAME = " + lit(name.Name) + "), 1)), 0)"
 	var n int64
 	err := t.reading(ctx, func() error { return t.conn.QueryRowContext(ctx, q).Scan(&n) })
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1146 {
+		return 0, fmt.Errorf("target table %s does not exist: create it with the source's columns and primary key (sluice does not create tables): %w", name, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("count rows of target table %s: %w", name, err)
 	}

@@ -287,6 +287,10 @@ func (t *Target) RowCount(ctx context.Context, name sluice.TableName) (int64, er
 		return t.conn.QueryRow(ctx, "SELECT CASE WHEN EXISTS (SELECT 1 FROM "+id+" LIMIT 1) THEN "+
 			"greatest(1, (SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass($1))) ELSE 0 END", id).Scan(&n)
 	})
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" {
+		return 0, fmt.Errorf("target table %s does not exist on PostgreSQL at %s: create it with the source's columns and primary key (sluice does not create tables): %w", name, t.addr, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("count rows of target table %s on PostgreSQL at %s: %w", name, t.addr, err)
 	}

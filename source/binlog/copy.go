@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
-	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/source/internal/mycopy"
@@ -147,8 +146,7 @@ func (s *CopySource) take(ctx context.Context, workers int) (*tablecopy.Snapshot
 		pos, err = s.snapshotNoLock(ctx, r, info, snap, workers)
 	} else {
 		pos, err = s.snapshotLocked(ctx, r, info, snap, workers)
-		var me *gomysql.MySQLError
-		if errors.As(err, &me) && me.Number == 1227 && info.mariadb {
+		if errors.Is(err, mycopy.ErrNoReload) && info.mariadb {
 			r.log.Info("copy snapshot: no RELOAD privilege for FLUSH TABLES WITH READ LOCK; using MariaDB's consistent snapshot position instead", "user", ci.user)
 			pos, err = s.snapshotNoLock(ctx, r, info, snap, workers)
 		}
@@ -177,20 +175,12 @@ func readerConfig(r *Reader, info serverInfo) mycopy.Config {
 // openPools opens a pool of one connection for each reader, connected
 // already so that starting the readers under the lock takes no handshake.
 func (s *CopySource) openPools(ctx context.Context, n int) ([]*sql.DB, error) {
-	var pools []*sql.DB
-	for range n {
+	pools, err := mycopy.OpenPools(ctx, n, func() (*sql.DB, error) {
 		db, _, err := openDB(s.dsn)
-		if err == nil {
-			db.SetMaxOpenConns(1)
-			err = db.PingContext(ctx)
-			pools = append(pools, db)
-		}
-		if err != nil {
-			for _, p := range pools {
-				p.Close()
-			}
-			return nil, fmt.Errorf("binlog: copy snapshot: connect the readers: %w", err)
-		}
+		return db, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("binlog: copy snapshot: %w", err)
 	}
 	return pools, nil
 }
@@ -223,31 +213,9 @@ func (s *CopySource) snapshotLocked(ctx context.Context, r *Reader, info serverI
 			p.Close()
 		}
 	}()
-	secs := max(1, int(lockWait.Round(time.Second)/time.Second))
-	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = "+strconv.Itoa(secs)); err != nil {
-		return nil, fmt.Errorf("binlog: copy snapshot: set lock_wait_timeout: %w", err)
-	}
-	start := time.Now()
-	if _, err := conn.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); err != nil {
-		var me *gomysql.MySQLError
-		if errors.As(err, &me) && me.Number == 1205 {
-			return nil, fmt.Errorf("binlog: copy snapshot: FLUSH TABLES WITH READ LOCK waited %s in vain: a long-running statement on the source (a write, a DDL, a LOCK TABLES) holds it off; "+
-				"find it in SHOW PROCESSLIST, let it finish and run the copy again: %w", lockWait, err)
-		}
-		if errors.As(err, &me) && me.Number == 1227 {
-			return nil, fmt.Errorf("binlog: copy snapshot: user %s may not run FLUSH TABLES WITH READ LOCK: GRANT RELOAD ON *.* TO %s: %w", r.conn.user, r.conn.user, err)
-		}
-		return nil, fmt.Errorf("binlog: copy snapshot: FLUSH TABLES WITH READ LOCK: %w", err)
-	}
-	unlocked := false
-	unlock := func() error {
-		if unlocked {
-			return nil
-		}
-		unlocked = true
-		_, err := conn.ExecContext(context.Background(), "UNLOCK TABLES")
-		r.log.Info("copy snapshot: global read lock released", "held", time.Since(start).Round(time.Microsecond))
-		return err
+	unlock, err := mycopy.GlobalReadLock(ctx, conn, lockWait, r.log)
+	if err != nil {
+		return nil, fmt.Errorf("binlog: copy snapshot: %w", err)
 	}
 	defer unlock()
 	// No transaction commits while the lock is held: every snapshot
@@ -265,7 +233,7 @@ func (s *CopySource) snapshotLocked(ctx context.Context, r *Reader, info serverI
 		return nil, err
 	}
 	if err := unlock(); err != nil {
-		return nil, fmt.Errorf("binlog: copy snapshot: UNLOCK TABLES: %w", err)
+		return nil, fmt.Errorf("binlog: copy snapshot: %w", err)
 	}
 	return pos, nil
 }

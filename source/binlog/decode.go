@@ -2,7 +2,6 @@ package binlog
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/source/internal/mycopy"
 )
 
 // colDef is how one column of a table map is decoded: everything the value
@@ -382,44 +382,5 @@ func (c *colDef) text(s string) (sluice.Value, error) {
 // (checked against 4,000 random values), MySQL 8 with a bare exponent
 // (1.5e-7, 1e20; MySQL is not covered by the tests here).
 func formatFloat(f float64, bits int, mariadb bool) string {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return strconv.FormatFloat(f, 'g', -1, bits)
-	}
-	if f == 0 {
-		if math.Signbit(f) {
-			return "-0"
-		}
-		return "0"
-	}
-	if bits == 32 {
-		return strconv.FormatFloat(f, 'g', -1, 32)
-	}
-	if mariadb {
-		return strconv.FormatFloat(f, 'g', -1, 64)
-	}
-	s := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±xx
-	mant, expS, _ := strings.Cut(s, "e")
-	exp, _ := strconv.Atoi(expS)
-	neg := strings.HasPrefix(mant, "-")
-	mant = strings.TrimPrefix(mant, "-")
-	digits := strings.Replace(mant, ".", "", 1)
-	const limit = 15
-	var out string
-	if exp < -4 || exp >= limit {
-		out = digits[:1]
-		if len(digits) > 1 {
-			out += "." + digits[1:]
-		}
-		out += "e" + strconv.Itoa(exp)
-	} else if exp < 0 {
-		out = "0." + strings.Repeat("0", -exp-1) + digits
-	} else if len(digits) <= exp+1 {
-		out = digits + strings.Repeat("0", exp+1-len(digits))
-	} else {
-		out = digits[:exp+1] + "." + digits[exp+1:]
-	}
-	if neg {
-		out = "-" + out
-	}
-	return out
+	return mycopy.FormatFloat(f, bits, mariadb)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -157,8 +156,7 @@ func (s *CopySource) Snapshot(ctx context.Context, workers int) (*tablecopy.Snap
 		pos, err = s.snapshotNoLock(ctx, ctl, logDB, lo, snap, workers, log)
 	} else {
 		pos, err = s.snapshotLocked(ctx, ctl, logDB, lo, snap, workers, log)
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && me.Number == 1227 {
+		if errors.Is(err, mycopy.ErrNoReload) {
 			log.Info("copy snapshot: no RELOAD privilege for FLUSH TABLES WITH READ LOCK; taking the snapshot without it")
 			pos, err = s.snapshotNoLock(ctx, ctl, logDB, lo, snap, workers, log)
 		}
@@ -200,19 +198,9 @@ func (s *CopySource) beginReaders(ctx context.Context, pools []*sql.DB, snap *ta
 
 // openPools opens a connected pool of one connection per reader.
 func (s *CopySource) openPools(ctx context.Context, n int) ([]*sql.DB, error) {
-	var pools []*sql.DB
-	for range n {
-		db, err := openPool(s.dsn, 1)
-		if err == nil {
-			err = db.PingContext(ctx)
-			pools = append(pools, db)
-		}
-		if err != nil {
-			for _, p := range pools {
-				p.Close()
-			}
-			return nil, fmt.Errorf("mytrigger copy snapshot: connect the readers: %w", err)
-		}
+	pools, err := mycopy.OpenPools(ctx, n, func() (*sql.DB, error) { return openPool(s.dsn, 1) })
+	if err != nil {
+		return nil, fmt.Errorf("mytrigger copy snapshot: %w", err)
 	}
 	return pools, nil
 }
@@ -234,30 +222,17 @@ func (s *CopySource) snapshotLocked(ctx context.Context, ctl *sql.DB, logDB stri
 		return 0, fmt.Errorf("mytrigger copy snapshot: connect: %w", err)
 	}
 	defer conn.Close()
-	secs := max(1, int(lockWait.Round(time.Second)/time.Second))
-	if _, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = "+strconv.Itoa(secs)); err != nil {
+	unlock, err := mycopy.GlobalReadLock(ctx, conn, lockWait, log)
+	if err != nil {
 		for _, p := range pools {
 			p.Close()
 		}
-		return 0, fmt.Errorf("mytrigger copy snapshot: set lock_wait_timeout: %w", err)
-	}
-	start := time.Now()
-	if _, err := conn.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); err != nil {
-		for _, p := range pools {
-			p.Close()
-		}
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && me.Number == 1205 {
-			return 0, fmt.Errorf("mytrigger copy snapshot: FLUSH TABLES WITH READ LOCK waited %s in vain: a long-running statement on the source (a write, a DDL, a LOCK TABLES) holds it off; "+
-				"find it in SHOW PROCESSLIST, let it finish and run the copy again: %w", lockWait, err)
-		}
-		return 0, err // 1227 (no RELOAD) is handled by the caller
+		return 0, fmt.Errorf("mytrigger copy snapshot: %w", err) // ErrNoReload is handled by the caller
 	}
 	err = s.beginReaders(ctx, pools, snap, log)
-	if _, uerr := conn.ExecContext(context.Background(), "UNLOCK TABLES"); uerr != nil && err == nil {
-		err = fmt.Errorf("mytrigger copy snapshot: UNLOCK TABLES: %w", uerr)
+	if uerr := unlock(); uerr != nil && err == nil {
+		err = fmt.Errorf("mytrigger copy snapshot: %w", uerr)
 	}
-	log.Info("copy snapshot: global read lock released", "held", time.Since(start).Round(time.Microsecond))
 	if err != nil {
 		return 0, err
 	}

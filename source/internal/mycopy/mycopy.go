@@ -489,10 +489,10 @@ func (r *Reader) Digest(ctx context.Context, t *sluice.Table, rg tablecopy.Range
 	return d, nil
 }
 
-// FormatFloat writes a FLOAT (bits 32) or DOUBLE as source/binlog's
-// formatFloat does (a copy: the binlog package imports this one): the
-// shortest text that reads back to the identical value, FLOAT in Go's %g
-// layout, DOUBLE as the flavor's text protocol writes it.
+// FormatFloat writes a FLOAT (bits 32) or DOUBLE as the binlog reader gives
+// it, which uses this one function so that the copy and the stream agree:
+// the shortest text that reads back to the identical value, FLOAT in Go's
+// %g layout, DOUBLE as the flavor's text protocol writes it.
 func FormatFloat(f float64, bits int, mariadb bool) string {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return strconv.FormatFloat(f, 'g', -1, bits)

@@ -15,9 +15,12 @@
 // decode only, nothing applied, nothing acknowledged): its ceiling. It is a
 // report, not a test: it does not fail when the numbers are low.
 //
-// -sections picks the report's parts: "sources" (the above) and
+// -sections picks the report's parts: "sources" (the above),
 // "controller" (controller.go: pinned batch sizes against the model and
-// AIMD controllers under a transaction killer at several RTTs, issue 5).
+// AIMD controllers under a transaction killer at several RTTs, issue 5)
+// and "copy" (copy.go: the initial copy of the built binary against
+// pg_dump | psql, pgcopydb and mariadb-dump | mariadb over the 96 ms
+// proxy, issue 11; -copy-rows scales it down for a quick run).
 package main
 
 import (
@@ -87,9 +90,11 @@ type config struct {
 	out           string
 	verbose       bool
 	// sections are the report's parts, in order: "sources" (the
-	// throughput runs per source above) and "controller" (controller.go).
+	// throughput runs per source above), "controller" (controller.go)
+	// and "copy" (copy.go).
 	sections []string
 	ctl      ctlConfig
+	copy     copyConfig
 }
 
 const (
@@ -97,7 +102,7 @@ const (
 	secController = "controller"
 )
 
-var allSections = []string{secSources, secController}
+var allSections = []string{secSources, secController, secCopy}
 
 func main() {
 	var cfg config
@@ -120,6 +125,7 @@ func main() {
 	flag.DurationVar(&cfg.ctl.killBudget, "controller-kill-budget", time.Second, "controller section: sluice's --kill-budget")
 	flag.DurationVar(&cfg.ctl.runLimit, "controller-run-limit", 20*time.Second, "controller section: stop a run after this and report its partial rate")
 	flag.IntVar(&cfg.ctl.maxLanes, "controller-max-lanes", 8, "controller section: --max-lanes of the model run with lanes")
+	copyDone := copyFlags(&cfg.copy)
 	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file")
 	flag.Parse()
 	var err error
@@ -137,6 +143,9 @@ func main() {
 	}
 	if err == nil {
 		cfg.ctl.sizes, err = parseSizes(ctlSizes)
+	}
+	if err == nil {
+		err = copyDone()
 	}
 	if err == nil && (cfg.ctl.changes < 1 || cfg.ctl.maxLanes < 1 || cfg.ctl.killAfter <= 0 || cfg.ctl.killBudget <= 0 || cfg.ctl.runLimit <= 0) {
 		err = errors.New("controller section: -controller-changes, -controller-max-lanes, -controller-kill-after, -controller-kill-budget and -controller-run-limit must be positive")
@@ -379,6 +388,17 @@ func run(ctx context.Context, cfg config) error {
 		if err != nil {
 			fmt.Print(report)
 			return fmt.Errorf("controller: %w", err)
+		}
+	}
+	if slices.Contains(cfg.sections, secCopy) {
+		copyBegan := time.Now()
+		cp, err := e.benchCopy(ctx)
+		if len(cp) > 0 {
+			report += renderCopy(cfg.copy, cp, time.Since(copyBegan))
+		}
+		if err != nil {
+			fmt.Print(report)
+			return fmt.Errorf("copy: %w", err)
 		}
 	}
 	fmt.Print(report)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -33,7 +34,9 @@ type uniqueIndex struct {
 
 // tableDesc is a target table checked against one source description.
 type tableDesc struct {
-	src     *sluice.Table
+	src *sluice.Table
+	// merge is the allowMerge the description was checked with.
+	merge   bool
 	display string      // db.table as resolved on the target
 	ident   string      // quoted, qualified name used in SQL
 	cols    []sqlColumn // aligned with src.Columns
@@ -71,6 +74,12 @@ func (t *Target) preflight(ctx context.Context, tables []*sluice.Table, allowMer
 	}
 	var errs []error
 	for _, tbl := range tables {
+		if d := t.tables[tbl.Name]; d != nil && d.merge == allowMerge && reflect.DeepEqual(*d.src, *tbl) {
+			// The same description checked on this connection moments
+			// ago (the stream after its initial copy): the check stands.
+			d.src = tbl
+			continue
+		}
 		if _, err := t.loadWith(ctx, tbl, allowMerge); err != nil {
 			errs = append(errs, err)
 		}
@@ -156,6 +165,7 @@ func (t *Target) loadWith(ctx context.Context, tbl *sluice.Table, allowMerge boo
 		return nil, err
 	}
 	d.ident = tableIdent(tbl.Name)
+	d.merge = allowMerge
 	t.tables[tbl.Name] = d
 	return d, nil
 }

@@ -90,6 +90,8 @@ var _ apply.Target = (*Target)(nil)
 // the SQL built for it so far.
 type tableDesc struct {
 	src     *sluice.Table
+	// merge is the allowMerge the description was checked with.
+	merge bool
 	display string      // schema.table as resolved on the target
 	ident   string      // quoted, qualified name used in SQL
 	cols    []sqlColumn // aligned with src.Columns

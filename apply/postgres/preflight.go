@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -98,6 +99,12 @@ func (t *Target) preflight(ctx context.Context, tables []*sluice.Table, allowMer
 	}
 	var errs []error
 	for _, tbl := range tables {
+		if d := t.tables[tbl.Name]; d != nil && d.merge == allowMerge && reflect.DeepEqual(*d.src, *tbl) {
+			// The same description checked on this connection moments
+			// ago (the stream after its initial copy): the check stands.
+			d.src = tbl
+			continue
+		}
 		if _, err := t.loadWith(ctx, tbl, allowMerge); err != nil {
 			errs = append(errs, err)
 		}
@@ -159,6 +166,7 @@ func (t *Target) loadWith(ctx context.Context, tbl *sluice.Table, allowMerge boo
 		return nil, err
 	}
 	d.ident = ident
+	d.merge = allowMerge
 	t.tables[tbl.Name] = d
 	return d, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -90,6 +91,20 @@ func (t *Target) Preflight(ctx context.Context, tables []*sluice.Table) error {
 func (t *Target) mapTable(ctx context.Context, tbl *sluice.Table) (*tableMap, error) {
 	t.mu.Lock()
 	m := t.tables[tbl]
+	t.mu.Unlock()
+	if m != nil {
+		return m, nil
+	}
+	// A description equal to one mapped already (the stream's reader
+	// describes the tables again after the initial copy) maps the same.
+	t.mu.Lock()
+	for _, old := range t.tables {
+		if reflect.DeepEqual(*old.src, *tbl) {
+			m = &tableMap{src: tbl, out: old.out, convs: old.convs}
+			t.tables[tbl] = m
+			break
+		}
+	}
 	t.mu.Unlock()
 	if m != nil {
 		return m, nil

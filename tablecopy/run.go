@@ -1,10 +1,12 @@
 package tablecopy
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -448,6 +450,11 @@ func runJob(ctx context.Context, cfg Config, rd Reader, tgt Target, j job, epoch
 			}
 		}
 	}
+	if cr, ok := rd.(CopyReader); ok {
+		if ct, ok := tgt.(CopyTarget); ok {
+			return false, copyRaw(ctx, cfg, cr, ct, j, epoch, pr)
+		}
+	}
 	var rows, bytes int64
 	st, err := tgt.WriteChunk(ctx, cfg.Stream, epoch, j.table, c, j.replace, func(emit func([]sluice.Row) error) error {
 		err := rd.Read(ctx, j.table, c.Range, func(batch []sluice.Row) error {
@@ -633,4 +640,57 @@ func (w *workerTargets) close(ctx context.Context) {
 			t.Close(context.WithoutCancel(ctx))
 		}
 	}
+}
+
+// copyRaw copies a chunk as COPY text from a CopyReader to a CopyTarget.
+func copyRaw(ctx context.Context, cfg Config, cr CopyReader, ct CopyTarget, j job, epoch int, pr *progress) error {
+	c := j.st.Chunk
+	pw := &progressWriter{pr: pr, table: c.Table}
+	st, err := ct.WriteChunkCopy(ctx, cfg.Stream, epoch, j.table, c, j.replace, func(w io.Writer) (int64, error) {
+		pw.w = w
+		n, err := cr.CopyOut(ctx, j.table, c.Range, pw)
+		pw.report()
+		var ee *emitError
+		if err != nil && !errors.As(err, &ee) {
+			return n, sourceErr("read "+c.String()+" from the source", err)
+		}
+		return n, err
+	})
+	pr.flowing(c.Table, -pw.rows, -pw.bytes)
+	if err != nil {
+		return targetErr("copy "+c.String(), err)
+	}
+	pr.done(c.Table, st.Rows, st.Bytes, true)
+	return nil
+}
+
+// progressWriter passes COPY text on and counts its rows (one per line:
+// COPY escapes newlines inside values) and bytes into the progress, about
+// every MiB.
+type progressWriter struct {
+	w                   io.Writer
+	pr                  *progress
+	table               sluice.TableName
+	rows, bytes         int64
+	pendRows, pendBytes int64
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.pendBytes += int64(n)
+	p.pendRows += int64(bytes.Count(b[:n], []byte{'\n'}))
+	if p.pendBytes >= 1<<20 {
+		p.report()
+	}
+	if err != nil {
+		return n, &emitError{err}
+	}
+	return n, nil
+}
+
+func (p *progressWriter) report() {
+	p.pr.flowing(p.table, p.pendRows, p.pendBytes)
+	p.rows += p.pendRows
+	p.bytes += p.pendBytes
+	p.pendRows, p.pendBytes = 0, 0
 }

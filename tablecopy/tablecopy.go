@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/sluice-cdc/sluice"
@@ -174,6 +175,20 @@ type Reader interface {
 	// Digest computes the digest of a range of t, or ErrNoDigest.
 	Digest(ctx context.Context, t *sluice.Table, r Range) (Digest, error)
 	Close() error
+}
+
+// CopyReader is a Reader of a PostgreSQL source that can write a range's
+// rows as COPY text, and CopyTarget a PostgreSQL target that takes them so:
+// between the two the rows pass as bytes, never parsed into values (the
+// values are the ones Read gives). The copy uses them when both sides have
+// them.
+type CopyReader interface {
+	CopyOut(ctx context.Context, t *sluice.Table, r Range, w io.Writer) (rows int64, err error)
+}
+
+// CopyTarget is a target that writes a chunk from COPY text.
+type CopyTarget interface {
+	WriteChunkCopy(ctx context.Context, stream string, epoch int, t *sluice.Table, c Chunk, replace bool, copyOut func(w io.Writer) (int64, error)) (ChunkState, error)
 }
 
 // Snapshot is a consistent cut of the source: every change committed before

@@ -22,7 +22,10 @@ import (
 	"github.com/sluice-cdc/sluice/tablecopy"
 )
 
-var _ tablecopy.Target = (*Target)(nil)
+var (
+	_ tablecopy.Target     = (*Target)(nil)
+	_ tablecopy.CopyTarget = (*Target)(nil)
+)
 
 // copyFlushSize is how much COPY text a chunk's encoder gathers before it
 // hands it to the connection: the memory a chunk costs beyond the batch the
@@ -336,9 +339,47 @@ func copyColumns(tbl *sluice.Table) []string {
 // waiting for the server's CopyInResponse, the COPY data streaming right
 // behind it; then the done record and COMMIT in one pipeline.
 func (t *Target) WriteChunk(ctx context.Context, stream string, epoch int, tbl *sluice.Table, c tablecopy.Chunk, replace bool, rows tablecopy.Rows) (tablecopy.ChunkState, error) {
+	return t.writeChunkWith(ctx, stream, epoch, tbl, c, replace, func(w io.Writer) (int64, int64, error) {
+		enc := &copyEncoder{w: w, tbl: tbl}
+		err := rows(enc.emit)
+		if err == nil {
+			err = enc.flush()
+		}
+		return enc.rows, enc.bytes, err
+	})
+}
+
+// WriteChunkCopy is WriteChunk for rows a PostgreSQL source writes as COPY
+// text itself (tablecopy.CopyReader): copyOut writes them into w and returns
+// how many it wrote. The bytes pass through unparsed.
+func (t *Target) WriteChunkCopy(ctx context.Context, stream string, epoch int, tbl *sluice.Table, c tablecopy.Chunk, replace bool, copyOut func(w io.Writer) (int64, error)) (tablecopy.ChunkState, error) {
+	return t.writeChunkWith(ctx, stream, epoch, tbl, c, replace, func(w io.Writer) (int64, int64, error) {
+		cw := &countingWriter{w: w}
+		n, err := copyOut(cw)
+		return n, cw.n, err
+	})
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// produceFunc writes a chunk's rows as COPY text into w and returns the rows
+// and bytes it wrote.
+type produceFunc func(w io.Writer) (rows, bytes int64, err error)
+
+func (t *Target) writeChunkWith(ctx context.Context, stream string, epoch int, tbl *sluice.Table, c tablecopy.Chunk, replace bool, produce produceFunc) (tablecopy.ChunkState, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	st, err := t.writeChunk(ctx, stream, epoch, tbl, c, replace, rows)
+	st, err := t.writeChunk(ctx, stream, epoch, tbl, c, replace, produce)
 	if err != nil {
 		lost := t.rollback(ctx)
 		err = fmt.Errorf("copy %s (stream %q, epoch %d) to target PostgreSQL at %s: %w", c, stream, epoch, t.addr, err)
@@ -350,7 +391,7 @@ func (t *Target) WriteChunk(ctx context.Context, stream string, epoch int, tbl *
 	return st, nil
 }
 
-func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *sluice.Table, c tablecopy.Chunk, replace bool, rows tablecopy.Rows) (tablecopy.ChunkState, error) {
+func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *sluice.Table, c tablecopy.Chunk, replace bool, produce produceFunc) (tablecopy.ChunkState, error) {
 	keys, err := copyKeyColumns(tbl, c.Range)
 	if err != nil {
 		return tablecopy.ChunkState{}, err
@@ -376,13 +417,11 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 	pr, pw := io.Pipe()
 	stop := context.AfterFunc(ctx, func() { pr.CloseWithError(ctx.Err()) })
 	defer stop()
-	enc := &copyEncoder{w: pw, tbl: tbl}
+	var sent, bytes int64
 	produced := make(chan error, 1)
 	go func() {
-		err := rows(enc.emit)
-		if err == nil {
-			err = enc.flush()
-		}
+		var err error
+		sent, bytes, err = produce(pw)
 		pw.CloseWithError(err) // nil: EOF
 		produced <- err
 	}()
@@ -396,17 +435,17 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 		return tablecopy.ChunkState{}, fmt.Errorf("read rows: %w", prodErr)
 	case copyErr != nil:
 		return tablecopy.ChunkState{}, copyErr
-	case tag.RowsAffected() != enc.rows:
-		return tablecopy.ChunkState{}, fmt.Errorf("COPY wrote %d rows, sent %d", tag.RowsAffected(), enc.rows)
+	case tag.RowsAffected() != sent:
+		return tablecopy.ChunkState{}, fmt.Errorf("COPY wrote %d rows, sent %d", tag.RowsAffected(), sent)
 	case t.conn.PgConn().TxStatus() != 'T':
 		return tablecopy.ChunkState{}, fmt.Errorf("not in the chunk's transaction after COPY (status %q)", t.conn.PgConn().TxStatus())
 	}
 
-	st := tablecopy.ChunkState{Chunk: c, Done: true, Rows: enc.rows, Bytes: enc.bytes, Epoch: epoch}
+	st := tablecopy.ChunkState{Chunk: c, Done: true, Rows: sent, Bytes: bytes, Epoch: epoch}
 	b := &pgx.Batch{}
 	b.Queue(buildCopyChunkDone(t.cfg.Schema), stream, c.Table.String(), strconv.Itoa(c.N),
 		tablecopy.EncodeBound(c.Range.From), tablecopy.EncodeBound(c.Range.To),
-		strconv.FormatInt(enc.rows, 10), strconv.FormatInt(enc.bytes, 10), strconv.Itoa(epoch)).QueryRow(func(r pgx.Row) error {
+		strconv.FormatInt(sent, 10), strconv.FormatInt(bytes, 10), strconv.Itoa(epoch)).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&st.Copies, &st.At)
 	})
 	if err := t.execTx(ctx, b); err != nil {

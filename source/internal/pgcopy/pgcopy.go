@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"strconv"
 	"strings"
@@ -48,7 +49,10 @@ type Reader struct {
 	rows  []sluice.Row
 }
 
-var _ tablecopy.Reader = (*Reader)(nil)
+var (
+	_ tablecopy.Reader     = (*Reader)(nil)
+	_ tablecopy.CopyReader = (*Reader)(nil)
+)
 
 // Open connects with cfg (a copy of it; application_name defaults to
 // "sluice-copy") and starts a REPEATABLE READ READ ONLY transaction that
@@ -272,18 +276,7 @@ func (r *Reader) keyBounds(ctx context.Context, t *sluice.Table, rowsPerChunk in
 // Read emits the rows of range rg of t in key order, every column as its
 // ::text, in batches of at most batchRows rows or about batchBytes bytes.
 func (r *Reader) Read(ctx context.Context, t *sluice.Table, rg tablecopy.Range, emit func(batch []sluice.Row) error) error {
-	sel := make([]string, len(t.Columns))
-	for i, c := range t.Columns {
-		sel[i] = quote(c.Name) + "::text"
-	}
-	keys := keyCols(t)
-	q := `SELECT ` + strings.Join(sel, ", ") + ` FROM ` + tableName(t) + ` WHERE ` + keyrange.PG(keys, rg)
-	if len(keys) > 0 {
-		// Key order reads the range along the primary key's index and
-		// hands the target its rows in index order.
-		// Qualified: a bare name would mean the output column, the text.
-		q += ` ORDER BY ` + tableName(t) + `.` + strings.Join(keys, ", "+tableName(t)+".")
-	}
+	q := rangeQuery(t, rg)
 	fail := func(err error) error {
 		return fmt.Errorf("copy: read source table %s range %s: %w", t.Name, rg, err)
 	}
@@ -367,4 +360,33 @@ func (r *Reader) Digest(ctx context.Context, t *sluice.Table, rg tablecopy.Range
 		return d, fmt.Errorf("copy: digest source table %s range %s: row count %q: %w", t.Name, rg, rows, err)
 	}
 	return d, nil
+}
+
+// rangeQuery selects a range's rows as the stream's text, in key order.
+func rangeQuery(t *sluice.Table, rg tablecopy.Range) string {
+	sel := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		sel[i] = quote(c.Name) + "::text"
+	}
+	keys := keyCols(t)
+	q := `SELECT ` + strings.Join(sel, ", ") + ` FROM ` + tableName(t) + ` WHERE ` + keyrange.PG(keys, rg)
+	if len(keys) > 0 {
+		// Key order reads the range along the primary key's index and
+		// hands the target its rows in index order.
+		// Qualified: a bare name would mean the output column, the text.
+		q += ` ORDER BY ` + tableName(t) + `.` + strings.Join(keys, ", "+tableName(t)+".")
+	}
+	return q
+}
+
+// CopyOut writes a range's rows into w as COPY text (tablecopy.CopyReader):
+// the same values Read gives, escaped as COPY escapes them, which a
+// PostgreSQL target's COPY FROM takes as they are, without sluice parsing
+// them.
+func (r *Reader) CopyOut(ctx context.Context, t *sluice.Table, rg tablecopy.Range, w io.Writer) (int64, error) {
+	tag, err := r.conn.PgConn().CopyTo(ctx, w, "COPY ("+rangeQuery(t, rg)+") TO STDOUT")
+	if err != nil {
+		return 0, fmt.Errorf("copy: read source table %s range %s: %w", t.Name, rg, err)
+	}
+	return tag.RowsAffected(), nil
 }

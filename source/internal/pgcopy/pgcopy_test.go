@@ -164,6 +164,50 @@ func TestReadText(t *testing.T) {
 	if !strings.Contains(got[0], "2024-03-01 07:34:56.789+00") || !strings.Contains(got[0], `\x00ff`) || !strings.Contains(got[1], "NULL") {
 		t.Errorf("row texts %s", got)
 	}
+	// CopyOut gives the same values, as COPY text.
+	var out strings.Builder
+	n, err := r.CopyOut(context.Background(), tbl, tablecopy.Range{}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromCopy []string
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		var row sluice.Row
+		for _, f := range strings.Split(line, "\t") {
+			if f == `\N` {
+				row = append(row, sluice.Null)
+			} else {
+				row = append(row, sluice.Text(unescapeCopy(f)))
+			}
+		}
+		fromCopy = append(fromCopy, fmt.Sprint(row))
+	}
+	if n != int64(len(got)) || !slices.Equal(fromCopy, got) {
+		t.Fatalf("CopyOut gives %d rows\n%s\nwant Read's\n%s", n, strings.Join(fromCopy, "\n"), strings.Join(got, "\n"))
+	}
+}
+
+// unescapeCopy reads a field of COPY text.
+func unescapeCopy(f string) string {
+	var b strings.Builder
+	for i := 0; i < len(f); i++ {
+		if f[i] != '\\' || i+1 == len(f) {
+			b.WriteByte(f[i])
+			continue
+		}
+		i++
+		switch f[i] {
+		case 't':
+			b.WriteByte('\t')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		default:
+			b.WriteByte(f[i])
+		}
+	}
+	return b.String()
 }
 
 // TestSplit: the ranges are contiguous, open at both ends, of about the

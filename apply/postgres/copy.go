@@ -6,6 +6,7 @@ package postgres
 // server.
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -354,8 +355,14 @@ func (t *Target) WriteChunk(ctx context.Context, stream string, epoch int, tbl *
 // how many it wrote. The bytes pass through unparsed.
 func (t *Target) WriteChunkCopy(ctx context.Context, stream string, epoch int, tbl *sluice.Table, c tablecopy.Chunk, replace bool, copyOut func(w io.Writer) (int64, error)) (tablecopy.ChunkState, error) {
 	return t.writeChunkWith(ctx, stream, epoch, tbl, c, replace, func(w io.Writer) (int64, int64, error) {
-		cw := &countingWriter{w: w}
+		// The source writes a row at a time: the pipe to CopyFrom, and so
+		// the target's socket, get them in copyFlushSize pieces instead.
+		bw := bufio.NewWriterSize(w, copyFlushSize)
+		cw := &countingWriter{w: bw}
 		n, err := copyOut(cw)
+		if err == nil {
+			err = bw.Flush()
+		}
 		return n, cw.n, err
 	})
 }

@@ -89,9 +89,9 @@ var _ apply.Target = (*Target)(nil)
 // tableDesc is a target table checked against one source description, with
 // the SQL built for it so far.
 type tableDesc struct {
-	src     *sluice.Table
+	src *sluice.Table
 	// merge is the allowMerge the description was checked with.
-	merge bool
+	merge   bool
 	display string      // schema.table as resolved on the target
 	ident   string      // quoted, qualified name used in SQL
 	cols    []sqlColumn // aligned with src.Columns

@@ -220,28 +220,30 @@ func copyChunks(t *testing.T, d *endpoint, stream string) []chunkRecord {
 
 func readChunks(d *endpoint, stream string) ([]chunkRecord, error) {
 	ctx := context.Background()
-	var out []chunkRecord
 	const q = "SELECT table_name, n, done, copies FROM %s WHERE stream = '%s' ORDER BY table_name, n"
+	// pgx rows and database/sql rows scan alike.
+	type scanner interface {
+		Next() bool
+		Scan(...any) error
+		Err() error
+	}
+	var rows scanner
 	if d.pg != nil {
-		rows, err := d.pg.Query(ctx, fmt.Sprintf(q, "sluice.copy_chunk", stream))
+		r, err := d.pg.Query(ctx, fmt.Sprintf(q, "sluice.copy_chunk", stream))
 		if err != nil {
 			return nil, err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var c chunkRecord
-			if err := rows.Scan(&c.table, &c.n, &c.done, &c.copies); err != nil {
-				return nil, err
-			}
-			out = append(out, c)
+		defer r.Close()
+		rows = r
+	} else {
+		r, err := d.my.QueryContext(ctx, fmt.Sprintf(q, "sluice_copy_chunk", stream))
+		if err != nil {
+			return nil, err
 		}
-		return out, rows.Err()
+		defer r.Close()
+		rows = r
 	}
-	rows, err := d.my.QueryContext(ctx, fmt.Sprintf(q, "sluice_copy_chunk", stream))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
+	var out []chunkRecord
 	for rows.Next() {
 		var c chunkRecord
 		if err := rows.Scan(&c.table, &c.n, &c.done, &c.copies); err != nil {

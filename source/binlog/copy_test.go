@@ -2,11 +2,9 @@ package binlog
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,164 +12,18 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
+	"github.com/sluice-cdc/sluice/source/internal/mycopy/mycopytest"
 	"github.com/sluice-cdc/sluice/tablecopy"
 )
 
-// copyWriter commits transactions of inserts, updates (key changes too)
-// and deletes on tables a and b until stopped, counting the commits.
-type copyWriter struct {
-	db      *sql.DB
-	commits atomic.Int64
-	stop    chan struct{}
-	done    chan error
+// insertA and updateA are the writer's statements of table a, whose
+// columns this package's test chooses.
+func insertA(rnd *rand.Rand, id int) string {
+	return fmt.Sprintf("INSERT IGNORE INTO a VALUES (%d, 'ins %d', %d)", id, rnd.IntN(1000), rnd.IntN(1000))
 }
 
-func startCopyWriter(db *sql.DB, seed uint64) *copyWriter {
-	w := &copyWriter{db: db, stop: make(chan struct{}), done: make(chan error, 1)}
-	go func() {
-		rnd := rand.New(rand.NewPCG(seed, 7))
-		for {
-			select {
-			case <-w.stop:
-				w.done <- nil
-				return
-			default:
-			}
-			if err := w.txn(rnd); err != nil {
-				w.done <- err
-				return
-			}
-			w.commits.Add(1)
-		}
-	}()
-	return w
-}
-
-func (w *copyWriter) txn(rnd *rand.Rand) error {
-	tx, err := w.db.Begin()
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	for range 1 + rnd.IntN(3) {
-		id := 1 + rnd.IntN(400)
-		k := fmt.Sprintf("k%d", rnd.IntN(20))
-		var q string
-		switch rnd.IntN(8) {
-		case 0:
-			q = fmt.Sprintf("INSERT IGNORE INTO a VALUES (%d, 'ins %d', %d)", id, rnd.IntN(1000), rnd.IntN(1000))
-		case 1:
-			q = fmt.Sprintf("UPDATE a SET v = 'upd %d', n = n + 1 WHERE id = %d", rnd.IntN(1000), id)
-		case 2:
-			q = fmt.Sprintf("UPDATE IGNORE a SET id = %d WHERE id = %d", 1+rnd.IntN(400), id)
-		case 3:
-			q = fmt.Sprintf("DELETE FROM a WHERE id = %d", id)
-		case 4:
-			q = fmt.Sprintf("INSERT IGNORE INTO b VALUES ('%s', %d, %v)", k, rnd.IntN(30), rnd.Float64())
-		case 5:
-			q = fmt.Sprintf("UPDATE b SET v = %v WHERE k = '%s'", rnd.Float64(), k)
-		case 6:
-			q = fmt.Sprintf("UPDATE IGNORE b SET k = 'k%d' WHERE k = '%s' AND j = %d", rnd.IntN(20), k, rnd.IntN(30))
-		case 7:
-			q = fmt.Sprintf("DELETE FROM b WHERE k = '%s' AND j = %d", k, rnd.IntN(30))
-		}
-		if _, err := tx.Exec(q); err != nil {
-			return fmt.Errorf("%s: %w", q, err)
-		}
-	}
-	return tx.Commit()
-}
-
-// waitCommits polls until the writer has committed n more transactions.
-func (w *copyWriter) waitCommits(t testing.TB, n int64) {
-	t.Helper()
-	target := w.commits.Load() + n
-	deadline := time.Now().Add(30 * time.Second)
-	for w.commits.Load() < target {
-		select {
-		case err := <-w.done:
-			t.Fatalf("writer stopped: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("writer committed %d transactions, want %d", w.commits.Load(), target)
-		}
-		time.Sleep(5 * time.Millisecond) // the writer's pace, not a wait for a state
-	}
-}
-
-func (w *copyWriter) finish(t testing.TB) {
-	t.Helper()
-	close(w.stop)
-	if err := <-w.done; err != nil {
-		t.Fatal(err)
-	}
-}
-
-// tableRows is a table's rows by encoded key.
-type tableRows map[string]sluice.Row
-
-// copySnapshot reads every table of snap through its readers, chunks
-// spread over them.
-func copySnapshot(t testing.TB, snap *tablecopy.Snapshot) map[string]tableRows {
-	t.Helper()
-	ctx := context.Background()
-	out := map[string]tableRows{}
-	n := 0
-	for _, tb := range snap.Tables {
-		rows := tableRows{}
-		out[tb.Name.Name] = rows
-		rs, _, err := snap.Readers[0].Split(ctx, tb, 37)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, rg := range rs {
-			rd := snap.Readers[n%len(snap.Readers)]
-			n++
-			err := rd.Read(ctx, tb, rg, func(b []sluice.Row) error {
-				for _, r := range b {
-					k := tablecopy.EncodeBound(tb.KeyOf(r))
-					if _, dup := rows[k]; dup {
-						return fmt.Errorf("%s: key %s read twice", tb.Name, k)
-					}
-					rows[k] = append(sluice.Row(nil), r...)
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return out
-}
-
-// applyChanges applies a stream's changes to rows; strict requires that
-// each change finds the state the source had (an insert's key absent, an
-// update's or delete's present): a change applied twice or missed breaks
-// that.
-func applyChanges(t testing.TB, rows map[string]tableRows, cs []sluice.Change, strict bool) {
-	t.Helper()
-	for _, c := range cs {
-		tr := rows[c.Table.Name.Name]
-		switch c.Op {
-		case sluice.OpInsert:
-			k := tablecopy.EncodeBound(c.Table.KeyOf(c.Row))
-			if _, ok := tr[k]; ok && strict {
-				t.Errorf("%s: insert of %s, which the copy already has (applied twice?)", c.Table.Name, k)
-			}
-			tr[k] = c.Row
-		case sluice.OpUpdate, sluice.OpDelete:
-			old := tablecopy.EncodeBound(c.Key)
-			if _, ok := tr[old]; !ok && strict {
-				t.Errorf("%s: %s of %s, which the copy does not have (missed?)", c.Table.Name, c.Op, old)
-			}
-			delete(tr, old)
-			if c.Op == sluice.OpUpdate {
-				tr[tablecopy.EncodeBound(c.Table.KeyOf(c.Row))] = c.Row
-			}
-		}
-	}
+func updateA(rnd *rand.Rand, id int) string {
+	return fmt.Sprintf("UPDATE a SET v = 'upd %d', n = n + 1 WHERE id = %d", rnd.IntN(1000), id)
 }
 
 // TestCopySnapshotBoundary: a copy through the snapshot's readers plus the
@@ -214,8 +66,8 @@ func TestCopySnapshotBoundary(t *testing.T) {
 			src.NoGlobalLock = tc.noLock
 			ctx := context.Background()
 
-			w := startCopyWriter(db, 1)
-			w.waitCommits(t, 30)
+			w := mycopytest.StartWriter(db, 1, insertA, updateA)
+			w.WaitCommits(t, 30)
 			var snaps []*tablecopy.Snapshot
 			for range 2 { // the second is a resume's
 				start := time.Now()
@@ -229,14 +81,14 @@ func TestCopySnapshotBoundary(t *testing.T) {
 					t.Fatalf("snapshot %+v", snap)
 				}
 				snaps = append(snaps, snap)
-				w.waitCommits(t, 30)
+				w.WaitCommits(t, 30)
 			}
-			w.finish(t)
+			w.Finish(t)
 			exec(t, db, "INSERT INTO a VALUES (-1, 'sentinel', 0)")
 
-			results := make([]map[string]tableRows, len(snaps))
+			results := make([]map[string]mycopytest.Rows, len(snaps))
 			for i, snap := range snaps {
-				rows := copySnapshot(t, snap)
+				rows := mycopytest.CopySnapshot(t, snap)
 				r := open(t, dsn, cfg, snap.Position)
 				var cs []sluice.Change
 				deadline := time.Now().Add(30 * time.Second)
@@ -259,7 +111,7 @@ func TestCopySnapshotBoundary(t *testing.T) {
 						}
 					}
 				}
-				applyChanges(t, rows, cs, !tc.noLock && !tc.noReload)
+				mycopytest.ApplyChanges(t, rows, cs, !tc.noLock && !tc.noReload)
 				results[i] = rows
 				t.Logf("snapshot %d: %d changes streamed after it", i, len(cs))
 			}
@@ -269,7 +121,7 @@ func TestCopySnapshotBoundary(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer final.Close()
-			want := copySnapshot(t, final)
+			want := mycopytest.CopySnapshot(t, final)
 			for i, got := range results {
 				for name, wt := range want {
 					gt := got[name]

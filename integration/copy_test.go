@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os/exec"
 	"strings"
 	"sync"
@@ -494,4 +496,88 @@ func TestInitialCopyRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInitialCopyAsService runs a copy under the systemd notify protocol
+// with metrics served: while it copies, READY=1 has been sent (a copy may
+// take hours; systemd must not time the start out), /readyz answers 503
+// naming the copy, the copy's metrics are exported and STATUS= carries its
+// progress; after the hand-off /readyz answers 200.
+func TestInitialCopyAsService(t *testing.T) {
+	bin := buildSluice(t)
+	p := newPair(t, 48*time.Millisecond, `CREATE TABLE items (id bigint PRIMARY KEY, v text NOT NULL)`)
+	exec1(t, p.src, `INSERT INTO items SELECT g, repeat('v', 100) || g FROM generate_series(1, 100000) g`)
+	ns := listenNotify(t)
+	t.Setenv("NOTIFY_SOCKET", ns.path)
+	addr := freePort(t)
+	dir := t.TempDir()
+	dropSlotAtCleanup(t, &endpoint{engine: daemon.EnginePostgres, url: p.srcURL}, "svccopy", []string{"public.items"})
+	began := time.Now()
+	proc := startSluice(t, bin, "sync", "start", "--source", p.srcURL, "--target", p.dstURL, "--tables", "public.items",
+		"--state-dir", dir, "--stream-id", "svccopy", "--metrics-listen", addr, "--copy-chunk-rows", "4000",
+		"--copy-workers", "2", "--log-format", "json")
+
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var sawBusy, sawMetric bool
+	deadline := time.Now().Add(90 * time.Second)
+	for !(sawBusy && sawMetric) {
+		if time.Now().After(deadline) {
+			t.Fatalf("within 90 s: /readyz 503 naming the copy %v, copy metrics %v; log:\n%s", sawBusy, sawMetric, proc.logText())
+		}
+		select {
+		case err := <-proc.done:
+			proc.done <- err
+			t.Fatalf("sluice exited (%v); log:\n%s", err, proc.logText())
+		default:
+		}
+		st, _ := daemon.ReadStatus(dir)
+		copying := len(st) == 1 && st[0].Copy != nil && !st[0].Copy.Done
+		if code, body := readyz(); code == http.StatusServiceUnavailable && strings.Contains(body, "initial copy") && copying {
+			sawBusy = true
+		}
+		if copying && !sawMetric {
+			if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				sawMetric = strings.Contains(string(b), `sluice_copy_active{stream="svccopy"} 1`) &&
+					strings.Contains(string(b), `sluice_copy_rows_estimate{stream="svccopy",table="public.items"}`)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+	// READY=1 came while the copy ran, with the copy's line as STATUS.
+	ready := ns.wait(t, proc, began, "READY=1", 5*time.Second)
+	var status string
+	for _, m := range ns.since(ready.at) {
+		if strings.HasPrefix(m.line, "STATUS=") {
+			status = m.line
+			break
+		}
+	}
+	if !strings.Contains(status, "initial copy") {
+		t.Errorf("STATUS= with READY=1 was %q, want the copy's progress", status)
+	}
+	st, _ := daemon.ReadStatus(dir)
+	if len(st) != 1 || st[0].Copy == nil {
+		t.Logf("the copy had finished by the time READY=1 was read: %+v", st)
+	}
+	for {
+		if code, _ := readyz(); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never answered 200 after the copy; log:\n%s", proc.logText())
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval
+	}
+	waitConverged(t, p, []string{"public.items"}, 30*time.Second, nil)
+	sigterm(t, proc)
 }

@@ -563,7 +563,7 @@ func (t *Target) ResetTable(ctx context.Context, stream string, tbl *sluice.Tabl
 }
 
 // Digest computes the digest of a range of the target table over the
-// source's columns, in one transaction under keyrange.PGSession and one
+// source's columns, in one transaction under keyrange.PGSetLocal and one
 // round trip.
 func (t *Target) Digest(ctx context.Context, tbl *sluice.Table, r tablecopy.Range) (tablecopy.Digest, error) {
 	t.mu.Lock()
@@ -577,7 +577,7 @@ func (t *Target) Digest(ctx context.Context, tbl *sluice.Table, r tablecopy.Rang
 		return t.reading(ctx, func() error {
 			b := &pgx.Batch{}
 			b.Queue("BEGIN")
-			for _, s := range keyrange.PGSession {
+			for _, s := range keyrange.PGSetLocal() {
 				b.Queue(s)
 			}
 			var n string

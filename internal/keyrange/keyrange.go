@@ -6,6 +6,7 @@
 package keyrange
 
 import (
+	"sort"
 	"strings"
 
 	"github.com/sluice-cdc/sluice"
@@ -110,22 +111,41 @@ func My(keyCols []string, r tablecopy.Range) string {
 	return strings.Join(conds, " AND ")
 }
 
-// PGSession are the settings, as SET LOCAL statements, under which both
-// sides compute a PostgreSQL digest: the text forms of timestamps, floats,
-// intervals and bytea depend on them.
-var PGSession = []string{
-	"SET LOCAL TimeZone = 'UTC'",
-	"SET LOCAL DateStyle = 'ISO, MDY'",
-	"SET LOCAL IntervalStyle = 'postgres'",
-	"SET LOCAL extra_float_digits = 3",
-	"SET LOCAL bytea_output = 'hex'",
+// PGSettings are the session settings under which sluice's PostgreSQL
+// readers give a value's text (the text forms of timestamps, floats,
+// intervals and bytea depend on them) and under which both sides compute a
+// PostgreSQL digest: the stream's readers, the copy's and the target's
+// digest share this one list.
+func PGSettings() map[string]string {
+	return map[string]string{
+		"TimeZone":           "UTC",
+		"DateStyle":          "ISO, MDY",
+		"IntervalStyle":      "postgres",
+		"extra_float_digits": "3",
+		"bytea_output":       "hex",
+	}
+}
+
+// PGSetLocal returns PGSettings as SET LOCAL statements, in name order.
+func PGSetLocal() []string {
+	set := PGSettings()
+	names := make([]string, 0, len(set))
+	for k := range set {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]string, len(names))
+	for i, k := range names {
+		out[i] = "SET LOCAL " + k + " = " + PGLiteral(set[k])
+	}
+	return out
 }
 
 // PGDigest returns the query of a range's digest on PostgreSQL: the row
 // count and the sum of the first 60 bits of each row's md5, which does not
 // depend on the order rows are read in. cols are the source's columns,
 // quoted, in source order; table is the quoted table name. Run it under
-// PGSession. It returns two text columns.
+// PGSetLocal. It returns two text columns.
 func PGDigest(table string, cols []string, where string) string {
 	return "SELECT count(*)::text, coalesce(sum(('x' || left(md5(ROW(" + strings.Join(cols, ", ") + ")::text), 15))::bit(60)::bigint), 0)::text FROM " +
 		table + " WHERE " + where

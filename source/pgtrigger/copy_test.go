@@ -3,13 +3,10 @@ package pgtrigger
 import (
 	"context"
 	"log/slog"
-	"maps"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/source/internal/pgcopy/pgcopytest"
 )
 
@@ -69,21 +66,5 @@ func TestCopyBoundary(t *testing.T) {
 		pgcopytest.Check(t, f.url, snap.Tables, SessionSettings(), rep)
 		r.Close()
 		t.Logf("copy %d: snapshot at %s in %v, %d transactions committed, %d changes streamed after it", i, pos.token(), took, w.Committed(), n)
-	}
-}
-
-// TestCopySessionSettings: the digest's settings are the readers' own, so
-// the copy's readers run under both at once.
-func TestCopySessionSettings(t *testing.T) {
-	got := map[string]string{}
-	for _, s := range keyrange.PGSession {
-		k, v, ok := strings.Cut(strings.TrimPrefix(s, "SET LOCAL "), " = ")
-		if !ok {
-			t.Fatalf("setting %q", s)
-		}
-		got[k] = strings.Trim(v, "'")
-	}
-	if want := SessionSettings(); !maps.Equal(got, want) {
-		t.Fatalf("keyrange.PGSession sets %v, the readers %v", got, want)
 	}
 }

@@ -64,6 +64,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/source"
 )
 
@@ -238,15 +239,7 @@ func readerConnConfig(connString string) (*pgx.ConnConfig, error) {
 
 // SessionSettings are the settings the reader's session runs with; a
 // value's text is what `col::text` gives under them.
-func SessionSettings() map[string]string {
-	return map[string]string{
-		"TimeZone":           "UTC",
-		"DateStyle":          "ISO, MDY",
-		"IntervalStyle":      "postgres",
-		"extra_float_digits": "3",
-		"bytea_output":       "hex",
-	}
-}
+func SessionSettings() map[string]string { return keyrange.PGSettings() }
 
 // connect opens a session and turns the usual failures into messages that
 // name the server and the fix.

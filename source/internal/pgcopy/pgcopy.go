@@ -4,7 +4,7 @@
 // Reader of one snapshot sees the same rows, exactly those committed before
 // the stream's start position.
 //
-// Values are read as col::text under the settings of keyrange.PGSession,
+// Values are read as col::text under the settings of keyrange.PGSetLocal,
 // which are the settings both PostgreSQL stream readers pin
 // (pgtrigger.SessionSettings; the pglogical walsender runs with them and
 // turns pgoutput's text into the ::text form): a copied row has the same
@@ -74,7 +74,7 @@ func Open(ctx context.Context, cfg *pgx.ConnConfig, snapshot string) (*Reader, e
 	stmts := append([]string{
 		"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
 		"SET TRANSACTION SNAPSHOT " + keyrange.PGLiteral(snapshot),
-	}, keyrange.PGSession...)
+	}, keyrange.PGSetLocal()...)
 	for _, s := range stmts {
 		if _, err := conn.Exec(ctx, s); err != nil {
 			conn.Close(context.WithoutCancel(ctx))
@@ -344,7 +344,7 @@ func (r *Reader) Read(ctx context.Context, t *sluice.Table, rg tablecopy.Range, 
 }
 
 // Digest computes keyrange.PGDigest of range rg of t over t.Columns, under
-// keyrange.PGSession (set for the whole transaction).
+// keyrange.PGSetLocal (set for the whole transaction).
 func (r *Reader) Digest(ctx context.Context, t *sluice.Table, rg tablecopy.Range) (tablecopy.Digest, error) {
 	cols := make([]string, len(t.Columns))
 	for i, c := range t.Columns {

@@ -50,27 +50,16 @@ func copySource(o StreamOptions, mode string) (tablecopy.Source, error) {
 	return nil, fmt.Errorf("--source: %s sources in --source-mode %s cannot be copied", eng, mode)
 }
 
-// copyTarget is a target connection that writes an initial copy.
-type copyTarget interface {
-	tablecopy.Target
-	Preflight(ctx context.Context, tables []*sluice.Table) error
-}
-
-func openCopyTarget(ctx context.Context, topts targetOptions, tables []*sluice.Table) (tablecopy.Target, error) {
+// openCopyTarget opens a target connection for a copy worker.
+func openCopyTarget(ctx context.Context, topts targetOptions) (tablecopy.Target, error) {
 	t, err := openTarget(ctx, topts)
 	if err != nil {
 		return nil, err
 	}
-	ct, ok := t.(copyTarget)
+	ct, ok := t.(tablecopy.Target)
 	if !ok {
 		t.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("this target cannot write an initial copy; load it yourself and start with --initial-copy=off --from-now")
-	}
-	if tables != nil {
-		if err := ct.Preflight(ctx, tables); err != nil {
-			ct.Close(context.WithoutCancel(ctx))
-			return nil, err
-		}
 	}
 	return ct, nil
 }
@@ -147,8 +136,8 @@ func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, tgt tar
 		// and checks the tables; the workers open theirs.
 		Target:    plan,
 		Preflight: tgt.Preflight,
-		NewTarget: func(ctx context.Context, tables []*sluice.Table) (tablecopy.Target, error) {
-			return openCopyTarget(ctx, topts, tables)
+		NewTarget: func(ctx context.Context) (tablecopy.Target, error) {
+			return openCopyTarget(ctx, topts)
 		},
 		Workers:   o.CopyWorkers,
 		ChunkRows: o.CopyChunkRows,

@@ -27,9 +27,9 @@ type Config struct {
 	// (Run does not close it); otherwise NewTarget opens one.
 	Target Target
 	// NewTarget opens a target connection: one per worker (opened while
-	// the snapshot is taken, with tables nil), and the plan's when Target
-	// is nil.
-	NewTarget func(ctx context.Context, tables []*sluice.Table) (Target, error)
+	// the snapshot is taken), and the plan's when Target is nil. The
+	// tables are checked once, by Preflight.
+	NewTarget func(ctx context.Context) (Target, error)
 	// Preflight, when set, checks the target's tables against the source's
 	// once the snapshot described them, before anything is written.
 	Preflight func(ctx context.Context, tables []*sluice.Table) error
@@ -134,7 +134,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	ptgt := cfg.Target
 	if ptgt == nil {
-		t, err := cfg.NewTarget(ctx, nil)
+		t, err := cfg.NewTarget(ctx)
 		if err != nil {
 			return Result{}, targetErr("open the target for the copy", err)
 		}
@@ -614,7 +614,7 @@ func openWorkers(ctx context.Context, cfg Config) *workerTargets {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				t, err := cfg.NewTarget(ctx, nil)
+				t, err := cfg.NewTarget(ctx)
 				if err != nil {
 					errs[i] = targetErr(fmt.Sprintf("open copy worker %d's target connection", i), err)
 					return

@@ -167,7 +167,7 @@ type memTarget struct {
 
 type memConn struct{ t *memTarget }
 
-func (m *memTarget) open(ctx context.Context, tables []*sluice.Table) (Target, error) {
+func (m *memTarget) open(ctx context.Context) (Target, error) {
 	return memConn{m}, nil
 }
 

@@ -41,8 +41,8 @@ func copyPlanTable(schema string) string  { return pgx.Identifier{schema, "copy_
 func copyChunkTable(schema string) string { return pgx.Identifier{schema, "copy_chunk"}.Sanitize() }
 
 // buildCopyPlanDDL returns the statements that create the copy's plan
-// tables. They are created by the first WritePlan, not by Open: a stream
-// that never copies (or has copied) pays nothing for them at start-up.
+// tables. Open creates them in its setup round trip (where it also reads
+// the stream's plan), and the first WritePlan in its transaction.
 func buildCopyPlanDDL(schema string) []string {
 	return []string{
 		"CREATE SCHEMA IF NOT EXISTS " + ident(schema),
@@ -110,6 +110,10 @@ func buildCopyChunkDone(schema string) string {
 func (t *Target) ReadPlan(ctx context.Context, stream string) (*tablecopy.Plan, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if pre := t.pre; pre != nil && pre.havePlan && pre.stream == stream {
+		pre.havePlan = false
+		return pre.plan, nil
+	}
 	var p *tablecopy.Plan
 	err := t.reading(ctx, func() (err error) {
 		p, err = t.readPlan(ctx, stream)
@@ -123,12 +127,30 @@ func (t *Target) ReadPlan(ctx context.Context, stream string) (*tablecopy.Plan, 
 
 func (t *Target) readPlan(ctx context.Context, stream string) (*tablecopy.Plan, error) {
 	var exists bool
-	var p *tablecopy.Plan
 	b := &pgx.Batch{}
 	b.Queue("SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL",
 		copyPlanTable(t.cfg.Schema), copyChunkTable(t.cfg.Schema)).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&exists)
 	})
+	var p *tablecopy.Plan
+	t.queuePlan(b, stream, &p)
+	err := t.conn.SendBatch(ctx, b).Close()
+	if !exists {
+		var pgErr *pgconn.PgError
+		if err == nil || errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+			return nil, nil
+		}
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// queuePlan queues the reading of stream's plan and chunks; *out is the
+// plan, with its chunks, once the batch ran (nil when there is none).
+func (t *Target) queuePlan(b *pgx.Batch, stream string, out **tablecopy.Plan) {
 	b.Queue("SELECT epoch, position, started_at, handed_off_at FROM "+copyPlanTable(t.cfg.Schema)+" WHERE stream = $1", stream).QueryRow(func(r pgx.Row) error {
 		var pos string
 		var handedOff *time.Time
@@ -146,12 +168,12 @@ func (t *Target) readPlan(ctx context.Context, stream string) (*tablecopy.Plan, 
 		if handedOff != nil {
 			pl.HandedOff = handedOff.UTC()
 		}
-		p = pl
+		*out = pl
 		return nil
 	})
-	var chunks []tablecopy.ChunkState
 	b.Queue(`SELECT table_name, n, bound_from, bound_to, done, rows, bytes, epoch, copies, at FROM `+copyChunkTable(t.cfg.Schema)+
 		` WHERE stream = $1 ORDER BY table_name COLLATE "C", n`, stream).Query(func(rows pgx.Rows) error {
+		var chunks []tablecopy.ChunkState
 		for rows.Next() {
 			var cs tablecopy.ChunkState
 			var name, from, to string
@@ -170,21 +192,14 @@ func (t *Target) readPlan(ctx context.Context, stream string) (*tablecopy.Plan, 
 			}
 			chunks = append(chunks, cs)
 		}
-		return rows.Err()
-	})
-	err := t.conn.SendBatch(ctx, b).Close()
-	if !exists {
-		var pgErr *pgconn.PgError
-		if err == nil || errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
-			return nil, nil
+		if err := rows.Err(); err != nil {
+			return err
 		}
-		return nil, err
-	}
-	if err != nil || p == nil {
-		return nil, err
-	}
-	p.Chunks = chunks
-	return p, nil
+		if *out != nil {
+			(*out).Chunks = chunks
+		}
+		return nil
+	})
 }
 
 // WritePlan records p's epoch and position and a not-done record for each
@@ -280,25 +295,45 @@ func (t *Target) rollback(ctx context.Context) (lost bool) {
 // RowCount returns 0 when the target table is empty, otherwise the
 // planner's estimate of its rows, at least 1, in one cheap query.
 func (t *Target) RowCount(ctx context.Context, name sluice.TableName) (int64, error) {
+	n, err := t.RowCounts(ctx, []sluice.TableName{name})
+	if err != nil {
+		return 0, err
+	}
+	return n[0], nil
+}
+
+// RowCounts is RowCount of several tables in one round trip.
+func (t *Target) RowCounts(ctx context.Context, names []sluice.TableName) ([]int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	id := tableIdent(name)
-	var n int64
+	out := make([]int64, len(names))
+	var failed sluice.TableName
 	err := t.reading(ctx, func() error {
-		// reltuples is -1 for a table never vacuumed or analyzed (15+),
-		// 0 for one analyzed while empty: greatest keeps a table with
-		// rows at 1 or more.
-		return t.conn.QueryRow(ctx, "SELECT CASE WHEN EXISTS (SELECT 1 FROM "+id+" LIMIT 1) THEN "+
-			"greatest(1, (SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass($1))) ELSE 0 END", id).Scan(&n)
+		b := &pgx.Batch{}
+		for i, name := range names {
+			id := tableIdent(name)
+			// reltuples is -1 for a table never vacuumed or analyzed (15+),
+			// 0 for one analyzed while empty: greatest keeps a table with
+			// rows at 1 or more.
+			b.Queue("SELECT CASE WHEN EXISTS (SELECT 1 FROM "+id+" LIMIT 1) THEN "+
+				"greatest(1, (SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass($1))) ELSE 0 END", id).QueryRow(func(r pgx.Row) error {
+				err := r.Scan(&out[i])
+				if err != nil && failed == (sluice.TableName{}) {
+					failed = name
+				}
+				return err
+			})
+		}
+		return t.conn.SendBatch(ctx, b).Close()
 	})
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42P01" {
-		return 0, fmt.Errorf("target table %s does not exist on PostgreSQL at %s: create it with the source's columns and primary key (sluice does not create tables): %w", name, t.addr, err)
+		return nil, fmt.Errorf("target table %s does not exist on PostgreSQL at %s: create it with the source's columns and primary key (sluice does not create tables): %w", failed, t.addr, err)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("count rows of target table %s on PostgreSQL at %s: %w", name, t.addr, err)
+		return nil, fmt.Errorf("count rows of target table %s on PostgreSQL at %s: %w", failed, t.addr, err)
 	}
-	return n, nil
+	return out, nil
 }
 
 // copyKeyColumns returns the quoted primary key columns of tbl after checking

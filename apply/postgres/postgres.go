@@ -61,6 +61,8 @@ type Config struct {
 	// CheckOnly opens the target for a preflight: the checks run, but
 	// sluice's schema and checkpoint table are not created.
 	CheckOnly bool
+	// Prefetch is read in the setup round trip (see apply.Prefetch).
+	Prefetch apply.Prefetch
 }
 
 // Target writes batches to one PostgreSQL database over one connection. Its
@@ -82,6 +84,8 @@ type Target struct {
 	// replicaRole is set when batches run with session_replication_role
 	// = replica (see Config.NoReplicaRole).
 	replicaRole bool
+	// pre is what setup prefetched, until used.
+	pre *prefetched
 }
 
 var _ apply.Target = (*Target)(nil)
@@ -211,12 +215,30 @@ END $$`)
 	b.Queue("SELECT current_database(), current_setting('sluice.may_set_replica_role')").QueryRow(func(r pgx.Row) error {
 		return r.Scan(&t.database, &mayReplica)
 	})
+	n := b.Len()
+	pre := &prefetched{}
+	t.queuePrefetch(b, pre)
+	start := time.Now()
 	err := t.conn.SendBatch(ctx, b).Close()
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "42P07") {
 		// Two sluice processes racing through CREATE ... IF NOT EXISTS: one
 		// of them loses on the catalog's unique index. The table exists now.
+		pre = &prefetched{}
+		start = time.Now()
 		err = t.conn.SendBatch(ctx, b).Close()
+	}
+	if err != nil && b.Len() > n {
+		// A prefetch query failed: set up without them, so that the error
+		// surfaces from the request that needs it, with its own message.
+		pre = nil
+		b.QueuedQueries = b.QueuedQueries[:n]
+		err = t.conn.SendBatch(ctx, b).Close()
+	}
+	if pre != nil {
+		pre.havePlan = pre.stream != ""
+		pre.rtt, pre.at = time.Since(start), time.Now()
+		t.pre = pre
 	}
 	if err != nil {
 		return fmt.Errorf("target PostgreSQL at %s: create checkpoint table %s.checkpoint: %w (create it as a privileged user or grant CREATE on the database)",
@@ -273,6 +295,20 @@ func (t *Target) Close(ctx context.Context) error {
 	return err
 }
 
+// MeasuredRTT returns, once, the duration of Open's setup round trip when it
+// was moments ago: the link's round trip, measured without another one.
+func (t *Target) MeasuredRTT() (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.pre
+	if p == nil || p.rtt <= 0 {
+		return 0, false
+	}
+	rtt := p.rtt
+	p.rtt = 0
+	return rtt, time.Since(p.at) < 10*time.Second
+}
+
 // Ping measures one round trip to the target.
 func (t *Target) Ping(ctx context.Context) (time.Duration, error) {
 	t.mu.Lock()
@@ -304,6 +340,10 @@ func (t *Target) ReadCheckpoint(ctx context.Context, stream string) (sluice.Chec
 func (t *Target) ReadCheckpoints(ctx context.Context, stream string) ([]sluice.Checkpoint, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if p := t.pre; p != nil && p.haveCPs && p.stream == stream {
+		p.haveCPs = false
+		return p.checkpoints, nil
+	}
 	var cps []sluice.Checkpoint
 	err := t.reading(ctx, func() (err error) {
 		cps, err = t.readCheckpoints(ctx, stream)
@@ -317,12 +357,18 @@ func (t *Target) readCheckpoints(ctx context.Context, stream string) ([]sluice.C
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint of stream %q from %s.checkpoint: %w", stream, t.cfg.Schema, err)
 	}
+	return t.scanCheckpoints(rows, stream)
+}
+
+// scanCheckpoints reads the rows of buildCheckpointSelect.
+func (t *Target) scanCheckpoints(rows pgx.Rows, stream string) ([]sluice.Checkpoint, error) {
 	var cps []sluice.Checkpoint
 	for rows.Next() {
 		cp := sluice.Checkpoint{Stream: stream}
 		var seq, applied int64
 		var pos, last string
-		if err := rows.Scan(&cp.Lane, &seq, &pos, &applied, &cp.Time, &last, &cp.Lanes, &cp.Routing); err != nil {
+		err := rows.Scan(&cp.Lane, &seq, &pos, &applied, &cp.Time, &last, &cp.Lanes, &cp.Routing)
+		if err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read checkpoint of stream %q from %s.checkpoint: %w", stream, t.cfg.Schema, err)
 		}

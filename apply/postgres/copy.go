@@ -93,14 +93,24 @@ func buildCopyChunksInsert(schema string) string {
 		"ON CONFLICT (stream, table_name, n) DO NOTHING"
 }
 
-// buildCopyChunkDone marks a chunk done in its copy's transaction.
-// Parameters: stream, table, n, bound_from, bound_to, rows, bytes, epoch.
-func buildCopyChunkDone(schema string) string {
+// buildCopyChunkDoneOf marks a chunk done in its copy's transaction and
+// returns its copies and time; v holds the values, as literals or
+// parameter references: stream, table, n, bound_from, bound_to, rows,
+// bytes, epoch.
+func buildCopyChunkDoneOf(schema string, v [8]string) string {
 	return "INSERT INTO " + copyChunkTable(schema) + " AS c (stream, table_name, n, bound_from, bound_to, done, rows, bytes, epoch, copies, at)\n" +
-		"VALUES ($1, $2, $3::integer, $4, $5, true, $6::bigint, $7::bigint, $8::integer, 1, now())\n" +
+		"VALUES (" + v[0] + ", " + v[1] + ", " + v[2] + "::integer, " + v[3] + ", " + v[4] + ", true, " + v[5] + "::bigint, " + v[6] + "::bigint, " + v[7] + "::integer, 1, now())\n" +
 		"ON CONFLICT (stream, table_name, n) DO UPDATE SET done = true, rows = EXCLUDED.rows, bytes = EXCLUDED.bytes, " +
 		"epoch = EXCLUDED.epoch, copies = c.copies + 1, at = EXCLUDED.at\n" +
 		"RETURNING copies, at"
+}
+
+// buildCopyChunkDoneLiteral is buildCopyChunkDoneOf with its values written
+// in (it runs in a simple query, after the chunk's COPY).
+func buildCopyChunkDoneLiteral(schema, stream string, c tablecopy.Chunk, rows, bytes int64, epoch int) string {
+	return buildCopyChunkDoneOf(schema, [8]string{keyrange.PGLiteral(stream), keyrange.PGLiteral(c.Table.String()), strconv.Itoa(c.N),
+		keyrange.PGLiteral(tablecopy.EncodeBound(c.Range.From)), keyrange.PGLiteral(tablecopy.EncodeBound(c.Range.To)),
+		strconv.FormatInt(rows, 10), strconv.FormatInt(bytes, 10), strconv.Itoa(epoch)})
 }
 
 // ReadPlan returns the stream's copy plan, nil when it has none, in one
@@ -369,11 +379,12 @@ func copyColumns(tbl *sluice.Table) []string {
 }
 
 // WriteChunk writes a chunk with COPY in its own transaction with the
-// chunk's done record, in two round trips besides the data: one simple
-// query "BEGIN; [SET LOCAL session_replication_role = replica;] [DELETE
-// the chunk's range;] COPY ... FROM STDIN", which pgconn sends without
-// waiting for the server's CopyInResponse, the COPY data streaming right
-// behind it; then the done record and COMMIT in one pipeline.
+// chunk's done record, in one round trip besides the data (see copyIn):
+// one simple query "BEGIN; [SET LOCAL session_replication_role = replica;]
+// [DELETE the chunk's range;] COPY ... FROM STDIN", the COPY data streaming
+// right behind it without waiting for the server's CopyInResponse, then
+// the done record and COMMIT as a second simple query, also sent without
+// waiting.
 func (t *Target) WriteChunk(ctx context.Context, stream string, epoch int, tbl *sluice.Table, c tablecopy.Chunk, replace bool, rows tablecopy.Rows) (tablecopy.ChunkState, error) {
 	return t.writeChunkWith(ctx, stream, epoch, tbl, c, replace, func(w io.Writer) (int64, int64, error) {
 		enc := &copyEncoder{w: w, tbl: tbl}
@@ -452,7 +463,7 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 	}
 	q.WriteString("COPY " + id + " (" + strings.Join(copyColumns(tbl), ", ") + ") FROM STDIN")
 
-	// The producer runs beside CopyFrom, which reads its text through the
+	// The producer runs beside copyIn, which reads its text through the
 	// pipe: a chunk never sits whole in memory. Closing the pipe's read end
 	// unblocks the producer when the copy stops early (a failed row, a
 	// cancelled context).
@@ -467,9 +478,24 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 		pw.CloseWithError(err) // nil: EOF
 		produced <- err
 	}()
-	tag, copyErr := t.conn.PgConn().CopyFrom(ctx, pr, q.String())
-	pr.CloseWithError(errCopyEnded)
-	prodErr := <-produced
+	var prodErr error
+	res, copyErr := copyIn(ctx, t.conn.PgConn(), pr, q.String(), func(readErr error) string {
+		pr.CloseWithError(errCopyEnded)
+		prodErr = <-produced
+		if readErr != nil || prodErr != nil {
+			return "ROLLBACK"
+		}
+		// The done record and the commit follow the data in the same
+		// round trip.
+		return buildCopyChunkDoneLiteral(t.cfg.Schema, stream, c, sent, bytes, epoch) + "; COMMIT"
+	})
+	var copyTag, lastTag pgconn.CommandTag
+	for _, tag := range res.tags {
+		if tag.String() != "" && strings.HasPrefix(tag.String(), "COPY") {
+			copyTag = tag
+		}
+		lastTag = tag
+	}
 	switch {
 	case prodErr != nil && !errors.Is(prodErr, errCopyEnded):
 		// The producer failed (the source, or a row we cannot write); the
@@ -477,21 +503,19 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 		return tablecopy.ChunkState{}, fmt.Errorf("read rows: %w", prodErr)
 	case copyErr != nil:
 		return tablecopy.ChunkState{}, copyErr
-	case tag.RowsAffected() != sent:
-		return tablecopy.ChunkState{}, fmt.Errorf("COPY wrote %d rows, sent %d", tag.RowsAffected(), sent)
-	case t.conn.PgConn().TxStatus() != 'T':
-		return tablecopy.ChunkState{}, fmt.Errorf("not in the chunk's transaction after COPY (status %q)", t.conn.PgConn().TxStatus())
+	case copyTag.RowsAffected() != sent:
+		return tablecopy.ChunkState{}, fmt.Errorf("COPY wrote %d rows, sent %d", copyTag.RowsAffected(), sent)
+	case lastTag.String() != "COMMIT" || len(res.rows) != 1 || len(res.rows[0]) != 2:
+		// COMMIT of a failed transaction answers ROLLBACK.
+		return tablecopy.ChunkState{}, fmt.Errorf("the chunk's transaction ended with %q, want COMMIT of its done record", lastTag)
 	}
-
 	st := tablecopy.ChunkState{Chunk: c, Done: true, Rows: sent, Bytes: bytes, Epoch: epoch}
-	b := &pgx.Batch{}
-	b.Queue(buildCopyChunkDone(t.cfg.Schema), stream, c.Table.String(), strconv.Itoa(c.N),
-		tablecopy.EncodeBound(c.Range.From), tablecopy.EncodeBound(c.Range.To),
-		strconv.FormatInt(sent, 10), strconv.FormatInt(bytes, 10), strconv.Itoa(epoch)).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&st.Copies, &st.At)
-	})
-	if err := t.execTx(ctx, b); err != nil {
-		return tablecopy.ChunkState{}, fmt.Errorf("record the chunk done in %s.copy_chunk: %w", t.cfg.Schema, err)
+	var err2 error
+	if st.Copies, err2 = strconv.Atoi(res.rows[0][0]); err2 == nil {
+		st.At, err2 = time.Parse("2006-01-02 15:04:05.999999-07", res.rows[0][1])
+	}
+	if err2 != nil {
+		return tablecopy.ChunkState{}, fmt.Errorf("read the chunk's done record %q: %w", res.rows[0], err2)
 	}
 	return st, nil
 }

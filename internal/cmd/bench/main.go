@@ -42,6 +42,9 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
+	mysqltarget "github.com/sluice-cdc/sluice/apply/mysql"
+	"github.com/sluice-cdc/sluice/apply/postgres"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
@@ -410,6 +413,26 @@ func run(ctx context.Context, cfg config) error {
 	return nil
 }
 
+// seedTarget writes cp as the stream's checkpoint on the target, in a
+// transaction of no changes.
+func seedTarget(ctx context.Context, targetURL string, cp sluice.Checkpoint) error {
+	var t interface {
+		Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint) error
+		Close(ctx context.Context) error
+	}
+	var err error
+	if strings.HasPrefix(targetURL, "mysql://") {
+		t, err = mysqltarget.Open(ctx, targetURL, mysqltarget.Config{Mode: apply.Pipelined})
+	} else {
+		t, err = postgres.Open(ctx, targetURL, postgres.Config{Mode: apply.Pipelined})
+	}
+	if err != nil {
+		return err
+	}
+	defer t.Close(ctx)
+	return t.Apply(ctx, &apply.Batch{Last: cp.Position}, cp)
+}
+
 // quietHandler drops the warning a seeded stream start always logs: the
 // bench writes the start position into the state file (a log-read stream
 // with no checkpoint refuses to start without --from-now), so the fresh
@@ -477,8 +500,15 @@ func (e *env) stream(ctx context.Context, r streamRun) (result, error) {
 		if err != nil {
 			return res, err
 		}
-		err = store.Commit(sluice.Checkpoint{Stream: r.id, Position: r.seed, Time: time.Now().UTC()})
+		cp := sluice.Checkpoint{Stream: r.id, Position: r.seed, Time: time.Now().UTC(), Lanes: 1, Last: r.seed}
+		err = store.Commit(cp)
 		store.Close()
+		if err == nil {
+			// The target's checkpoint is what a stream resumes from (one in
+			// the state file alone reads as a target restored from a
+			// backup, and is refused).
+			err = seedTarget(ctx, r.dstURL, cp)
+		}
 		if err != nil {
 			return res, fmt.Errorf("seed start position: %w", err)
 		}

@@ -328,6 +328,13 @@ func (ne *nativeEnv) postgresRun(ctx context.Context, run int) error {
 	}
 	fmt.Fprintf(os.Stderr, "    backlog written in %.1f s\n", time.Since(t0).Seconds())
 
+	// The launcher starts a subscription's worker at most once per
+	// wal_retrieve_retry_interval (5 s by default) since it last started
+	// one: back-to-back subscriptions would otherwise wait up to 5 s for
+	// it, which a subscription enabled alone never does.
+	if err := execAll(ctx, dst.URL("postgres"), "ALTER SYSTEM SET wal_retrieve_retry_interval = '10ms'", "SELECT pg_reload_conf()"); err != nil {
+		return fmt.Errorf("subscriber: %w", err)
+	}
 	for _, c := range cs {
 		r, err := ne.pgSubscription(ctx, run, srcURL, name, c.slot, c.rtt)
 		if err != nil {

@@ -620,7 +620,9 @@ func (ne *nativeEnv) myReplica(ctx context.Context, run int, system string, thre
 	}
 	defer db.Close()
 	host, port, _ := strings.Cut(proxy.Addr(), ":")
-	quote := func(s string) string { return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'" }
+	quote := func(s string) string {
+		return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
+	}
 	setup := []string{
 		"STOP SLAVE",
 		"RESET SLAVE ALL",

@@ -394,11 +394,18 @@ func (ne *nativeEnv) pgSubscription(ctx context.Context, run int, srcURL, srcDB,
 	if _, err := conn.Exec(ctx, "ALTER SUBSCRIPTION "+sub+" ENABLE"); err != nil {
 		return res, fmt.Errorf("enable subscription %s: %w", sub, err)
 	}
-	seen, err := pollMarker(ctx, ne.nc.timeout, func(ctx context.Context) (bool, error) { return pgMarkerOn(ctx, conn) }, nil)
+	// A failing apply worker retries for ever; its errors are counted.
+	broken := func(ctx context.Context) error {
+		var n int64
+		err := conn.QueryRow(ctx, "SELECT coalesce(sum(apply_error_count), 0) FROM pg_stat_subscription_stats WHERE subname = $1", sub).Scan(&n)
+		if err == nil && n > 0 {
+			err = fmt.Errorf("subscription %s: its apply worker failed %d times (the subscriber's log, %s, says why)", sub, n, filepath.Join(dst.Dir, "postgres.log"))
+		}
+		return err
+	}
+	seen, err := pollMarker(ctx, ne.nc.timeout, func(ctx context.Context) (bool, error) { return pgMarkerOn(ctx, conn) }, broken)
 	if err != nil {
-		var why string
-		_ = conn.QueryRow(ctx, "SELECT coalesce(string_agg(format('apply errors %s, sync errors %s', apply_error_count, sync_error_count), '; '), '') FROM pg_stat_subscription_stats WHERE subname = $1", sub).Scan(&why)
-		return res, fmt.Errorf("%w (subscription %s: %s)", err, sub, why)
+		return res, err
 	}
 	res.elapsed = seen.Sub(t0)
 	res.verified, err = pgEqual(ctx, srcURL, dstURL)

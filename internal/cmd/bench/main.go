@@ -20,7 +20,10 @@
 // AIMD controllers under a transaction killer at several RTTs, issue 5)
 // and "copy" (copy.go: the initial copy of the built binary against
 // pg_dump | psql, pgcopydb and mariadb-dump | mariadb over the 96 ms
-// proxy, issue 11; -copy-rows scales it down for a quick run).
+// proxy, issue 11; -copy-rows scales it down for a quick run) and
+// "native" (native.go: sluice against PostgreSQL's subscriptions and
+// MariaDB's replicas catching up one backlog over a 0 ms and a 96 ms
+// proxy, issue 14; -native-scale scales it down).
 package main
 
 import (
@@ -98,6 +101,7 @@ type config struct {
 	sections []string
 	ctl      ctlConfig
 	copy     copyConfig
+	native   nativeConfig
 }
 
 const (
@@ -105,7 +109,7 @@ const (
 	secController = "controller"
 )
 
-var allSections = []string{secSources, secController, secCopy}
+var allSections = []string{secSources, secController, secCopy, secNative}
 
 func main() {
 	var cfg config
@@ -129,6 +133,7 @@ func main() {
 	flag.DurationVar(&cfg.ctl.runLimit, "controller-run-limit", 20*time.Second, "controller section: stop a run after this and report its partial rate")
 	flag.IntVar(&cfg.ctl.maxLanes, "controller-max-lanes", 8, "controller section: --max-lanes of the model run with lanes")
 	copyDone := copyFlags(&cfg.copy)
+	nativeDone := nativeFlags(&cfg.native)
 	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file")
 	flag.Parse()
 	var err error
@@ -149,6 +154,9 @@ func main() {
 	}
 	if err == nil {
 		err = copyDone()
+	}
+	if err == nil {
+		err = nativeDone()
 	}
 	if err == nil && (cfg.ctl.changes < 1 || cfg.ctl.maxLanes < 1 || cfg.ctl.killAfter <= 0 || cfg.ctl.killBudget <= 0 || cfg.ctl.runLimit <= 0) {
 		err = errors.New("controller section: -controller-changes, -controller-max-lanes, -controller-kill-after, -controller-kill-budget and -controller-run-limit must be positive")
@@ -402,6 +410,17 @@ func run(ctx context.Context, cfg config) error {
 		if err != nil {
 			fmt.Print(report)
 			return fmt.Errorf("copy: %w", err)
+		}
+	}
+	if slices.Contains(cfg.sections, secNative) {
+		nativeBegan := time.Now()
+		nr, err := e.benchNative(ctx)
+		if len(nr) > 0 {
+			report += renderNative(cfg.native, nr, time.Since(nativeBegan))
+		}
+		if err != nil {
+			fmt.Print(report)
+			return fmt.Errorf("native: %w", err)
 		}
 	}
 	fmt.Print(report)

@@ -86,6 +86,9 @@ type Target struct {
 	replicaRole bool
 	// pre is what setup prefetched, until used.
 	pre *prefetched
+	// pooled is set when a connection pooler stands between sluice and
+	// the server (see setup).
+	pooled bool
 }
 
 var _ apply.Target = (*Target)(nil)
@@ -129,20 +132,18 @@ func Open(ctx context.Context, connString string, cfg Config) (*Target, error) {
 	if cfg.Dial != nil {
 		pc.DialFunc = cfg.Dial
 	}
-	// Session settings travel in the startup packet (no round trip) so that
-	// nothing depends on the server's defaults. TimeZone: the source sends
+	// The settings values are written under (TimeZone: the source sends
 	// timestamptz text with an explicit offset, which is exact in any zone,
-	// but a value without one, now() for the checkpoint and the text we
-	// read back for comparison would otherwise follow the server's zone.
-	// DateStyle ISO reads dates as the source prints them by default without
-	// an MDY/DMY guess, and IntervalStyle postgres matches the source's
-	// default interval output.
+	// but a value without one would follow the server's zone; DateStyle
+	// ISO reads dates as the source prints them by default without an
+	// MDY/DMY guess; IntervalStyle postgres matches the source's default
+	// interval output) are set with SET LOCAL inside each transaction (see
+	// setup), not in the startup packet or the session: a pooler in
+	// transaction mode (PgBouncer) refuses startup parameters it does not
+	// track, and hands each transaction whatever server connection is free.
 	if pc.RuntimeParams == nil {
 		pc.RuntimeParams = map[string]string{}
 	}
-	pc.RuntimeParams["timezone"] = "UTC"
-	pc.RuntimeParams["datestyle"] = "ISO, MDY"
-	pc.RuntimeParams["intervalstyle"] = "postgres"
 	if pc.RuntimeParams["application_name"] == "" {
 		pc.RuntimeParams["application_name"] = "sluice"
 	}
@@ -212,8 +213,9 @@ BEGIN
 	PERFORM set_config('sluice.may_set_replica_role', coalesce(ok, false)::text, true);
 END $$`)
 	var mayReplica string
-	b.Queue("SELECT current_database(), current_setting('sluice.may_set_replica_role')").QueryRow(func(r pgx.Row) error {
-		return r.Scan(&t.database, &mayReplica)
+	var backendPID uint32
+	b.Queue("SELECT current_database(), current_setting('sluice.may_set_replica_role'), pg_backend_pid()").QueryRow(func(r pgx.Row) error {
+		return r.Scan(&t.database, &mayReplica, &backendPID)
 	})
 	n := b.Len()
 	pre := &prefetched{}
@@ -244,13 +246,25 @@ END $$`)
 		return fmt.Errorf("target PostgreSQL at %s: create checkpoint table %s.checkpoint: %w (create it as a privileged user or grant CREATE on the database)",
 			t.addr, t.cfg.Schema, err)
 	}
-	t.begin = []string{"BEGIN"}
+	if pid := t.conn.PgConn().PID(); pid != backendPID {
+		// The backend key the connection got at startup is not the
+		// backend's: something between sluice and the server answered the
+		// startup itself.
+		t.pooled = true
+		t.log.Info("the target PostgreSQL is reached through a connection pooler (PgBouncer or alike): sluice keeps no session state across transactions, so transaction pooling is fine",
+			"target", t.addr, "database", t.database, "startup_pid", pid, "backend_pid", backendPID)
+	}
+	t.begin = []string{"BEGIN", "SET LOCAL TimeZone = 'UTC'", "SET LOCAL DateStyle = 'ISO, MDY'", "SET LOCAL IntervalStyle = 'postgres'"}
 	t.replicaRole = mayReplica == "true" && !t.cfg.NoReplicaRole
 	if t.replicaRole {
 		t.begin = append(t.begin, "SET LOCAL session_replication_role = replica")
 	}
 	return nil
 }
+
+// Pooled reports whether the target is reached through a connection
+// pooler (PgBouncer or alike).
+func (t *Target) Pooled() bool { return t.pooled }
 
 // ReplicaRole reports whether batches run with session_replication_role =
 // replica (target triggers and foreign-key checks do not fire).

@@ -795,3 +795,30 @@ func TestCopyNoPrimaryKey(t *testing.T) {
 		t.Errorf("Digest of a part of a table without key: %v", err)
 	}
 }
+
+// TestCopyUnderOddServerDefaults writes a chunk into a database whose
+// defaults print and read values otherwise than sluice's readers do: the
+// chunk's transaction sets its own (its done record's time is read back as
+// text), since a pooler refuses them as startup parameters.
+func TestCopyUnderOddServerDefaults(t *testing.T) {
+	url, conn := testDB(t, "CREATE TABLE odd (id int PRIMARY KEY, d date, ts timestamptz, iv interval)")
+	oddDefaults(t, conn)
+	tg := openTarget(t, url, Pipelined)
+	ctx := context.Background()
+	tbl := pgTable("odd", "id int*", "d date", "ts timestamptz", "iv interval")
+	mustPlan(t, tg, "s")
+	ck := tablecopy.Chunk{Table: tbl.Name}
+	rows := []sluice.Row{row("1", "2024-02-03", "2024-02-03 04:05:06.789+00", "-10 mons +3 days 04:05:06"), row("2", null, null, null)}
+	before := time.Now()
+	st, err := tg.WriteChunk(ctx, "s", 1, tbl, ck, false, emitRows(rows, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.At.Before(before.Add(-time.Minute)) || st.At.After(time.Now().Add(time.Minute)) {
+		t.Errorf("the chunk's done record says %v, want about %v", st.At, before)
+	}
+	want := []string{`(1,2024-02-03,"2024-02-03 04:05:06.789+00","-10 mons +3 days 04:05:06")`, `(2,,,)`}
+	if got := dump(t, conn, "odd"); !slices.Equal(got, want) {
+		t.Errorf("rows %q, want %q", got, want)
+	}
+}

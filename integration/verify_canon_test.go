@@ -333,7 +333,8 @@ func canonRows(ctx context.Context, e *endpoint, q string, n int) ([][]*string, 
 			return nil, err
 		}
 		defer tx.Rollback(ctx)
-		for _, s := range keyrange.PGSetLocal() {
+		// jit off: see CanonExpr.
+		for _, s := range append(keyrange.PGSetLocal(), "SET LOCAL jit = off") {
 			if _, err := tx.Exec(ctx, s); err != nil {
 				return nil, err
 			}

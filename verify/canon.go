@@ -69,7 +69,10 @@ type CanonColumn struct {
 // strings.
 //
 // PostgreSQL expressions assume the session settings of
-// keyrange.PGSettings; MySQL ones keyrange.MySession.
+// keyrange.PGSettings, and jit = off: the planner prices a JSON column's
+// nested set-returning functions so high that JIT compiles the query for
+// seconds. MySQL expressions assume keyrange.MySession, and MariaDB 10.7
+// or later (JSON_NORMALIZE) for a JSON column kept in PostgreSQL.
 func CanonExpr(c CanonColumn) (string, error) {
 	if c.Dialect != PostgreSQL && c.Dialect != MySQL {
 		return "", fmt.Errorf("column %s: no canonical form for dialect %v", c.Ident, c.Dialect)
@@ -776,5 +779,5 @@ func pgJSONNorm(e string, depth int) string {
 	container := "(SELECT CASE WHEN " + obj + " THEN '{' ELSE '[' END || coalesce(string_agg(CASE WHEN " + k + " IS NULL THEN '' ELSE to_jsonb(" + k + ")::text || ':' END || " +
 		pgJSONNorm(v, depth-1) + ", ',' ORDER BY " + k + " COLLATE \"C\", " + n + "), '') || CASE WHEN " + obj + " THEN '}' ELSE ']' END FROM (" +
 		members + ") AS canon_" + v + "(" + k + ", " + v + ", " + n + "))"
-	return "CASE jsonb_typeof(" + e + ") WHEN 'number' THEN " + num + " WHEN 'object' THEN " + container + " WHEN 'array' THEN " + container + " ELSE " + e + "::text END"
+	return "CASE WHEN jsonb_typeof(" + e + ") = 'number' THEN " + num + " WHEN jsonb_typeof(" + e + ") IN ('object', 'array') THEN " + container + " ELSE " + e + "::text END"
 }

@@ -89,6 +89,11 @@ func CanonExpr(c CanonColumn) (string, error) {
 	if dstDialect == 0 {
 		dstDialect, dstType = c.Dialect, c.Type
 	}
+	for _, d := range []Dialect{srcDialect, dstDialect} {
+		if d != PostgreSQL && d != MySQL {
+			return "", fmt.Errorf("column %s (%s, %s on the source, %s on the target): no canonical form for dialect %v", c.Ident, c.Type, c.Source.Type, c.TargetType, d)
+		}
+	}
 	p := pair{
 		src: parseType(srcDialect, srcType), srcDialect: srcDialect,
 		dst: parseType(dstDialect, dstType), dstDialect: dstDialect,
@@ -382,11 +387,22 @@ func (p pair) pgMy() (form, error) {
 // myPG follows apply/typemap's MySQL-to-PostgreSQL map.
 func (p pair) myPG() (form, error) {
 	s, d := p.src.base, p.dst.base
+	if d == "text" {
+		// The target keeps the source's text, which only strings and
+		// integers print alike on both engines.
+		switch {
+		case mysqltype.IntBits(s) > 0:
+			return intForm, nil
+		case isMyText(s) || s == "enum" || s == "set":
+			return myTextForm, nil
+		}
+		return form{}, fmt.Errorf("MySQL %s kept in a PostgreSQL text column has no form both engines print", p.src.spelled)
+	}
 	switch {
 	case s == "tinyint" && p.src.mod(0, 0) == 1 && !p.src.unsigned && d == "boolean":
 		return boolForm, nil
 	case mysqltype.IntBits(s) > 0 || s == "year":
-		if d == "text" || d == "varchar" || d == "numeric" {
+		if d == "numeric" {
 			return decimalForm, nil
 		}
 		return intForm, nil

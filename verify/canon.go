@@ -673,14 +673,16 @@ var jsonbForm = form{
 
 // floatForm: the value as a float of the source's width (a target of
 // another width is rounded to it first: FLOAT and real at float32, DOUBLE
-// at float64), in the exact decimal of its shortest round-trip digits,
-// written 0.DIGITSeEXP whatever each engine's own layout (1e+20 or 1e20,
-// 0.0001 or 1e-05). Both engines print the shortest digits that read back
-// as the same float (PostgreSQL under extra_float_digits > 0; MariaDB for
-// a DOUBLE, where a FLOAT prints only 6 digits and is widened, exactly,
-// to DOUBLE first), so equal floats have equal text and unequal ones
-// differ. A zero keeps its sign only between PostgreSQL databases: MariaDB
-// stores -0 as 0. NaN and ±Infinity (PostgreSQL only) are their names.
+// at float64), widened exactly to float64, as the 16 hex digits of its
+// IEEE 754 bits. Digits would not do: the engines' "shortest round-trip"
+// texts differ for some values (PostgreSQL's prints 17 digits where 16
+// read back, -1.1948147186912461e+17 against MariaDB's
+// -1.194814718691246e17), and MariaDB's FLOAT text has only 6. PostgreSQL
+// has the bits (float8send); MariaDB computes them: the exponent from
+// LOG2, corrected by a division by a power of two, and the mantissa by
+// another, both exact. A zero keeps its sign only between PostgreSQL
+// databases: MariaDB stores -0 as 0. NaN and ±Infinity (PostgreSQL only)
+// are their bits.
 func floatForm(bits int, signedZero bool) form {
 	zero := "'0'"
 	if signedZero {
@@ -724,11 +726,12 @@ func floatForm(bits int, signedZero bool) form {
 	}
 }
 
-// pgFloatText is the float8 v's normal text; NaN and ±Infinity their
-// names.
+// pgFloatText is the float8 v's bits in hex.
 func pgFloatText(v, zero string) string {
-	return "CASE WHEN " + v + " IN ('NaN', 'Infinity', '-Infinity') THEN " + v + "::text ELSE " +
-		pgDigits(v+"::text", "s || '0.' || d || 'e' || (ex + length(ip) - lz)::text", zero) + " END"
+	if zero == "'0'" {
+		return "CASE WHEN " + v + " = 0 THEN '0000000000000000' ELSE encode(float8send(" + v + "), 'hex') END"
+	}
+	return "encode(float8send(" + v + "), 'hex')"
 }
 
 // pgDigits parses the decimal text t ([-]digits[.digits][e±exp]) into its
@@ -744,20 +747,17 @@ func pgDigits(t, out, zero string) string {
 		") AS canon_m) AS canon_dg) AS canon_d)"
 }
 
-// myFloatText is the DOUBLE v's normal text, as pgFloatText's: MariaDB has
-// no derived values in a column's expression, so the parts are spelled
-// out from the text each time.
+// myFloatText is the DOUBLE v's bits in hex, as pgFloatText's.
 func myFloatText(v string) string {
-	t := "CAST(" + v + " AS CHAR)"
-	a := "TRIM(LEADING '-' FROM " + t + ")"
-	m := "SUBSTRING_INDEX(" + a + ", 'e', 1)"
-	ex := "IF(LOCATE('e', " + a + ") > 0, CAST(SUBSTRING_INDEX(" + a + ", 'e', -1) AS SIGNED), 0)"
-	ip := "SUBSTRING_INDEX(" + m + ", '.', 1)"
-	dg := "REPLACE(" + m + ", '.', '')"
-	d := "TRIM(TRAILING '0' FROM TRIM(LEADING '0' FROM " + dg + "))"
-	lz := "(LENGTH(" + dg + ") - LENGTH(TRIM(LEADING '0' FROM " + dg + ")))"
-	s := "IF(LEFT(" + t + ", 1) = '-', '-', '')"
-	return myUTF8("IF(" + d + " = '', '0', CONCAT(" + s + ", '0.', " + d + ", 'e', " + ex + " + LENGTH(" + ip + ") - " + lz + "))")
+	a := "ABS(" + v + ")"
+	// LOG2 may round across a power of two, past 2^1023 too.
+	e0 := "LEAST(GREATEST(FLOOR(LOG2(" + a + ")), -1074), 1023)"
+	r := a + " / POW(2, " + e0 + ")"
+	e := "(" + e0 + " + IF(" + r + " >= 2, 1, 0) - IF(" + r + " < 1, 1, 0))"
+	biased := "IF(" + e + " >= -1022, " + e + " + 1023, 0)"
+	mant := "IF(" + e + " >= -1022, " + a + " / POW(2, " + e + " - 52) - POW(2, 52), " + a + " / POW(2, -1074))"
+	sign := "IF(" + v + " < 0, 2048, 0)"
+	return myUTF8("IF(" + v + " = 0, '0000000000000000', LOWER(CONCAT(LPAD(HEX(" + sign + " + " + biased + "), 3, '0'), LPAD(HEX(CAST(" + mant + " AS UNSIGNED)), 13, '0'))))")
 }
 
 // jsonDepth is how deep PostgreSQL rebuilds a document in MariaDB's

@@ -684,29 +684,21 @@ var jsonbForm = form{
 // databases: MariaDB stores -0 as 0. NaN and ±Infinity (PostgreSQL only)
 // are their bits.
 func floatForm(bits int, signedZero bool) form {
-	zero := "'0'"
-	if signedZero {
-		zero = "s || '0'"
-	}
 	return form{
 		name: fmt.Sprintf("float%d", bits),
 		pg: func(x string, t colType) (string, error) {
-			var v string
 			switch {
 			case t.base == "real":
-				v = "(" + x + ")::float8"
+				return pgFloatBits("("+x+")::float8", signedZero), nil
 			case t.base == "double precision" && bits == 64:
-				v = "(" + x + ")"
+				return pgFloatBits("("+x+")", signedZero), nil
 			case t.base == "double precision":
 				// Rounded to the source's float32; a value past float32's range
 				// (which the cast refuses) keeps its own text, matching none.
-				v = "CASE WHEN " + x + " = 0 OR abs(" + x + ") BETWEEN 1.401298464324817e-45 AND 3.4028234663852886e38 THEN (" + x + ")::real::float8 END"
 				return "CASE WHEN " + x + " = 0 OR abs(" + x + ") BETWEEN 1.401298464324817e-45 AND 3.4028234663852886e38 THEN " +
-					pgFloatText(v, zero) + " ELSE 'out of float32 range: ' || (" + x + ")::text END", nil
-			default:
-				return "", unsupported(t)
+					pgFloatBits("("+x+")::real::float8", signedZero) + " ELSE 'out of float32 range: ' || (" + x + ")::text END", nil
 			}
-			return pgFloatText(v, zero), nil
+			return "", unsupported(t)
 		},
 		my: func(x string, t colType) (string, error) {
 			var v string
@@ -726,12 +718,12 @@ func floatForm(bits int, signedZero bool) form {
 	}
 }
 
-// pgFloatText is the float8 v's bits in hex.
-func pgFloatText(v, zero string) string {
-	if zero == "'0'" {
-		return "CASE WHEN " + v + " = 0 THEN '0000000000000000' ELSE encode(float8send(" + v + "), 'hex') END"
+// pgFloatBits is the float8 v's bits in hex; -0 is 0 unless signedZero.
+func pgFloatBits(v string, signedZero bool) string {
+	if signedZero {
+		return "encode(float8send(" + v + "), 'hex')"
 	}
-	return "encode(float8send(" + v + "), 'hex')"
+	return "CASE WHEN " + v + " = 0 THEN '0000000000000000' ELSE encode(float8send(" + v + "), 'hex') END"
 }
 
 // pgDigits parses the decimal text t ([-]digits[.digits][e±exp]) into its
@@ -747,7 +739,7 @@ func pgDigits(t, out, zero string) string {
 		") AS canon_m) AS canon_dg) AS canon_d)"
 }
 
-// myFloatText is the DOUBLE v's bits in hex, as pgFloatText's.
+// myFloatText is the DOUBLE v's bits in hex, as pgFloatBits's.
 func myFloatText(v string) string {
 	a := "ABS(" + v + ")"
 	// LOG2 may round across a power of two, past 2^1023 too.

@@ -506,6 +506,9 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	if err != nil {
 		return recordErr(ctx, store, o, Fail(ExitUsage, fmt.Errorf("--target: %w", err)))
 	}
+	if _, err := resolveMode(srcEngine, o.SourceMode, sluice.Position{}); err != nil {
+		return recordErr(ctx, store, o, Fail(ExitUsage, err))
+	}
 	// Every connection to the target (first lane, further lanes, the
 	// stall diagnosis) is opened the same way.
 	topts := targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,

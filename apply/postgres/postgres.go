@@ -187,6 +187,10 @@ func (t *Target) connect(ctx context.Context) error {
 				t.addr, t.connConfig.Database, err)
 		}
 	}
+	if strings.Contains(err.Error(), "server refused TLS connection") {
+		return fmt.Errorf("target PostgreSQL at %s does not accept TLS, which the connection string's sslmode requires: enable ssl on the server, or use sslmode=prefer (or disable) if the link may go unencrypted: %w",
+			t.addr, err)
+	}
 	return fmt.Errorf("cannot reach target PostgreSQL at %s: %w", t.addr, err)
 }
 
@@ -652,6 +656,9 @@ func classify(err error, connLost bool) error {
 		}
 		if strings.HasPrefix(pgErr.Code, "08") { // connection exception
 			return &apply.RetryableError{Err: err}
+		}
+		if pgErr.Code == "42501" { // insufficient_privilege
+			return fmt.Errorf("%w: the target user lacks a privilege sluice needs: GRANT SELECT, INSERT, UPDATE, DELETE (and TRUNCATE, if the source truncates) ON the stream's tables TO the user sluice connects as", err)
 		}
 	}
 	if connLost {

@@ -577,10 +577,10 @@ func pipelineStep(stmts []statement, i int) string {
 // applyPerRow runs each statement as its own round trip inside one
 // transaction.
 func (t *Target) applyPerRow(ctx context.Context, stmts []statement) error {
-	for _, q := range t.begin {
-		if _, err := t.conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("apply begin: %w", err)
-		}
+	// BEGIN and the transaction's settings in one simple query: per-row
+	// apply pays a round trip per statement of the batch, not per setting.
+	if _, err := t.conn.PgConn().Exec(ctx, strings.Join(t.begin, "; ")).ReadAll(); err != nil {
+		return fmt.Errorf("apply begin: %w", err)
 	}
 	for i, s := range stmts {
 		if _, err := t.conn.Exec(ctx, s.sql, s.args...); err != nil {

@@ -1,0 +1,684 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/tablecopy"
+)
+
+// Config says what to compare and how.
+type Config struct {
+	Source, Target Side
+	// Tables are the source's tables. On the target a table has the same
+	// name, without its schema unless both sides are PostgreSQL (as the
+	// stream writes it).
+	Tables []sluice.TableName
+	// Stream, when set, makes the comparison live: the target holds that
+	// stream's checkpoint row, and a difference counts only once the
+	// target has applied past the source position at which it was seen
+	// (see the README's "How verify works while a stream runs").
+	Stream string
+	// Covers reports whether the target's checkpoint position p covers the
+	// source position c. Needed with Stream.
+	Covers func(p, c sluice.Position) (bool, error)
+
+	// ChunkRows is the size of the first ranges (10,000); LeafRows the size
+	// under which a differing range's rows are compared key by key (1,000);
+	// Fanout how many parts a differing larger range is cut into (16).
+	ChunkRows, LeafRows, Fanout int
+	// Batch is how many ranges one query hashes (32); Workers how many
+	// batches are in flight at once (2).
+	Batch, Workers int
+	// Rounds bounds how often a range that keeps changing is hashed again
+	// before it is reported unsettled (6).
+	Rounds int
+	// CatchUp bounds the wait for the target to apply past a source
+	// position (2 min); Poll is the interval of that wait (100 ms).
+	CatchUp, Poll time.Duration
+	// MaxDiffs bounds the differences kept per table (1,000).
+	MaxDiffs int
+	// Progress, when set, is called as ranges are done.
+	Progress func(Progress)
+	Logger   *slog.Logger
+}
+
+// Progress is how far a run got.
+type Progress struct {
+	Table               string
+	TableIndex, Tables  int
+	RowsDone, RowsTotal int64
+	Elapsed             time.Duration
+}
+
+// Kind of a difference.
+const (
+	Missing   = "missing"   // on the source, not on the target
+	Extra     = "extra"     // on the target, not on the source
+	Different = "different" // on both, with other values
+)
+
+// Diff is one differing row.
+type Diff struct {
+	// Key is the row's key as (col=value, …), as the source spells it.
+	Key  string     `json:"key"`
+	Kind string     `json:"kind"`
+	Raw  sluice.Row `json:"-"`
+	// Columns are the source's names of the differing columns (Different
+	// only).
+	Columns []string `json:"columns,omitempty"`
+	canon   string
+}
+
+// TableReport is the comparison of one table.
+type TableReport struct {
+	Source     string `json:"source"`
+	Target     string `json:"target"`
+	SourceRows int64  `json:"source_rows"`
+	TargetRows int64  `json:"target_rows"`
+	Ranges     int    `json:"ranges"`
+	// Bisected counts the ranges hashed again to narrow differences down.
+	Bisected int    `json:"bisected"`
+	Diffs    []Diff `json:"diffs"`
+	// Truncated: more differences than MaxDiffs were found.
+	Truncated bool `json:"truncated,omitempty"`
+	// Unsettled are ranges or keys that kept changing on the source
+	// through every round: neither equal nor proven different.
+	Unsettled []string `json:"unsettled,omitempty"`
+	// NoKey: the table has no primary key and differs; its rows cannot be
+	// named.
+	NoKey   bool          `json:"no_key_differs,omitempty"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+}
+
+// Equal reports whether the table was proven equal.
+func (t *TableReport) Equal() bool {
+	return len(t.Diffs) == 0 && len(t.Unsettled) == 0 && !t.NoKey && !t.Truncated
+}
+
+// Report is a whole run.
+type Report struct {
+	Tables  []*TableReport `json:"tables"`
+	Live    bool           `json:"live"`
+	Elapsed time.Duration  `json:"elapsed_ns"`
+}
+
+// Differences counts the differing rows (and differing key-less tables).
+func (r *Report) Differences() int {
+	n := 0
+	for _, t := range r.Tables {
+		n += len(t.Diffs)
+		if t.NoKey {
+			n++
+		}
+	}
+	return n
+}
+
+// Unsettled counts what could not be settled.
+func (r *Report) Unsettled() int {
+	n := 0
+	for _, t := range r.Tables {
+		n += len(t.Unsettled)
+	}
+	return n
+}
+
+func (c *Config) defaults() {
+	set := func(p *int, v int) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	set(&c.ChunkRows, 10_000)
+	set(&c.LeafRows, 1_000)
+	set(&c.Fanout, 16)
+	set(&c.Batch, 32)
+	set(&c.Workers, 2)
+	set(&c.Rounds, 6)
+	set(&c.MaxDiffs, 1_000)
+	if c.CatchUp <= 0 {
+		c.CatchUp = 2 * time.Minute
+	}
+	if c.Poll <= 0 {
+		c.Poll = 100 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Run compares every table of cfg. An error means the comparison could
+// not be made; differences are in the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	if cfg.Stream != "" && cfg.Covers == nil {
+		return nil, errors.New("verify: a live comparison (a stream) needs Covers")
+	}
+	v := &run{cfg: cfg, start: time.Now()}
+	rep := &Report{Live: cfg.Stream != ""}
+	if cfg.Stream != "" {
+		if err := v.streamKind(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for i, name := range cfg.Tables {
+		tb, err := v.table(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		tr, err := v.compareTable(ctx, tb, i)
+		if err != nil {
+			return nil, err
+		}
+		rep.Tables = append(rep.Tables, tr)
+	}
+	rep.Elapsed = time.Since(v.start)
+	return rep, nil
+}
+
+type run struct {
+	cfg   Config
+	start time.Time
+	// kind and like: the stream's position kind and a position of it (its
+	// checkpoint's), which tells a binlog's GTID flavour.
+	kind, like string
+}
+
+// table is one table on both sides.
+type table struct {
+	src, tgt *spec
+	desc     *sluice.Table // the source's
+}
+
+func (v *run) streamKind(ctx context.Context) error {
+	s, err := v.cfg.Target.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	cp, ok, err := s.Checkpoint(ctx, v.cfg.Stream)
+	if err != nil {
+		return fmt.Errorf("%w (is this the stream's target, and did stream %s ever commit?)", err, v.cfg.Stream)
+	}
+	if !ok {
+		return fmt.Errorf("stream %s has no checkpoint on the target %s: start the stream first, or verify a still pair without --stream", v.cfg.Stream, v.cfg.Target.Where())
+	}
+	v.kind, v.like = cp.Position.Kind, cp.Position.Token
+	return nil
+}
+
+// targetName is where the stream writes a source table.
+func targetName(n sluice.TableName, from, to Dialect) sluice.TableName {
+	if from == PostgreSQL && to == PostgreSQL {
+		return n
+	}
+	return sluice.TableName{Name: n.Name}
+}
+
+func (v *run) table(ctx context.Context, name sluice.TableName) (*table, error) {
+	sd, td := v.cfg.Source.Dialect(), v.cfg.Target.Dialect()
+	src, err := v.cfg.Source.Describe(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	tname := targetName(name, sd, td)
+	tgt, err := v.cfg.Target.Describe(ctx, tname)
+	if err != nil {
+		return nil, err
+	}
+	mk := func(d Dialect, n sluice.TableName, own *sluice.Table) (*spec, error) {
+		s := &spec{dialect: d, table: quoteTable(d, n), name: n, cols: src.Columns, key: src.Key}
+		for _, c := range src.Columns {
+			i := own.ColumnIndex(c.Name)
+			if i < 0 {
+				return nil, fmt.Errorf("table %s: column %s of the source is not on the target %s: the target's table must have every source column (add it, or verify another table list)", name, c.Name, v.cfg.Target.Where())
+			}
+			id := quoteIdent(d, c.Name)
+			e, err := CanonExpr(CanonColumn{Dialect: d, Ident: id, Type: own.Columns[i].Type, Source: c, SourceDialect: sd})
+			if err != nil {
+				return nil, fmt.Errorf("table %s column %s (%s on %s): %w", n, c.Name, own.Columns[i].Type, d, err)
+			}
+			s.canon = append(s.canon, e)
+		}
+		for _, k := range src.Key {
+			s.keyIdents = append(s.keyIdents, quoteIdent(d, src.Columns[k].Name))
+		}
+		if len(src.Key) > 0 {
+			s.intKey = isIntType(src.Columns[src.Key[0]].Type)
+		}
+		return s, nil
+	}
+	ss, err := mk(sd, name, src)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := mk(td, tname, tgt)
+	if err != nil {
+		return nil, err
+	}
+	return &table{src: ss, tgt: ts, desc: src}, nil
+}
+
+func isIntType(t string) bool {
+	t = strings.ToLower(t)
+	for _, p := range []string{"smallint", "integer", "bigint", "tinyint", "mediumint", "int"} {
+		if t == p || strings.HasPrefix(t, p+"(") || strings.HasPrefix(t, p+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// digest is a range's count and hash sum, as text.
+type digest struct{ count, sum string }
+
+func (d digest) rows() int64 {
+	var n int64
+	fmt.Sscan(d.count, &n)
+	return n
+}
+
+// digests hashes rs inside snapshot s: one query, one round trip.
+func digests(ctx context.Context, s Snapshot, sp *spec, rs []tablecopy.Range) ([]digest, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	rows, err := s.Query(ctx, sp.digestQuery(rs))
+	if err != nil {
+		return nil, fmt.Errorf("hash %d ranges of table %s: %w", len(rs), sp.name, err)
+	}
+	out := make([]digest, len(rs))
+	seen := 0
+	for _, r := range rows {
+		var i int
+		if _, err := fmt.Sscan(deref(r[0]), &i); err != nil || i < 0 || i >= len(rs) {
+			return nil, fmt.Errorf("hash ranges of table %s: bad range index %q", sp.name, deref(r[0]))
+		}
+		out[i] = digest{deref(r[1]), deref(r[2])}
+		seen++
+	}
+	if seen != len(rs) {
+		return nil, fmt.Errorf("hash ranges of table %s: %d results for %d ranges", sp.name, seen, len(rs))
+	}
+	return out, nil
+}
+
+// sourceSnap begins a source snapshot and, live, reads its position.
+func (v *run) sourceSnap(ctx context.Context) (Snapshot, sluice.Position, error) {
+	s, err := v.cfg.Source.Begin(ctx)
+	if err != nil {
+		return nil, sluice.Position{}, err
+	}
+	if v.cfg.Stream == "" {
+		return s, sluice.Position{}, nil
+	}
+	pos, err := s.Position(ctx, v.kind, v.like)
+	if err != nil {
+		s.Close()
+		return nil, sluice.Position{}, err
+	}
+	return s, pos, nil
+}
+
+// targetSnap begins a target snapshot whose checkpoint covers pos
+// (live), waiting for the stream to get there.
+func (v *run) targetSnap(ctx context.Context, pos sluice.Position) (Snapshot, error) {
+	deadline := time.Now().Add(v.cfg.CatchUp)
+	for {
+		s, err := v.cfg.Target.Begin(ctx)
+		if err != nil || v.cfg.Stream == "" {
+			return s, err
+		}
+		cp, ok, err := s.Checkpoint(ctx, v.cfg.Stream)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		if ok {
+			covered, err := v.cfg.Covers(cp.Position, pos)
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("stream %s: compare the target's checkpoint with the source's position: %w", v.cfg.Stream, err)
+			}
+			if covered {
+				return s, nil
+			}
+		}
+		s.Close()
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("stream %s: the target did not apply up to source position %s within %s (its checkpoint is at %s): is the stream running and keeping up? Run verify when it is, or raise --catch-up", v.cfg.Stream, pos, v.cfg.CatchUp, cp.Position)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(v.cfg.Poll):
+		}
+	}
+}
+
+// rangeDiff is a range proven to differ, with each side's row count.
+type rangeDiff struct {
+	r        tablecopy.Range
+	src, tgt int64
+}
+
+// compareRanges hashes rs on both sides and returns the ranges that
+// differ for real, and those that kept changing through every round.
+//
+// A round: the source's hashes in snapshot S1 (at position P1); the
+// target's in a snapshot T that covers P1; for the ranges that differ, the
+// source's again in a new snapshot S2, taken after T. A range equal in T
+// and S1 or S2 is equal. One whose S1 and S2 hashes agree did not change
+// on the source between S1 and S2, and T (taken in between, past P1) holds
+// each of its rows as of some moment in that window, so it differs for
+// real. Otherwise the source changed under it: another round.
+func (v *run) compareRanges(ctx context.Context, tb *table, rs []tablecopy.Range, counted func(int64)) (real []rangeDiff, unsettled []tablecopy.Range, err error) {
+	pending := rs
+	first := true
+	for round := 0; round < v.cfg.Rounds && len(pending) > 0; round++ {
+		s1, pos, err := v.sourceSnap(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		d1, err := digests(ctx, s1, tb.src, pending)
+		s1.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		if first && counted != nil {
+			var n int64
+			for _, d := range d1 {
+				n += d.rows()
+			}
+			counted(n)
+		}
+		first = false
+		t, err := v.targetSnap(ctx, pos)
+		if err != nil {
+			return nil, nil, err
+		}
+		dt, err := digests(ctx, t, tb.tgt, pending)
+		t.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		var diff []int
+		var again []tablecopy.Range
+		for i := range pending {
+			if d1[i] != dt[i] {
+				diff = append(diff, i)
+				again = append(again, pending[i])
+			}
+		}
+		if len(diff) == 0 {
+			return real, nil, nil
+		}
+		s2, err := v.cfg.Source.Begin(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		d2, err := digests(ctx, s2, tb.src, again)
+		s2.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+		var next []tablecopy.Range
+		for j, i := range diff {
+			switch {
+			case dt[i] == d2[j]:
+			case d1[i] == d2[j]:
+				real = append(real, rangeDiff{r: pending[i], src: d2[j].rows(), tgt: dt[i].rows()})
+			default:
+				next = append(next, pending[i])
+			}
+		}
+		pending = next
+	}
+	return real, pending, nil
+}
+
+// split cuts the whole table into ranges of about ChunkRows rows, and
+// counts its rows (on the source).
+func (v *run) split(ctx context.Context, tb *table) ([]tablecopy.Range, int64, error) {
+	if len(tb.src.key) == 0 {
+		return []tablecopy.Range{{}}, 0, nil
+	}
+	s, err := v.cfg.Source.Begin(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer s.Close()
+	rows, err := s.Query(ctx, tb.src.extentQuery())
+	if err != nil || len(rows) != 1 {
+		return nil, 0, fmt.Errorf("count the rows of table %s on %s: %v", tb.src.name, v.cfg.Source.Where(), err)
+	}
+	var n int64
+	fmt.Sscan(deref(rows[0][2]), &n)
+	if n <= int64(v.cfg.ChunkRows) {
+		return []tablecopy.Range{{}}, n, nil
+	}
+	var bounds []sluice.Row
+	if tb.src.intKey {
+		bounds = intBounds(deref(rows[0][0]), deref(rows[0][1]), (n+int64(v.cfg.ChunkRows)-1)/int64(v.cfg.ChunkRows))
+	} else {
+		bounds, err = keyBounds(ctx, s, tb.src, tablecopy.Range{}, int64(v.cfg.ChunkRows))
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	return rangesOf(tablecopy.Range{}, bounds), n, nil
+}
+
+// intBounds cuts [lo, hi] into n ranges of equal width (exact for any
+// integer span).
+func intBounds(lo, hi string, n int64) []sluice.Row {
+	min, ok1 := new(big.Int).SetString(lo, 10)
+	max, ok2 := new(big.Int).SetString(hi, 10)
+	if !ok1 || !ok2 || n < 2 {
+		return nil
+	}
+	span := new(big.Int).Sub(max, min)
+	span.Add(span, big.NewInt(1))
+	if span.Cmp(big.NewInt(n)) < 0 {
+		n = span.Int64()
+	}
+	width := new(big.Int).Add(span, big.NewInt(n-1))
+	width.Quo(width, big.NewInt(n))
+	var out []sluice.Row
+	b := new(big.Int).Set(min)
+	for i := int64(1); i < n; i++ {
+		b.Add(b, width)
+		if b.Cmp(max) > 0 {
+			break
+		}
+		out = append(out, sluice.Row{sluice.Text(b.String())})
+	}
+	return out
+}
+
+// rangesOf cuts r at bounds (in key order, inside r).
+func rangesOf(r tablecopy.Range, bounds []sluice.Row) []tablecopy.Range {
+	out := make([]tablecopy.Range, 0, len(bounds)+1)
+	from := r.From
+	for _, b := range bounds {
+		out = append(out, tablecopy.Range{From: from, To: b})
+		from = b
+	}
+	return append(out, tablecopy.Range{From: from, To: r.To})
+}
+
+func keyBounds(ctx context.Context, s Snapshot, sp *spec, r tablecopy.Range, every int64) ([]sluice.Row, error) {
+	rows, err := s.Query(ctx, sp.boundsQuery(r, max(every, 1)))
+	if err != nil {
+		return nil, fmt.Errorf("split table %s range %s by its key: %w", sp.name, r, err)
+	}
+	out := make([]sluice.Row, len(rows))
+	for i, row := range rows {
+		k := make(sluice.Row, len(row))
+		for j, v := range row {
+			if v == nil {
+				return nil, fmt.Errorf("split table %s: NULL in primary key", sp.name)
+			}
+			k[j] = sluice.Text(*v)
+		}
+		out[i] = k
+	}
+	return out, nil
+}
+
+// compareTable compares one table: its first ranges in batches, Workers
+// at a time, then each differing range narrowed down.
+func (v *run) compareTable(ctx context.Context, tb *table, index int) (*TableReport, error) {
+	start := time.Now()
+	tr := &TableReport{Source: tb.src.name.String(), Target: tb.tgt.name.String()}
+	ranges, total, err := v.split(ctx, tb)
+	if err != nil {
+		return nil, err
+	}
+	tr.Ranges = len(ranges)
+	var mu sync.Mutex
+	var done int64
+	counted := func(n int64) {
+		mu.Lock()
+		done += n
+		d := done
+		mu.Unlock()
+		if v.cfg.Progress != nil {
+			v.cfg.Progress(Progress{Table: tr.Source, TableIndex: index, Tables: len(v.cfg.Tables), RowsDone: d, RowsTotal: max(total, d), Elapsed: time.Since(v.start)})
+		}
+	}
+	var real []rangeDiff
+	var firstErr error
+	batches := make(chan []tablecopy.Range)
+	var wg sync.WaitGroup
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range v.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range batches {
+				rd, uns, err := v.compareRanges(wctx, tb, b, counted)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				real = append(real, rd...)
+				for _, u := range uns {
+					tr.Unsettled = append(tr.Unsettled, "range "+u.String())
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := 0; i < len(ranges); i += v.cfg.Batch {
+		select {
+		case batches <- ranges[i:min(i+v.cfg.Batch, len(ranges))]:
+		case <-wctx.Done():
+		}
+	}
+	close(batches)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	// Narrow down in key order, so that diffs come out in key order.
+	sortRanges(real, ranges)
+	for _, rd := range real {
+		if err := v.narrow(ctx, tb, tr, rd); err != nil {
+			return nil, err
+		}
+	}
+	v.counts(ctx, tb, tr)
+	tr.Elapsed = time.Since(start)
+	return tr, nil
+}
+
+// sortRanges orders rds as their ranges come in order (the first ranges
+// are in key order; a batch's results may arrive in any order).
+func sortRanges(rds []rangeDiff, order []tablecopy.Range) {
+	at := map[string]int{}
+	for i, r := range order {
+		at[r.String()] = i
+	}
+	for i := 1; i < len(rds); i++ {
+		for j := i; j > 0 && at[rds[j].r.String()] < at[rds[j-1].r.String()]; j-- {
+			rds[j], rds[j-1] = rds[j-1], rds[j]
+		}
+	}
+}
+
+// counts fills the report's row counts from a whole-table count on each
+// side (an index scan; only the counts cross).
+func (v *run) counts(ctx context.Context, tb *table, tr *TableReport) {
+	for _, side := range []struct {
+		s   Side
+		sp  *spec
+		out *int64
+	}{{v.cfg.Source, tb.src, &tr.SourceRows}, {v.cfg.Target, tb.tgt, &tr.TargetRows}} {
+		s, err := side.s.Begin(ctx)
+		if err != nil {
+			continue
+		}
+		if rows, err := s.Query(ctx, "SELECT COUNT(*) FROM "+side.sp.table); err == nil && len(rows) == 1 {
+			fmt.Sscan(deref(rows[0][0]), side.out)
+		}
+		s.Close()
+	}
+}
+
+// narrow bisects a differing range down to LeafRows, then compares its
+// rows key by key.
+func (v *run) narrow(ctx context.Context, tb *table, tr *TableReport, rd rangeDiff) error {
+	if len(tb.src.key) == 0 {
+		tr.NoKey = true
+		return nil
+	}
+	if tr.Truncated {
+		return nil
+	}
+	n := max(rd.src, rd.tgt)
+	if n > int64(v.cfg.LeafRows) {
+		// Cut where the side with more rows has its every n/Fanout-th key.
+		side, sp := v.cfg.Source, tb.src
+		if rd.tgt > rd.src {
+			side, sp = v.cfg.Target, tb.tgt
+		}
+		s, err := side.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		bounds, err := keyBounds(ctx, s, sp, rd.r, (n+int64(v.cfg.Fanout)-1)/int64(v.cfg.Fanout))
+		s.Close()
+		if err != nil {
+			return err
+		}
+		if len(bounds) > 0 {
+			subs := rangesOf(rd.r, bounds)
+			tr.Bisected += len(subs)
+			real, uns, err := v.compareRanges(ctx, tb, subs, nil)
+			if err != nil {
+				return err
+			}
+			for _, u := range uns {
+				tr.Unsettled = append(tr.Unsettled, "range "+u.String())
+			}
+			for _, sub := range real {
+				if err := v.narrow(ctx, tb, tr, sub); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	return v.compareKeys(ctx, tb, tr, rd.r)
+}

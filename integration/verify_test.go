@@ -106,7 +106,7 @@ func independentDiffs(ds dbtest.Diffs) []string {
 }
 
 // TestVerifySameEngine: equal tables give no difference, as the
-// independent comparison says; then a changed column, a NULL made '' , a
+// independent comparison says; then a changed column, a NULL made ” , a
 // missing row and an extra row, each made by hand on the target, are each
 // found and named, and verify's list is the independent comparison's.
 func TestVerifySameEngine(t *testing.T) {

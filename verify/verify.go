@@ -37,7 +37,7 @@ type Config struct {
 	// Batch is how many ranges one query hashes (32); Workers how many
 	// batches are in flight at once (2).
 	Batch, Workers int
-	// Rounds bounds how often a range that keeps changing is hashed again
+	// Rounds bounds how often a key that keeps changing is compared again
 	// before it is reported unsettled (6).
 	Rounds int
 	// CatchUp bounds the wait for the target to apply past a source
@@ -364,85 +364,77 @@ func (v *run) targetSnap(ctx context.Context, pos sluice.Position) (Snapshot, er
 	}
 }
 
-// rangeDiff is a range proven to differ, with each side's row count.
+// rangeDiff is a range that may differ, with each side's row count.
 type rangeDiff struct {
 	r        tablecopy.Range
 	src, tgt int64
 }
 
-// compareRanges hashes rs on both sides and returns the ranges that
-// differ for real, and those that kept changing through every round.
+// compareRanges hashes rs on both sides in one round and returns the
+// ranges that are not proven equal.
 //
 // A round: the source's hashes in snapshot S1 (at position P1); the
 // target's in a snapshot T that covers P1; for the ranges that differ, the
-// source's again in a new snapshot S2, taken after T. A range equal in T
-// and S1 or S2 is equal. One whose S1 and S2 hashes agree did not change
-// on the source between S1 and S2, and T (taken in between, past P1) holds
-// each of its rows as of some moment in that window, so it differs for
-// real. Otherwise the source changed under it: another round.
-func (v *run) compareRanges(ctx context.Context, tb *table, rs []tablecopy.Range, counted func(int64)) (real []rangeDiff, unsettled []tablecopy.Range, err error) {
-	pending := rs
-	first := true
-	for round := 0; round < v.cfg.Rounds && len(pending) > 0; round++ {
-		s1, pos, err := v.sourceSnap(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		d1, err := digests(ctx, s1, tb.src, pending)
-		s1.Close()
-		if err != nil {
-			return nil, nil, err
-		}
-		if first && counted != nil {
-			var n int64
-			for _, d := range d1 {
-				n += d.rows()
-			}
-			counted(n)
-		}
-		first = false
-		t, err := v.targetSnap(ctx, pos)
-		if err != nil {
-			return nil, nil, err
-		}
-		dt, err := digests(ctx, t, tb.tgt, pending)
-		t.Close()
-		if err != nil {
-			return nil, nil, err
-		}
-		var diff []int
-		var again []tablecopy.Range
-		for i := range pending {
-			if d1[i] != dt[i] {
-				diff = append(diff, i)
-				again = append(again, pending[i])
-			}
-		}
-		if len(diff) == 0 {
-			return real, nil, nil
-		}
-		s2, err := v.cfg.Source.Begin(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		d2, err := digests(ctx, s2, tb.src, again)
-		s2.Close()
-		if err != nil {
-			return nil, nil, err
-		}
-		var next []tablecopy.Range
-		for j, i := range diff {
-			switch {
-			case dt[i] == d2[j]:
-			case d1[i] == d2[j]:
-				real = append(real, rangeDiff{r: pending[i], src: d2[j].rows(), tgt: dt[i].rows()})
-			default:
-				next = append(next, pending[i])
-			}
-		}
-		pending = next
+// source's again in a new snapshot S2, taken after T. A range whose T hash
+// equals its S1 or S2 hash is equal. Any other differs for real (S1 and S2
+// agree: the source held those rows through the window in which T, past
+// P1, was taken) or changed on the source during the round; both are
+// narrowed down, which ends in rounds per key (compareKeys): a smaller
+// range changes less often, and a key's verdict does not depend on its
+// neighbours'.
+func (v *run) compareRanges(ctx context.Context, tb *table, rs []tablecopy.Range, counted func(int64)) ([]rangeDiff, error) {
+	s1, pos, err := v.sourceSnap(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return real, pending, nil
+	d1, err := digests(ctx, s1, tb.src, rs)
+	s1.Close()
+	if err != nil {
+		return nil, err
+	}
+	if counted != nil {
+		var n int64
+		for _, d := range d1 {
+			n += d.rows()
+		}
+		counted(n)
+	}
+	t, err := v.targetSnap(ctx, pos)
+	if err != nil {
+		return nil, err
+	}
+	dt, err := digests(ctx, t, tb.tgt, rs)
+	t.Close()
+	if err != nil {
+		return nil, err
+	}
+	var diff []int
+	var again []tablecopy.Range
+	for i := range rs {
+		if d1[i] != dt[i] {
+			diff = append(diff, i)
+			again = append(again, rs[i])
+		}
+	}
+	if len(diff) == 0 {
+		return nil, nil
+	}
+	s2, err := v.cfg.Source.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d2, err := digests(ctx, s2, tb.src, again)
+	s2.Close()
+	if err != nil {
+		return nil, err
+	}
+	var out []rangeDiff
+	for j, i := range diff {
+		if dt[i] != d2[j] {
+			out = append(out, rangeDiff{r: rs[i], src: max(d1[i].rows(), d2[j].rows()), tgt: dt[i].rows()})
+		}
+	}
+	return out, nil
 }
 
 // split cuts the whole table into ranges of about ChunkRows rows, and
@@ -566,16 +558,13 @@ func (v *run) compareTable(ctx context.Context, tb *table, index int) (*TableRep
 		go func() {
 			defer wg.Done()
 			for b := range batches {
-				rd, uns, err := v.compareRanges(wctx, tb, b, counted)
+				rd, err := v.compareRanges(wctx, tb, b, counted)
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err
 					cancel()
 				}
 				real = append(real, rd...)
-				for _, u := range uns {
-					tr.Unsettled = append(tr.Unsettled, "range "+u.String())
-				}
 				mu.Unlock()
 			}
 		}()
@@ -640,6 +629,14 @@ func (v *run) counts(ctx context.Context, tb *table, tr *TableReport) {
 // rows key by key.
 func (v *run) narrow(ctx context.Context, tb *table, tr *TableReport, rd rangeDiff) error {
 	if len(tb.src.key) == 0 {
+		// No key to narrow down by: hash the whole table again until it
+		// matches, or call it different.
+		for range v.cfg.Rounds - 1 {
+			again, err := v.compareRanges(ctx, tb, []tablecopy.Range{rd.r}, nil)
+			if err != nil || len(again) == 0 {
+				return err
+			}
+		}
 		tr.NoKey = true
 		return nil
 	}
@@ -665,12 +662,9 @@ func (v *run) narrow(ctx context.Context, tb *table, tr *TableReport, rd rangeDi
 		if len(bounds) > 0 {
 			subs := rangesOf(rd.r, bounds)
 			tr.Bisected += len(subs)
-			real, uns, err := v.compareRanges(ctx, tb, subs, nil)
+			real, err := v.compareRanges(ctx, tb, subs, nil)
 			if err != nil {
 				return err
-			}
-			for _, u := range uns {
-				tr.Unsettled = append(tr.Unsettled, "range "+u.String())
 			}
 			for _, sub := range real {
 				if err := v.narrow(ctx, tb, tr, sub); err != nil {

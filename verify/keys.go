@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sluice-cdc/sluice"
@@ -155,21 +156,27 @@ func (v *run) keyRound(ctx context.Context, tb *table, tr *TableReport, r tablec
 		return nil, err
 	}
 	defer s1.Close()
-	a := newRowSet()
-	rs, err := rowHashes(ctx, s1, tb.src, tb.src.where(r))
-	if err != nil {
-		return nil, err
-	}
-	a.add(rs)
+	// Both servers at once, as in compareRanges.
+	var as []rowHash
+	var aerr error
+	hashed := make(chan struct{})
+	go func() {
+		defer close(hashed)
+		as, aerr = rowHashes(ctx, s1, tb.src, tb.src.where(r))
+	}()
 	t, err := v.targetSnap(ctx, pos)
 	if err != nil {
+		<-hashed
 		return nil, err
 	}
 	defer t.Close()
-	b := newRowSet()
-	if rs, err = rowHashes(ctx, t, tb.tgt, tb.tgt.where(r)); err != nil {
+	rs, err := rowHashes(ctx, t, tb.tgt, tb.tgt.where(r))
+	<-hashed
+	if err = errors.Join(aerr, err); err != nil {
 		return nil, err
 	}
+	a, b := newRowSet(), newRowSet()
+	a.add(as)
 	b.add(rs)
 	// A key on one side only may sit in the other side's range under
 	// another order (collations differ between engines): look it up.

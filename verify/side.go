@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
@@ -27,6 +28,9 @@ type Side interface {
 	Begin(ctx context.Context) (Snapshot, error)
 	// Where names the server for errors (host:port, never a password).
 	Where() string
+	// Warm opens up to n connections at once, so that the snapshots to
+	// come do not each pay a connection's round trips.
+	Warm(ctx context.Context, n int)
 	Close()
 }
 
@@ -56,7 +60,7 @@ func OpenPostgres(ctx context.Context, url, checkpointSchema string) (Side, erro
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "sluice-verify"
 	}
-	cfg.MaxConns = 8
+	cfg.MaxConns = 16
 	where := fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -81,6 +85,36 @@ type pgSide struct {
 func (s *pgSide) Dialect() Dialect { return PostgreSQL }
 func (s *pgSide) Where() string    { return "PostgreSQL " + s.where }
 func (s *pgSide) Close()           { s.pool.Close() }
+
+func (s *pgSide) Warm(ctx context.Context, n int) {
+	warm(n, func() (func(), error) {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return c.Release, nil
+	})
+}
+
+// warm takes n connections at once with acquire, then gives them back.
+func warm(n int, acquire func() (release func(), err error)) {
+	var wg sync.WaitGroup
+	releases := make(chan func(), n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, err := acquire(); err == nil {
+				releases <- r
+			}
+		}()
+	}
+	wg.Wait()
+	close(releases)
+	for r := range releases {
+		r()
+	}
+}
 
 func (s *pgSide) Describe(ctx context.Context, name sluice.TableName) (*sluice.Table, error) {
 	rel := quoteTable(PostgreSQL, name)
@@ -123,55 +157,58 @@ func (s *pgSide) Begin(ctx context.Context) (Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", s.Where(), err)
 	}
-	// BEGIN and the settings go in one round trip; the snapshot is taken
-	// by the first query after them.
-	b := &pgx.Batch{}
-	b.Queue("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-	for _, q := range keyrange.PGSetLocal() {
-		b.Queue(q)
-	}
-	if err := c.Conn().SendBatch(ctx, b).Close(); err != nil {
-		c.Release()
-		return nil, fmt.Errorf("begin a read-only snapshot on %s: %w", s.Where(), err)
-	}
 	return &pgSnap{c: c, side: s}, nil
 }
 
+// pgSnap begins its transaction with its first query: BEGIN, the settings
+// and the query go in one simple-protocol message, one round trip, and
+// the snapshot is taken by that query.
 type pgSnap struct {
-	c    *pgxpool.Conn
-	side *pgSide
+	c     *pgxpool.Conn
+	side  *pgSide
+	begun bool
 }
 
 func (p *pgSnap) Query(ctx context.Context, q string) ([][]*string, error) {
-	rows, err := p.c.Conn().Query(ctx, q, pgx.QueryExecModeSimpleProtocol)
+	stmts := []string{q}
+	if !p.begun {
+		stmts = append(append([]string{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"}, keyrange.PGSetLocal()...), q)
+	}
+	results, err := p.c.Conn().PgConn().Exec(ctx, strings.Join(stmts, ";\n")).ReadAll()
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out [][]*string
-	for rows.Next() {
-		raw := rows.RawValues()
+	p.begun = true
+	if len(results) != len(stmts) {
+		return nil, fmt.Errorf("%d results for %d statements", len(results), len(stmts))
+	}
+	last := results[len(results)-1]
+	out := make([][]*string, len(last.Rows))
+	for i, raw := range last.Rows {
 		r := make([]*string, len(raw))
-		for i, v := range raw {
+		for j, v := range raw {
 			if v != nil {
 				s := string(v)
-				r[i] = &s
+				r[j] = &s
 			}
 		}
-		out = append(out, r)
+		out[i] = r
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (p *pgSnap) Position(ctx context.Context, kind, _ string) (sluice.Position, error) {
 	switch kind {
 	case "pglogical":
-		var lsn string
-		if err := p.c.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
-			return sluice.Position{}, fmt.Errorf("read the WAL position of the snapshot on %s: %w", p.side.Where(), err)
+		rows, err := p.Query(ctx, "SELECT pg_current_wal_lsn()::text")
+		if err != nil || len(rows) != 1 || rows[0][0] == nil {
+			return sluice.Position{}, fmt.Errorf("read the WAL position of the snapshot on %s: %v", p.side.Where(), err)
 		}
-		return sluice.Position{Kind: kind, Token: lsn + "/0"}, nil
+		return sluice.Position{Kind: kind, Token: *rows[0][0] + "/0"}, nil
 	case pgtrigger.Kind:
+		if _, err := p.Query(ctx, "SELECT 1"); err != nil { // takes the snapshot
+			return sluice.Position{}, err
+		}
 		return pgtrigger.PositionAt(ctx, p.c.Conn())
 	}
 	return sluice.Position{}, fmt.Errorf("a PostgreSQL source read as %q cannot tell its position: verify knows pglogical and pgtrigger streams", kind)
@@ -187,12 +224,18 @@ func (p *pgSnap) Checkpoint(ctx context.Context, stream string) (sluice.Checkpoi
 	return parseCheckpoints(stream, rows)
 }
 
+// Close ends the transaction off the critical path: nothing waits for
+// the ROLLBACK's round trip.
 func (p *pgSnap) Close() {
-	// A broken connection is not returned to the pool.
-	if _, err := p.c.Exec(context.Background(), "ROLLBACK"); err != nil {
-		p.c.Conn().Close(context.Background())
-	}
-	p.c.Release()
+	go func() {
+		if p.begun {
+			// A broken connection is not returned to the pool.
+			if _, err := p.c.Exec(context.Background(), "ROLLBACK"); err != nil {
+				p.c.Conn().Close(context.Background())
+			}
+		}
+		p.c.Release()
+	}()
 }
 
 func parseCheckpoints(stream string, rows [][]*string) (sluice.Checkpoint, bool, error) {
@@ -228,18 +271,28 @@ func deref(s *string) string {
 func OpenMySQL(ctx context.Context, cfg *mysql.Config) (Side, error) {
 	cfg = cfg.Clone()
 	cfg.ParseTime = false
+	// Set on every new connection, so that a snapshot costs one round
+	// trip (START TRANSACTION) where the server's default isolation is
+	// REPEATABLE READ, which START TRANSACTION WITH CONSISTENT SNAPSHOT
+	// needs to take one.
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("MySQL connection %s: %w", cfg.Addr, err)
 	}
 	db := sql.OpenDB(connector)
-	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(8)
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
 	s := &mySide{db: db, where: cfg.Addr, database: cfg.DBName}
-	if err := db.PingContext(ctx); err != nil {
+	iso, err := isolation(ctx, db)
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to MySQL at %s as %s: %w (check the host, port, user and password)", cfg.Addr, cfg.User, err)
 	}
+	s.setIsolation = iso != "REPEATABLE-READ"
 	return s, nil
 }
 
@@ -247,11 +300,23 @@ type mySide struct {
 	db       *sql.DB
 	where    string
 	database string
+	// setIsolation: sessions do not default to REPEATABLE READ.
+	setIsolation bool
 }
 
 func (s *mySide) Dialect() Dialect { return MySQL }
 func (s *mySide) Where() string    { return "MySQL " + s.where }
 func (s *mySide) Close()           { s.db.Close() }
+
+func (s *mySide) Warm(ctx context.Context, n int) {
+	warm(n, func() (func(), error) {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return func() { c.Close() }, nil
+	})
+}
 
 func (s *mySide) Describe(ctx context.Context, name sluice.TableName) (*sluice.Table, error) {
 	schema := "DATABASE()"
@@ -303,11 +368,11 @@ func (s *mySide) Begin(ctx context.Context) (Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", s.Where(), err)
 	}
-	for _, q := range []string{
-		keyrange.MySession,
-		"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
-		"START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
-	} {
+	stmts := []string{"START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"}
+	if s.setIsolation {
+		stmts = append([]string{"SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"}, stmts...)
+	}
+	for _, q := range stmts {
 		if _, err := c.ExecContext(ctx, q); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("begin a read-only snapshot on %s (%s): %w", s.Where(), q, err)
@@ -383,9 +448,24 @@ func (m *mySnap) Checkpoint(ctx context.Context, stream string) (sluice.Checkpoi
 	return parseCheckpoints(stream, rows)
 }
 
+// Close ends the transaction off the critical path.
 func (m *mySnap) Close() {
-	if _, err := m.c.ExecContext(context.Background(), "ROLLBACK"); err != nil {
-		m.c.Raw(func(any) error { return errors.New("drop the connection") })
+	go func() {
+		if _, err := m.c.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+			m.c.Raw(func(any) error { return errors.New("drop the connection") })
+		}
+		m.c.Close()
+	}()
+}
+
+// isolation is the sessions' isolation level, e.g. REPEATABLE-READ
+// (transaction_isolation; tx_isolation before MySQL 8 and MariaDB 11.1).
+func isolation(ctx context.Context, db *sql.DB) (string, error) {
+	var v string
+	err := db.QueryRowContext(ctx, "SELECT @@SESSION.transaction_isolation").Scan(&v)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1193 { // unknown system variable
+		err = db.QueryRowContext(ctx, "SELECT @@SESSION.tx_isolation").Scan(&v)
 	}
-	m.c.Close()
+	return v, err
 }

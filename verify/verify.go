@@ -34,7 +34,7 @@ type Config struct {
 	// under which a differing range's rows are compared key by key (1,000);
 	// Fanout how many parts a differing larger range is cut into (16).
 	ChunkRows, LeafRows, Fanout int
-	// Batch is how many ranges one query hashes (32); Workers how many
+	// Batch is the most ranges one query hashes (32); Workers how many
 	// batches are in flight at once (2).
 	Batch, Workers int
 	// Rounds bounds how often a key that keeps changing is compared again
@@ -163,6 +163,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, errors.New("verify: a live comparison (a stream) needs Covers")
 	}
 	v := &run{cfg: cfg, start: time.Now()}
+	// Every worker's snapshots (S1 and T at once, S2, and the one closing
+	// in the background) find a connection open.
+	for _, s := range []Side{cfg.Source, cfg.Target} {
+		go s.Warm(ctx, 2*cfg.Workers+1)
+	}
 	rep := &Report{Live: cfg.Stream != ""}
 	if cfg.Stream != "" {
 		if err := v.streamKind(ctx); err != nil {
@@ -225,13 +230,17 @@ func targetName(n sluice.TableName, from, to Dialect) sluice.TableName {
 
 func (v *run) table(ctx context.Context, name sluice.TableName) (*table, error) {
 	sd, td := v.cfg.Source.Dialect(), v.cfg.Target.Dialect()
-	src, err := v.cfg.Source.Describe(ctx, name)
-	if err != nil {
-		return nil, err
-	}
 	tname := targetName(name, sd, td)
-	tgt, err := v.cfg.Target.Describe(ctx, tname)
-	if err != nil {
+	var tgt *sluice.Table
+	var terr error
+	described := make(chan struct{})
+	go func() {
+		defer close(described)
+		tgt, terr = v.cfg.Target.Describe(ctx, tname)
+	}()
+	src, err := v.cfg.Source.Describe(ctx, name)
+	<-described
+	if err = errors.Join(err, terr); err != nil {
 		return nil, err
 	}
 	mk := func(d Dialect, n sluice.TableName, own *sluice.Table) (*spec, error) {
@@ -382,31 +391,39 @@ type rangeDiff struct {
 // narrowed down, which ends in rounds per key (compareKeys): a smaller
 // range changes less often, and a key's verdict does not depend on its
 // neighbours'.
-func (v *run) compareRanges(ctx context.Context, tb *table, rs []tablecopy.Range, counted func(int64)) ([]rangeDiff, error) {
+func (v *run) compareRanges(ctx context.Context, tb *table, rs []tablecopy.Range, counted func(src, tgt int64)) ([]rangeDiff, error) {
 	s1, pos, err := v.sourceSnap(ctx)
 	if err != nil {
 		return nil, err
 	}
-	d1, err := digests(ctx, s1, tb.src, rs)
-	s1.Close()
-	if err != nil {
-		return nil, err
-	}
-	if counted != nil {
-		var n int64
-		for _, d := range d1 {
-			n += d.rows()
-		}
-		counted(n)
-	}
+	// S1 holds its snapshot from its first query on (the position, live),
+	// so the two servers hash at once: T need only be taken after P1.
+	var d1 []digest
+	var err1 error
+	hashed := make(chan struct{})
+	go func() {
+		defer close(hashed)
+		d1, err1 = digests(ctx, s1, tb.src, rs)
+		s1.Close()
+	}()
 	t, err := v.targetSnap(ctx, pos)
 	if err != nil {
+		<-hashed
 		return nil, err
 	}
 	dt, err := digests(ctx, t, tb.tgt, rs)
 	t.Close()
-	if err != nil {
+	<-hashed
+	if err = errors.Join(err1, err); err != nil {
 		return nil, err
+	}
+	if counted != nil {
+		var ns, nt int64
+		for i := range rs {
+			ns += d1[i].rows()
+			nt += dt[i].rows()
+		}
+		counted(ns, nt)
 	}
 	var diff []int
 	var again []tablecopy.Range
@@ -537,11 +554,11 @@ func (v *run) compareTable(ctx context.Context, tb *table, index int) (*TableRep
 	}
 	tr.Ranges = len(ranges)
 	var mu sync.Mutex
-	var done int64
-	counted := func(n int64) {
+	counted := func(ns, nt int64) {
 		mu.Lock()
-		done += n
-		d := done
+		tr.SourceRows += ns
+		tr.TargetRows += nt
+		d := tr.SourceRows
 		mu.Unlock()
 		if v.cfg.Progress != nil {
 			v.cfg.Progress(Progress{Table: tr.Source, TableIndex: index, Tables: len(v.cfg.Tables), RowsDone: d, RowsTotal: max(total, d), Elapsed: time.Since(v.start)})
@@ -569,9 +586,12 @@ func (v *run) compareTable(ctx context.Context, tb *table, index int) (*TableRep
 			}
 		}()
 	}
-	for i := 0; i < len(ranges); i += v.cfg.Batch {
+	// Batches small enough that every worker gets two, so that the
+	// servers' work overlaps the round trips.
+	size := min(v.cfg.Batch, max(1, (len(ranges)+2*v.cfg.Workers-1)/(2*v.cfg.Workers)))
+	for i := 0; i < len(ranges); i += size {
 		select {
-		case batches <- ranges[i:min(i+v.cfg.Batch, len(ranges))]:
+		case batches <- ranges[i:min(i+size, len(ranges))]:
 		case <-wctx.Done():
 		}
 	}
@@ -587,7 +607,6 @@ func (v *run) compareTable(ctx context.Context, tb *table, index int) (*TableRep
 			return nil, err
 		}
 	}
-	v.counts(ctx, tb, tr)
 	tr.Elapsed = time.Since(start)
 	return tr, nil
 }
@@ -603,25 +622,6 @@ func sortRanges(rds []rangeDiff, order []tablecopy.Range) {
 		for j := i; j > 0 && at[rds[j].r.String()] < at[rds[j-1].r.String()]; j-- {
 			rds[j], rds[j-1] = rds[j-1], rds[j]
 		}
-	}
-}
-
-// counts fills the report's row counts from a whole-table count on each
-// side (an index scan; only the counts cross).
-func (v *run) counts(ctx context.Context, tb *table, tr *TableReport) {
-	for _, side := range []struct {
-		s   Side
-		sp  *spec
-		out *int64
-	}{{v.cfg.Source, tb.src, &tr.SourceRows}, {v.cfg.Target, tb.tgt, &tr.TargetRows}} {
-		s, err := side.s.Begin(ctx)
-		if err != nil {
-			continue
-		}
-		if rows, err := s.Query(ctx, "SELECT COUNT(*) FROM "+side.sp.table); err == nil && len(rows) == 1 {
-			fmt.Sscan(deref(rows[0][0]), side.out)
-		}
-		s.Close()
 	}
 }
 

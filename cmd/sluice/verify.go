@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -104,16 +105,25 @@ func runVerify(c *cli.Context) error {
 	if err != nil {
 		return cantRun(err)
 	}
+	// Both connections at once: over a slow link each costs round trips.
+	var tgt verify.Side
+	var terr error
+	opened := make(chan struct{})
+	go func() {
+		defer close(opened)
+		tgt, terr = verify.Open(ctx, "--target", vt.stream.Target)
+	}()
 	src, err := verify.Open(ctx, "--source", vt.stream.Source)
-	if err != nil {
+	<-opened
+	if src != nil {
+		defer src.Close()
+	}
+	if tgt != nil {
+		defer tgt.Close()
+	}
+	if err = errors.Join(err, terr); err != nil {
 		return cantRun(err)
 	}
-	defer src.Close()
-	tgt, err := verify.Open(ctx, "--target", vt.stream.Target)
-	if err != nil {
-		return cantRun(err)
-	}
-	defer tgt.Close()
 	cfg := verify.Config{Source: src, Target: tgt, Tables: tables, ChunkRows: c.Int("chunk-rows"),
 		Workers: c.Int("workers"), CatchUp: c.Duration("catch-up")}
 	if vt.live != "" {

@@ -95,6 +95,7 @@ type config struct {
 	sections []string
 	ctl      ctlConfig
 	copy     copyConfig
+	verify   verifyConfig
 }
 
 const (
@@ -102,7 +103,7 @@ const (
 	secController = "controller"
 )
 
-var allSections = []string{secSources, secController, secCopy}
+var allSections = []string{secSources, secController, secCopy, secVerify}
 
 func main() {
 	var cfg config
@@ -126,6 +127,7 @@ func main() {
 	flag.DurationVar(&cfg.ctl.runLimit, "controller-run-limit", 20*time.Second, "controller section: stop a run after this and report its partial rate")
 	flag.IntVar(&cfg.ctl.maxLanes, "controller-max-lanes", 8, "controller section: --max-lanes of the model run with lanes")
 	copyDone := copyFlags(&cfg.copy)
+	verifyDone := verifyFlags(&cfg.verify)
 	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file")
 	flag.Parse()
 	var err error
@@ -146,6 +148,9 @@ func main() {
 	}
 	if err == nil {
 		err = copyDone()
+	}
+	if err == nil {
+		err = verifyDone()
 	}
 	if err == nil && (cfg.ctl.changes < 1 || cfg.ctl.maxLanes < 1 || cfg.ctl.killAfter <= 0 || cfg.ctl.killBudget <= 0 || cfg.ctl.runLimit <= 0) {
 		err = errors.New("controller section: -controller-changes, -controller-max-lanes, -controller-kill-after, -controller-kill-budget and -controller-run-limit must be positive")
@@ -399,6 +404,17 @@ func run(ctx context.Context, cfg config) error {
 		if err != nil {
 			fmt.Print(report)
 			return fmt.Errorf("copy: %w", err)
+		}
+	}
+	if slices.Contains(cfg.sections, secVerify) {
+		verifyBegan := time.Now()
+		vr, err := e.benchVerify(ctx)
+		if len(vr) > 0 {
+			report += renderVerify(cfg.verify, vr, time.Since(verifyBegan))
+		}
+		if err != nil {
+			fmt.Print(report)
+			return fmt.Errorf("verify: %w", err)
 		}
 	}
 	fmt.Print(report)

@@ -319,3 +319,65 @@ func TestVerifyCrossEngineTables(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyResume: a run interrupted after a few ranges leaves a state
+// file; the run started again with it skips the ranges done and reports
+// what a whole run reports.
+func TestVerifyResume(t *testing.T) {
+	ctx := context.Background()
+	src, dst := newEndpoint(t, daemon.EnginePostgres), newEndpoint(t, daemon.EnginePostgres)
+	verifyTable(ctx, t, src)
+	verifyTable(ctx, t, dst)
+	for _, s := range []string{`UPDATE vt SET name = 'x' WHERE id IN (150, 19000)`, `DELETE FROM vt WHERE id = 9000`} {
+		if err := dst.exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"(id=150) different name", "(id=19000) different name", "(id=9000) missing "}
+	path := t.TempDir() + "/verify.state"
+	cfg := verifyConfig(t, src, dst)
+	cfg.Workers, cfg.Batch = 1, 1
+	st, err := verify.LoadState(path, "test run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.State = st
+	cctx, cancel := context.WithCancel(ctx)
+	calls := 0
+	cfg.Progress = func(verify.Progress) {
+		if calls++; calls == 4 {
+			cancel()
+		}
+	}
+	if _, err := verify.Run(cctx, cfg); err == nil {
+		t.Fatal("the interrupted run did not fail")
+	}
+	if _, err := verify.LoadState(path, "another run"); err == nil {
+		t.Fatal("the state file of one run was taken for another's")
+	}
+	st, err = verify.LoadState(path, "test run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.State = st
+	var first verify.Progress
+	calls = 0
+	cfg.Progress = func(p verify.Progress) {
+		if calls++; calls == 1 {
+			first = p
+		}
+	}
+	rep, err := verify.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := verifyDiffs(rep); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("resumed run found\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if first.RowsDone == 0 || first.RowsDone >= first.RowsTotal {
+		t.Fatalf("resumed run started at %d of %d rows: want the interrupted run's ranges skipped, not all", first.RowsDone, first.RowsTotal)
+	}
+	if tr := rep.Tables[0]; tr.SourceRows != verifyRows-1 || tr.TargetRows != verifyRows-2 {
+		t.Fatalf("resumed run counts %d source and %d target rows, want %d and %d", tr.SourceRows, tr.TargetRows, verifyRows-1, verifyRows-2)
+	}
+}

@@ -45,6 +45,9 @@ type Config struct {
 	CatchUp, Poll time.Duration
 	// MaxDiffs bounds the differences kept per table (1,000).
 	MaxDiffs int
+	// State, when set, records the run's progress as it goes and holds
+	// what an interrupted run did (see LoadState): a resumed run skips it.
+	State *State
 	// Progress, when set, is called as ranges are done.
 	Progress func(Progress)
 	Logger   *slog.Logger
@@ -548,50 +551,94 @@ func keyBounds(ctx context.Context, s Snapshot, sp *spec, r tablecopy.Range, eve
 func (v *run) compareTable(ctx context.Context, tb *table, index int) (*TableReport, error) {
 	start := time.Now()
 	tr := &TableReport{Source: tb.src.name.String(), Target: tb.tgt.name.String()}
-	ranges, total, err := v.split(ctx, tb)
+	st := v.cfg.State
+	ts, ranges, total, real, err := v.resumeTable(ctx, tb, tr)
 	if err != nil {
 		return nil, err
 	}
+	if ts.Finished != nil {
+		return ts.Finished, nil
+	}
 	tr.Ranges = len(ranges)
 	var mu sync.Mutex
-	counted := func(ns, nt int64) {
-		mu.Lock()
-		tr.SourceRows += ns
-		tr.TargetRows += nt
-		d := tr.SourceRows
-		mu.Unlock()
+	progress := func() {
 		if v.cfg.Progress != nil {
+			mu.Lock()
+			d := tr.SourceRows
+			mu.Unlock()
 			v.cfg.Progress(Progress{Table: tr.Source, TableIndex: index, Tables: len(v.cfg.Tables), RowsDone: d, RowsTotal: max(total, d), Elapsed: time.Since(v.start)})
 		}
 	}
-	var real []rangeDiff
+	progress()
+	type batch struct {
+		at []int
+		rs []tablecopy.Range
+	}
 	var firstErr error
-	batches := make(chan []tablecopy.Range)
+	batches := make(chan batch)
 	var wg sync.WaitGroup
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+		mu.Unlock()
+	}
 	for range v.cfg.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for b := range batches {
-				rd, err := v.compareRanges(wctx, tb, b, counted)
-				mu.Lock()
-				if err != nil && firstErr == nil {
-					firstErr = err
-					cancel()
+				var ns, nt int64
+				rd, err := v.compareRanges(wctx, tb, b.rs, func(s, t int64) { ns, nt = s, t })
+				if err != nil {
+					fail(err)
+					continue
 				}
+				mu.Lock()
+				tr.SourceRows += ns
+				tr.TargetRows += nt
 				real = append(real, rd...)
 				mu.Unlock()
+				// The batch's ranges are done, with the counts and the
+				// suspects they gave, in one save.
+				if err := st.update(func() {
+					for _, i := range b.at {
+						ts.Done[i] = true
+					}
+					ts.SourceRows += ns
+					ts.TargetRows += nt
+					for _, d := range rd {
+						sr := encodeRange(d.r)
+						sr.Src, sr.Tgt = d.src, d.tgt
+						ts.Suspects = append(ts.Suspects, sr)
+					}
+				}); err != nil {
+					fail(err)
+				}
+				progress()
 			}
 		}()
 	}
 	// Batches small enough that every worker gets two, so that the
 	// servers' work overlaps the round trips.
-	size := min(v.cfg.Batch, max(1, (len(ranges)+2*v.cfg.Workers-1)/(2*v.cfg.Workers)))
-	for i := 0; i < len(ranges); i += size {
+	var todo []int
+	for i := range ranges {
+		if !ts.Done[i] {
+			todo = append(todo, i)
+		}
+	}
+	size := min(v.cfg.Batch, max(1, (len(todo)+2*v.cfg.Workers-1)/(2*v.cfg.Workers)))
+	for i := 0; i < len(todo); i += size {
+		b := batch{at: todo[i:min(i+size, len(todo))]}
+		for _, j := range b.at {
+			b.rs = append(b.rs, ranges[j])
+		}
 		select {
-		case batches <- ranges[i:min(i+size, len(ranges))]:
+		case batches <- b:
 		case <-wctx.Done():
 		}
 	}
@@ -608,7 +655,59 @@ func (v *run) compareTable(ctx context.Context, tb *table, index int) (*TableRep
 		}
 	}
 	tr.Elapsed = time.Since(start)
+	if err := st.update(func() { ts.Finished = tr }); err != nil {
+		return nil, err
+	}
 	return tr, nil
+}
+
+// resumeTable returns the table's state: the first ranges, the total row
+// count, and the suspects found so far, from the run's state when it
+// holds the table, else from a new split (recorded in the state). A
+// state with Finished set is a table done.
+func (v *run) resumeTable(ctx context.Context, tb *table, tr *TableReport) (*TableState, []tablecopy.Range, int64, []rangeDiff, error) {
+	st := v.cfg.State
+	var ts *TableState
+	if st != nil {
+		st.mu.Lock()
+		ts = st.Tables[tr.Source]
+		st.mu.Unlock()
+	}
+	if ts != nil && ts.Finished != nil {
+		return ts, nil, 0, nil, nil
+	}
+	if ts != nil && len(ts.Done) == len(ts.Ranges) {
+		ranges := make([]tablecopy.Range, len(ts.Ranges))
+		var real []rangeDiff
+		for i, sr := range ts.Ranges {
+			r, err := sr.decode()
+			if err != nil {
+				return nil, nil, 0, nil, fmt.Errorf("verify state: table %s: %w", tr.Source, err)
+			}
+			ranges[i] = r
+		}
+		for _, sr := range ts.Suspects {
+			r, err := sr.decode()
+			if err != nil {
+				return nil, nil, 0, nil, fmt.Errorf("verify state: table %s: %w", tr.Source, err)
+			}
+			real = append(real, rangeDiff{r: r, src: sr.Src, tgt: sr.Tgt})
+		}
+		tr.SourceRows, tr.TargetRows = ts.SourceRows, ts.TargetRows
+		return ts, ranges, ts.Rows, real, nil
+	}
+	ranges, total, err := v.split(ctx, tb)
+	if err != nil {
+		return nil, nil, 0, nil, err
+	}
+	ts = &TableState{Done: make([]bool, len(ranges)), Rows: total}
+	for _, r := range ranges {
+		ts.Ranges = append(ts.Ranges, encodeRange(r))
+	}
+	if err := st.update(func() { st.Tables[tr.Source] = ts }); err != nil {
+		return nil, nil, 0, nil, err
+	}
+	return ts, ranges, total, nil, nil
 }
 
 // sortRanges orders rds as their ranges come in order (the first ranges

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sluice-cdc/sluice/config"
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/verify"
 	"github.com/urfave/cli/v2"
@@ -30,6 +32,7 @@ func verifyCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 			&cli.IntFlag{Name: "chunk-rows", Value: 10000, EnvVars: env("VERIFY_CHUNK_ROWS"), Usage: "rows per first range; a differing range is cut again down to 1000 rows, then compared key by key"},
 			&cli.IntFlag{Name: "workers", Value: 2, EnvVars: env("VERIFY_WORKERS"), Usage: "batches of ranges hashed at once, each on its own connection per side"},
+			&cli.StringFlag{Name: "resume", EnvVars: env("VERIFY_RESUME"), Usage: "keep the run's progress in this file as it goes; a run interrupted (killed, lost connection) continues from it when started again with the same file, source, target and tables; the file is removed when the run completes"},
 			&cli.DurationFlag{Name: "catch-up", Value: 2 * time.Minute, EnvVars: env("VERIFY_CATCH_UP"), Usage: "live: how long to wait for the target to apply past the source position a range was hashed at"},
 		},
 		Action: runVerify,
@@ -129,6 +132,15 @@ func runVerify(c *cli.Context) error {
 	if vt.live != "" {
 		cfg.Stream, cfg.Covers = vt.live, verify.Covers
 	}
+	if path := c.String("resume"); path != "" {
+		// The run's identity holds no password: a state file may be read
+		// by others.
+		run := fmt.Sprintf("source %s, target %s, tables %s, chunk rows %d", connstr.Mask(vt.stream.Source), connstr.Mask(vt.stream.Target),
+			strings.Join(vt.stream.Tables, ","), cfg.ChunkRows)
+		if cfg.State, err = verify.LoadState(path, run); err != nil {
+			return cantRun(err)
+		}
+	}
 	if isTerminal(os.Stderr) {
 		p := &progressLine{w: os.Stderr}
 		cfg.Progress = p.show
@@ -137,6 +149,9 @@ func runVerify(c *cli.Context) error {
 	rep, err := verify.Run(ctx, cfg)
 	if err != nil {
 		return cantRun(fmt.Errorf("verify: %w", err))
+	}
+	if err := cfg.State.Remove(); err != nil {
+		return cantRun(fmt.Errorf("verify is complete, but its state file stays: %w", err))
 	}
 	if c.Bool("json") {
 		err = rep.WriteJSON(c.App.Writer)

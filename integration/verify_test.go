@@ -2,8 +2,11 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -379,5 +382,61 @@ func TestVerifyResume(t *testing.T) {
 	}
 	if tr := rep.Tables[0]; tr.SourceRows != verifyRows-1 || tr.TargetRows != verifyRows-2 {
 		t.Fatalf("resumed run counts %d source and %d target rows, want %d and %d", tr.SourceRows, tr.TargetRows, verifyRows-1, verifyRows-2)
+	}
+}
+
+// TestVerifyCommand runs the built binary: exit 0 and a summary for equal
+// tables; exit 1 and the differing row in the text and in --json once a
+// row differs; exit 2 for a table the target lacks, with an error naming
+// it and no password.
+func TestVerifyCommand(t *testing.T) {
+	bin := buildSluice(t)
+	ctx := context.Background()
+	src, dst := newEndpoint(t, daemon.EnginePostgres), newEndpoint(t, daemon.EnginePostgres)
+	for _, e := range []*endpoint{src, dst} {
+		for _, s := range []string{`CREATE TABLE ct (id int PRIMARY KEY, v text)`, `INSERT INTO ct SELECT g, 'v' || g FROM generate_series(1, 500) g`} {
+			if err := e.exec(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"verify", "--source", src.url, "--target", dst.url}, args...)...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return stdout.String(), stderr.String(), code
+	}
+	out, errOut, code := run("--tables", "public.ct")
+	if code != 0 || !strings.Contains(out, "public.ct: equal (500 source rows, 500 target rows") || !strings.Contains(out, "summary: 1 tables equal") {
+		t.Fatalf("equal: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := dst.exec(ctx, `UPDATE ct SET v = 'changed' WHERE id = 77`); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run("--tables", "public.ct")
+	if code != 1 || !strings.Contains(out, "(id=77)") || !strings.Contains(out, "different  v") || !strings.Contains(errOut, "1 rows differ") {
+		t.Fatalf("one row differs: exit %d\n%s%s", code, out, errOut)
+	}
+	out, _, code = run("--tables", "public.ct", "--json")
+	var rep struct {
+		Equal       bool `json:"equal"`
+		Differences int  `json:"differences"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 || rep.Equal || rep.Differences != 1 {
+		t.Fatalf("--json: exit %d, %v\n%s", code, err, out)
+	}
+	_, errOut, code = run("--tables", "public.nosuch")
+	pw, _ := url.Parse(src.url)
+	secret, _ := pw.User.Password()
+	if code != 2 || !strings.Contains(errOut, "public.nosuch does not exist") || (secret != "" && strings.Contains(errOut, secret)) {
+		t.Fatalf("missing table: exit %d\n%s", code, errOut)
 	}
 }

@@ -181,14 +181,27 @@ func TestVerifySameEngine(t *testing.T) {
 // Once the writer stops and the stream catches up, the independent
 // comparison finds that same row and nothing else.
 func TestVerifyLive(t *testing.T) {
+	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
+		t.Run(string(eng), func(t *testing.T) { verifyLive(t, eng) })
+	}
+}
+
+func verifyLive(t *testing.T, eng daemon.Engine) {
 	ctx := context.Background()
-	src, dst := newEndpoint(t, daemon.EnginePostgres), newEndpoint(t, daemon.EnginePostgres)
+	src, dst := newEndpoint(t, eng), newEndpoint(t, eng)
 	verifyTable(ctx, t, src)
-	if err := dst.exec(ctx, `CREATE TABLE vt (id bigint PRIMARY KEY, name text NOT NULL, amount numeric(12,2), note text, at timestamptz)`); err != nil {
+	ddl := `CREATE TABLE vt (id bigint PRIMARY KEY, name text NOT NULL, amount numeric(12,2), note text, at timestamptz)`
+	ph := func(i int) string { return fmt.Sprintf("$%d", i) }
+	tables := []string{"public.vt"}
+	if eng == daemon.EngineMySQL {
+		ddl = `CREATE TABLE vt (id bigint PRIMARY KEY, name varchar(64) NOT NULL, amount decimal(12,2), note text, at datetime(6))`
+		ph = func(int) string { return "?" }
+		tables = []string{"vt"}
+	}
+	if err := dst.exec(ctx, ddl); err != nil {
 		t.Fatal(err)
 	}
-	const id = "vlive"
-	tables := []string{"public.vt"}
+	id := "vlive" + string(eng)
 	dropSlotAtCleanup(t, src, id, tables)
 	o := daemon.StreamOptions{
 		ID: id, SourceURL: src.url, TargetURL: dst.url, Tables: tableNames(t, tables), StateDir: t.TempDir(),
@@ -198,7 +211,7 @@ func TestVerifyLive(t *testing.T) {
 	run := startStream(t, o)
 	run.waitStarted(t, 60*time.Second)
 
-	// The writer touches ids from 100 up: about 400 changes/s.
+	// The writer touches ids from 100 up: a few hundred changes/s.
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -208,12 +221,12 @@ func TestVerifyLive(t *testing.T) {
 			var err error
 			switch k := r.IntN(10); {
 			case k < 6:
-				err = src.exec(wctx, `UPDATE vt SET amount = amount + 1, note = 'w' WHERE id = $1`, 100+r.Int64N(verifyRows-100))
+				err = src.exec(wctx, `UPDATE vt SET amount = amount + 1, note = 'w' WHERE id = `+ph(1), 100+r.Int64N(verifyRows-100))
 			case k < 8:
-				err = src.exec(wctx, `INSERT INTO vt (id, name) VALUES ($1, 'new')`, next)
+				err = src.exec(wctx, `INSERT INTO vt (id, name) VALUES (`+ph(1)+`, 'new')`, next)
 				next++
 			default:
-				err = src.exec(wctx, `DELETE FROM vt WHERE id = $1`, 100+r.Int64N(verifyRows-100))
+				err = src.exec(wctx, `DELETE FROM vt WHERE id = `+ph(1), 100+r.Int64N(verifyRows-100))
 			}
 			if err != nil && wctx.Err() == nil {
 				done <- err

@@ -20,7 +20,9 @@
 // AIMD controllers under a transaction killer at several RTTs, issue 5)
 // and "copy" (copy.go: the initial copy of the built binary against
 // pg_dump | psql, pgcopydb and mariadb-dump | mariadb over the 96 ms
-// proxy, issue 11; -copy-rows scales it down for a quick run).
+// proxy, issue 11; -copy-rows scales it down for a quick run) and
+// "verify" (verify.go: sluice verify against a row-by-row comparison
+// through counted 96 ms links, and its accuracy cases, issue 12).
 package main
 
 import (

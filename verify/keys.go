@@ -151,6 +151,11 @@ func (v *run) compareKeys(ctx context.Context, tb *table, tr *TableReport, r tab
 // keyRound runs one round over a leaf and returns the keys (formatted)
 // still changing.
 func (v *run) keyRound(ctx context.Context, tb *table, tr *TableReport, r tablecopy.Range, found map[string]bool) ([]string, error) {
+	release, err := v.round(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s1, pos, err := v.sourceSnap(ctx)
 	if err != nil {
 		return nil, err

@@ -165,7 +165,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Stream != "" && cfg.Covers == nil {
 		return nil, errors.New("verify: a live comparison (a stream) needs Covers")
 	}
-	v := &run{cfg: cfg, start: time.Now()}
+	v := &run{cfg: cfg, start: time.Now(), rounds: make(chan struct{}, 2*cfg.Workers)}
 	// Every worker's snapshots (S1 and T at once, S2, and the one closing
 	// in the background) find a connection open.
 	for _, s := range []Side{cfg.Source, cfg.Target} {
@@ -195,6 +195,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 type run struct {
 	cfg   Config
 	start time.Time
+	// rounds bounds the rounds in flight (each holds up to two
+	// connections per side), so that the pools cannot run dry.
+	rounds chan struct{}
 	// kind and like: the stream's position kind and a position of it (its
 	// checkpoint's), which tells a binlog's GTID flavour.
 	kind, like string
@@ -395,6 +398,11 @@ type rangeDiff struct {
 // range changes less often, and a key's verdict does not depend on its
 // neighbours'.
 func (v *run) compareRanges(ctx context.Context, tb *table, rs []tablecopy.Range, counted func(src, tgt int64)) ([]rangeDiff, error) {
+	release, err := v.round(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s1, pos, err := v.sourceSnap(ctx)
 	if err != nil {
 		return nil, err
@@ -455,6 +463,16 @@ func (v *run) compareRanges(ctx context.Context, tb *table, rs []tablecopy.Range
 		}
 	}
 	return out, nil
+}
+
+// round waits for a place among the rounds in flight.
+func (v *run) round(ctx context.Context) (release func(), err error) {
+	select {
+	case v.rounds <- struct{}{}:
+		return func() { <-v.rounds }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // split cuts the whole table into ranges of about ChunkRows rows, and
@@ -647,12 +665,10 @@ func (v *run) compareTable(ctx context.Context, tb *table, index int) (*TableRep
 	if firstErr != nil {
 		return nil, firstErr
 	}
-	// Narrow down in key order, so that diffs come out in key order.
+	// Narrowed down in key order, so that diffs come out in key order.
 	sortRanges(real, ranges)
-	for _, rd := range real {
-		if err := v.narrow(ctx, tb, tr, rd); err != nil {
-			return nil, err
-		}
+	if err := v.narrowAll(ctx, tb, tr, real); err != nil {
+		return nil, err
 	}
 	tr.Elapsed = time.Since(start)
 	if err := st.update(func() { ts.Finished = tr }); err != nil {
@@ -724,6 +740,40 @@ func sortRanges(rds []rangeDiff, order []tablecopy.Range) {
 	}
 }
 
+// narrowAll narrows rds down at once, each into a report of its own, and
+// adds those to tr in rds' order: rounds of different ranges overlap, so
+// their waits for the stream and their round trips do too.
+func (v *run) narrowAll(ctx context.Context, tb *table, tr *TableReport, rds []rangeDiff) error {
+	parts := make([]TableReport, len(rds))
+	errs := make([]error, len(rds))
+	var wg sync.WaitGroup
+	for i, rd := range rds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = v.narrow(ctx, tb, &parts[i], rd)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		tr.Bisected += p.Bisected
+		tr.NoKey = tr.NoKey || p.NoKey
+		tr.Unsettled = append(tr.Unsettled, p.Unsettled...)
+		tr.Truncated = tr.Truncated || p.Truncated
+		for _, d := range p.Diffs {
+			if len(tr.Diffs) >= v.cfg.MaxDiffs {
+				tr.Truncated = true
+				break
+			}
+			tr.Diffs = append(tr.Diffs, d)
+		}
+	}
+	return nil
+}
+
 // narrow bisects a differing range down to LeafRows, then compares its
 // rows key by key.
 func (v *run) narrow(ctx context.Context, tb *table, tr *TableReport, rd rangeDiff) error {
@@ -737,9 +787,6 @@ func (v *run) narrow(ctx context.Context, tb *table, tr *TableReport, rd rangeDi
 			}
 		}
 		tr.NoKey = true
-		return nil
-	}
-	if tr.Truncated {
 		return nil
 	}
 	n := max(rd.src, rd.tgt)
@@ -765,12 +812,7 @@ func (v *run) narrow(ctx context.Context, tb *table, tr *TableReport, rd rangeDi
 			if err != nil {
 				return err
 			}
-			for _, sub := range real {
-				if err := v.narrow(ctx, tb, tr, sub); err != nil {
-					return err
-				}
-			}
-			return nil
+			return v.narrowAll(ctx, tb, tr, real)
 		}
 	}
 	return v.compareKeys(ctx, tb, tr, rd.r)

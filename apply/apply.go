@@ -416,3 +416,14 @@ func IsRetryable(err error) (retry, killed bool) {
 	}
 	return false, false
 }
+
+// Prefetch names what a stream asks of a target right after opening it,
+// so that the target can read it in the round trip that sets up its
+// connection instead of one round trip each: over a WAN every start-up
+// round trip is time before the first batch. A target answers the first
+// matching request (ReadCheckpoints of Stream, Preflight of Tables,
+// TxTimeout) from what it prefetched, and later ones from the database.
+type Prefetch struct {
+	Stream string
+	Tables []sluice.TableName
+}

@@ -62,7 +62,7 @@ var ErrInUse = errors.New("state dir in use")
 // holder's pid.
 func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create state dir %s: %w", dir, err)
+		return nil, fmt.Errorf("create state dir %s: %w (--state-dir must name a directory sluice may create and write)", dir, err)
 	}
 	lock, err := lockDir(dir)
 	if err != nil {
@@ -72,6 +72,10 @@ func Open(dir string) (*Store, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
 		lock.Close()
+		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+			return nil, fmt.Errorf("open state file %s: %w: the file is damaged or not sluice's; move it away and start again: "+
+				"each stream then resumes from the checkpoint its target holds (sluice writes it in every target transaction)", path, err)
+		}
 		return nil, fmt.Errorf("open state file %s: %w", path, err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {

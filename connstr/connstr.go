@@ -59,7 +59,11 @@ func FormOf(s string) (Form, error) {
 		if _, err := url.Parse(s); err != nil {
 			// url.Parse's error holds the URL, and its reason part of
 			// the password: say only what to do.
-			return Unknown, errors.New("the " + strings.ToLower(scheme) + ":// URL does not parse: percent-encode the characters % @ : / ? # & and spaces in the user name and password (% as %25, @ as %40), or use the key=value form or a password file")
+			why := "percent-encode the characters % @ : / ? # & and spaces in the user name and password (% as %25, @ as %40), or use the key=value form or a password file"
+			if strings.Contains(err.Error(), "invalid port") {
+				why = "its port is not a number; or, if the port is right, the user name or password holds a character that must be percent-encoded (% @ : / ? # & and spaces; % as %25, @ as %40; or use the key=value form or a password file)"
+			}
+			return Unknown, errors.New("the " + strings.ToLower(scheme) + ":// URL does not parse: " + why)
 		}
 		switch strings.ToLower(scheme) {
 		case "postgres", "postgresql":

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -120,14 +119,7 @@ func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, tgt tar
 	mcopy := svc.addCopy(sl)
 	defer mcopy()
 	lastLog := time.Now()
-	// A PostgreSQL source's table named without a schema is in public, as
-	// its reader describes it (and names it in errors).
-	tables := slices.Clone(o.Tables)
-	for i := range tables {
-		if eng == EnginePostgres && tables[i].Schema == "" {
-			tables[i].Schema = "public"
-		}
-	}
+	tables := sourceTableNames(eng, o.Tables)
 	res, err := tablecopy.Run(ctx, tablecopy.Config{
 		Stream: o.ID,
 		Tables: tables,

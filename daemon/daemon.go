@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/controller"
@@ -505,10 +506,14 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	if err != nil {
 		return recordErr(ctx, store, o, Fail(ExitUsage, fmt.Errorf("--target: %w", err)))
 	}
+	if _, err := resolveMode(srcEngine, o.SourceMode, sluice.Position{}); err != nil {
+		return recordErr(ctx, store, o, Fail(ExitUsage, err))
+	}
 	// Every connection to the target (first lane, further lanes, the
 	// stall diagnosis) is opened the same way.
 	topts := targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,
-		MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, AllowCollationMerge: o.AllowCollationMerge, Logger: log}
+		MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, AllowCollationMerge: o.AllowCollationMerge, Logger: log,
+		Prefetch: apply.Prefetch{Stream: o.ID, Tables: sourceTableNames(srcEngine, o.Tables)}}
 	tgt, err := openTarget(ctx, topts)
 	if err != nil {
 		return recordErr(ctx, store, o, Fail(ExitTarget, err))

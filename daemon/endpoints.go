@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -214,6 +215,8 @@ type targetOptions struct {
 	// as equal values the source keeps apart.
 	AllowCollationMerge bool
 	Logger              *slog.Logger
+	// Prefetch is what the target reads in its setup round trip.
+	Prefetch apply.Prefetch
 }
 
 // crossTarget is a target the cross-engine type map can wrap.
@@ -250,13 +253,13 @@ func openTarget(ctx context.Context, o targetOptions) (target, error) {
 	var tgt crossTarget
 	switch eng {
 	case EnginePostgres:
-		t, err := postgres.Open(ctx, o.URL, postgres.Config{Mode: mode, AllowCollationMerge: o.AllowCollationMerge, Logger: o.Logger})
+		t, err := postgres.Open(ctx, o.URL, postgres.Config{Mode: mode, AllowCollationMerge: o.AllowCollationMerge, Logger: o.Logger, Prefetch: o.Prefetch})
 		if err != nil {
 			return nil, err
 		}
 		tgt = t
 	case EngineMySQL:
-		cfg := mysqltarget.Config{Mode: mode, DisableForeignKeyChecks: o.DisableFKChecks, AllowCollationMerge: o.AllowCollationMerge, Logger: o.Logger}
+		cfg := mysqltarget.Config{Mode: mode, DisableForeignKeyChecks: o.DisableFKChecks, AllowCollationMerge: o.AllowCollationMerge, Logger: o.Logger, Prefetch: o.Prefetch}
 		switch o.MultiStatements {
 		case "", "auto":
 		case "on", "off":
@@ -373,4 +376,16 @@ func withTriggerSource(ctx context.Context, sourceURL string, pg func(*pgx.Conn)
 		return my(db)
 	}
 	return fmt.Errorf("--source: %s sources are not supported", eng)
+}
+
+// sourceTableNames is the stream's table list as its reader names the
+// tables: a PostgreSQL source's table named without a schema is in public.
+func sourceTableNames(eng Engine, list []sluice.TableName) []sluice.TableName {
+	out := slices.Clone(list)
+	for i := range out {
+		if eng == EnginePostgres && out[i].Schema == "" {
+			out[i].Schema = "public"
+		}
+	}
+	return out
 }

@@ -7,8 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
+	"github.com/sluice-cdc/sluice/internal/wanproxy"
 	wlgen "github.com/sluice-cdc/sluice/internal/workload"
 )
 
@@ -98,15 +102,20 @@ type copyPair struct {
 	name string
 	src  randomizedSource
 	to   daemon.Engine
+	// pooled puts PgBouncer, in transaction pooling, between sluice and a
+	// PostgreSQL target (behind the WAN proxy), as managed services do:
+	// the copy's COPY, the stream's batches and lanes all pass through it.
+	pooled bool
 }
 
 var copyPairs = []copyPair{
-	{"pg_logical_to_postgres", randomizedSources[0], daemon.EnginePostgres},
-	{"pg_logical_to_mysql", randomizedSources[0], daemon.EngineMySQL},
-	{"pg_trigger_to_postgres", randomizedSources[1], daemon.EnginePostgres},
-	{"maria_binlog_to_mysql", randomizedSources[2], daemon.EngineMySQL},
-	{"maria_binlog_to_postgres", randomizedSources[2], daemon.EnginePostgres},
-	{"maria_trigger_to_mysql", randomizedSources[3], daemon.EngineMySQL},
+	{"pg_logical_to_postgres", randomizedSources[0], daemon.EnginePostgres, false},
+	{"pg_logical_to_mysql", randomizedSources[0], daemon.EngineMySQL, false},
+	{"pg_trigger_to_postgres", randomizedSources[1], daemon.EnginePostgres, false},
+	{"maria_binlog_to_mysql", randomizedSources[2], daemon.EngineMySQL, false},
+	{"maria_binlog_to_postgres", randomizedSources[2], daemon.EnginePostgres, false},
+	{"maria_trigger_to_mysql", randomizedSources[3], daemon.EngineMySQL, false},
+	{name: "pg_logical_to_postgres_through_pgbouncer", src: randomizedSources[0], to: daemon.EnginePostgres, pooled: true},
 }
 
 // TestInitialCopy starts a stream on a source that holds half of a
@@ -145,6 +154,9 @@ func runInitialCopy(t *testing.T, cp copyPair, seed uint64, id string) {
 	}
 	tables := append(w.Schema.TableNames(), copyTables...)
 	dstURL, _ := d.viaProxy(t, 5*time.Millisecond)
+	if cp.pooled {
+		dstURL = throughPgBouncer(t, d, 5*time.Millisecond)
+	}
 	o := daemon.StreamOptions{
 		ID: id, SourceURL: s.url, TargetURL: dstURL, Tables: tableNames(t, tables), StateDir: t.TempDir(),
 		SourceMode: cp.src.mode, PollInterval: 50 * time.Millisecond, KillBudget: 5 * time.Second,
@@ -201,6 +213,25 @@ func runInitialCopy(t *testing.T, cp copyPair, seed uint64, id string) {
 	if err := run.stop(t); err != nil {
 		t.Errorf("stream stopped with error: %v", err)
 	}
+}
+
+// throughPgBouncer returns a PostgreSQL endpoint's URL through PgBouncer
+// (transaction pooling, only extra_float_digits among the ignored startup
+// parameters) behind a WAN proxy.
+func throughPgBouncer(t *testing.T, e *endpoint, oneWay time.Duration) string {
+	t.Helper()
+	b := dbtest.PGBouncer(t)
+	proxy, err := wanproxy.Start(net.JoinHostPort(b.Host, strconv.Itoa(b.Port)), oneWay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	u, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = proxy.Addr()
+	return u.String()
 }
 
 type chunkRecord struct {

@@ -14,6 +14,9 @@ import (
 // when round trips get dearer, no transaction may be killed (killer at 2 s,
 // budget 1 s), and the target must end equal to the source.
 func TestRTTChangeIsFollowed(t *testing.T) {
+	// It waits on the link and on timers far more than it computes: it
+	// runs beside the package's other parallel tests.
+	t.Parallel()
 	ddl := `CREATE TABLE ticks (id bigint PRIMARY KEY, v text NOT NULL)`
 	p := newPair(t, 48*time.Millisecond, ddl)
 	ctx := context.Background()

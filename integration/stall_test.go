@@ -20,6 +20,9 @@ import (
 // with pipelined apply and the model controller then catches up without a
 // single killed transaction.
 func TestSeedStallIsReported(t *testing.T) {
+	// It waits on the link and on timers far more than it computes: it
+	// runs beside the package's other parallel tests.
+	t.Parallel()
 	ddl := `CREATE TABLE events (id bigint PRIMARY KEY, payload text NOT NULL)`
 	p := newPair(t, 48*time.Millisecond, ddl)
 	ctx := context.Background()

@@ -658,7 +658,9 @@ func (m *multi) resize(ctx context.Context, n int, why string) error {
 			}
 			return fmt.Errorf("open lane %d target connection: %w", l.id, err)
 		}
-		if rtt, err := t.Ping(ctx); err == nil {
+		if rtt, ok := measuredRTT(t); ok {
+			l.ctrl.SetRTT(rtt)
+		} else if rtt, err := t.Ping(ctx); err == nil {
 			l.ctrl.SetRTT(rtt)
 		}
 		l.target = t

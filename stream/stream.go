@@ -277,6 +277,19 @@ func (s *Stream) Heartbeat() time.Time {
 	return time.Unix(0, oldest)
 }
 
+// measuredRTT is the link's round trip as the target measured it while
+// opening, moments ago, where it offers one: a ping would cost another
+// round trip before the first batch.
+func measuredRTT(t Target) (time.Duration, bool) {
+	m, ok := t.(interface {
+		MeasuredRTT() (time.Duration, bool)
+	})
+	if !ok {
+		return 0, false
+	}
+	return m.MeasuredRTT()
+}
+
 func (s *Stream) beat(i int) { s.beats[i].Store(time.Now().UnixNano()) }
 
 // Run streams until ctx ends (then it finishes or rolls back the batch in
@@ -287,7 +300,9 @@ func (s *Stream) Run(ctx context.Context) error {
 	readErr := make(chan error, 1)
 	go func() { readErr <- s.read(readCtx) }()
 
-	if rtt, err := s.cfg.Target.Ping(ctx); err == nil {
+	if rtt, ok := measuredRTT(s.cfg.Target); ok {
+		s.setRTT(rtt)
+	} else if rtt, err := s.cfg.Target.Ping(ctx); err == nil {
 		s.setRTT(rtt)
 	}
 	applyCtx, stopApply := context.WithCancelCause(ctx)

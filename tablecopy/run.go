@@ -274,13 +274,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // checkEmpty refuses a new copy into tables that hold rows: the copy would
 // add the source's rows to them, and whatever else they hold would stay.
 func checkEmpty(ctx context.Context, cfg Config, t Target) error {
+	counts, err := t.RowCounts(ctx, cfg.Tables)
+	if err != nil {
+		return targetErr("check that the target tables are empty", err)
+	}
 	var full []string
-	for _, name := range cfg.Tables {
-		n, err := t.RowCount(ctx, name)
-		if err != nil {
-			return targetErr("check that target table "+name.String()+" is empty", err)
-		}
-		if n > 0 {
+	for i, name := range cfg.Tables {
+		if n := counts[i]; n > 0 {
 			full = append(full, fmt.Sprintf("%s (about %d rows)", name, n))
 		}
 	}

@@ -200,10 +200,14 @@ func (c memConn) WritePlan(ctx context.Context, p *Plan) error {
 	return nil
 }
 
-func (c memConn) RowCount(ctx context.Context, name sluice.TableName) (int64, error) {
+func (c memConn) RowCounts(ctx context.Context, names []sluice.TableName) ([]int64, error) {
 	c.t.db.mu.Lock()
 	defer c.t.db.mu.Unlock()
-	return int64(len(c.t.db.tables[name])), nil
+	out := make([]int64, len(names))
+	for i, name := range names {
+		out[i] = int64(len(c.t.db.tables[name]))
+	}
+	return out, nil
 }
 
 var errKilled = errors.New("killed")

@@ -138,9 +138,11 @@ type Target interface {
 	// WritePlan records p: its epoch and position, and a row for each chunk
 	// that has none yet (not done). It never changes a chunk's record.
 	WritePlan(ctx context.Context, p *Plan) error
-	// RowCount tells whether t holds rows on the target: 0 for an empty
-	// table, otherwise a count that may be an estimate but is never 0.
-	RowCount(ctx context.Context, t sluice.TableName) (int64, error)
+	// RowCounts tells, for each table, whether it holds rows on the
+	// target: 0 for an empty table, otherwise a count that may be an
+	// estimate but is never 0. A target asks for all of them in one round
+	// trip where it can.
+	RowCounts(ctx context.Context, tables []sluice.TableName) ([]int64, error)
 	// WriteChunk writes the chunk's rows into t in one transaction that
 	// also marks the chunk's record (by c.Table, the plan's name, which a
 	// cross-engine target's t need not carry) done, with rows, bytes,

@@ -44,8 +44,8 @@ const (
 	copyChunkTable = "sluice_copy_chunk"
 )
 
-// copyPlanDDL and copyChunkDDL create the plan tables. They are run by
-// WritePlan only, so that a stream's ordinary start costs nothing for them.
+// copyPlanDDL and copyChunkDDL create the plan tables: in Open's setup
+// packet (where the stream's plan is also read) and in WritePlan.
 const copyPlanDDL = "CREATE TABLE IF NOT EXISTS `" + copyPlanTable + "` (\n" +
 	"\t`stream` VARCHAR(255) NOT NULL,\n" +
 	"\t`epoch` INT NOT NULL,\n" +
@@ -306,62 +306,19 @@ func lit(s string) string {
 func (t *Target) ReadPlan(ctx context.Context, stream string) (*tablecopy.Plan, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	q := "SELECT p.`epoch`, p.`position`, p.`started_at`, p.`handed_off_at`, c.`table_name`, c.`n`, c.`bound_from`, c.`bound_to`, " +
-		"c.`done`, c.`rows`, c.`bytes`, c.`epoch`, c.`copies`, c.`at`\nFROM `" + copyPlanTable + "` p LEFT JOIN `" + copyChunkTable +
-		"` c ON c.`stream` = p.`stream`\nWHERE p.`stream` = " + lit(stream) + "\nORDER BY c.`table_name`, c.`n`"
+	if pre := t.pre; pre != nil && pre.havePlan && pre.stream == stream {
+		pre.havePlan = false
+		return pre.plan, nil
+	}
 	var p *tablecopy.Plan
 	err := t.reading(ctx, func() error {
-		p = nil
-		rows, err := t.conn.QueryContext(ctx, q)
+		rows, err := t.conn.QueryContext(ctx, planSQL(stream))
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var (
-				epoch             int
-				pos               string
-				started           time.Time
-				handedOff         sql.NullTime
-				table, from, to   sql.NullString
-				n, cEpoch, copies sql.NullInt64
-				nrows, nbytes     sql.NullInt64
-				done              sql.NullBool
-				at                sql.NullTime
-			)
-			if err := rows.Scan(&epoch, &pos, &started, &handedOff, &table, &n, &from, &to, &done, &nrows, &nbytes, &cEpoch, &copies, &at); err != nil {
-				return err
-			}
-			if p == nil {
-				p = &tablecopy.Plan{Stream: stream, Epoch: epoch, Started: started.UTC()}
-				if handedOff.Valid {
-					p.HandedOff = handedOff.Time.UTC()
-				}
-				if p.Position, err = sluice.ParsePosition(pos); err != nil {
-					return err
-				}
-			}
-			if !table.Valid {
-				continue // a plan without chunks
-			}
-			cs := tablecopy.ChunkState{Done: done.Bool, Rows: nrows.Int64, Bytes: nbytes.Int64,
-				Epoch: int(cEpoch.Int64), Copies: int(copies.Int64)}
-			if at.Valid {
-				cs.At = at.Time.UTC()
-			}
-			cs.N = int(n.Int64)
-			if cs.Table, err = sluice.ParseTableName(table.String); err != nil {
-				return err
-			}
-			if cs.Range.From, err = tablecopy.DecodeBound(from.String); err != nil {
-				return fmt.Errorf("table %s chunk %d: %w", table.String, cs.N, err)
-			}
-			if cs.Range.To, err = tablecopy.DecodeBound(to.String); err != nil {
-				return fmt.Errorf("table %s chunk %d: %w", table.String, cs.N, err)
-			}
-			p.Chunks = append(p.Chunks, cs)
-		}
-		return rows.Err()
+		p, err = scanPlan(rows, stream)
+		return err
 	})
 	if isNoTable(err) {
 		return nil, nil
@@ -370,6 +327,64 @@ func (t *Target) ReadPlan(ctx context.Context, stream string) (*tablecopy.Plan, 
 		return nil, fmt.Errorf("read copy plan of stream %q from target %s.%s: %w", stream, t.database, copyChunkTable, err)
 	}
 	return p, nil
+}
+
+// planSQL reads stream's plan with its chunks, one row per chunk.
+func planSQL(stream string) string {
+	return "SELECT p.`epoch`, p.`position`, p.`started_at`, p.`handed_off_at`, c.`table_name`, c.`n`, c.`bound_from`, c.`bound_to`, " +
+		"c.`done`, c.`rows`, c.`bytes`, c.`epoch`, c.`copies`, c.`at`\nFROM `" + copyPlanTable + "` p LEFT JOIN `" + copyChunkTable +
+		"` c ON c.`stream` = p.`stream`\nWHERE p.`stream` = " + lit(stream) + "\nORDER BY c.`table_name`, c.`n`"
+}
+
+// scanPlan reads planSQL's rows: nil when the stream has no plan.
+func scanPlan(rows *sql.Rows, stream string) (*tablecopy.Plan, error) {
+	var p *tablecopy.Plan
+	for rows.Next() {
+		var (
+			epoch             int
+			pos               string
+			started           time.Time
+			handedOff         sql.NullTime
+			table, from, to   sql.NullString
+			n, cEpoch, copies sql.NullInt64
+			nrows, nbytes     sql.NullInt64
+			done              sql.NullBool
+			at                sql.NullTime
+		)
+		if err := rows.Scan(&epoch, &pos, &started, &handedOff, &table, &n, &from, &to, &done, &nrows, &nbytes, &cEpoch, &copies, &at); err != nil {
+			return nil, err
+		}
+		var err error
+		if p == nil {
+			p = &tablecopy.Plan{Stream: stream, Epoch: epoch, Started: started.UTC()}
+			if handedOff.Valid {
+				p.HandedOff = handedOff.Time.UTC()
+			}
+			if p.Position, err = sluice.ParsePosition(pos); err != nil {
+				return nil, err
+			}
+		}
+		if !table.Valid {
+			continue // a plan without chunks
+		}
+		cs := tablecopy.ChunkState{Done: done.Bool, Rows: nrows.Int64, Bytes: nbytes.Int64,
+			Epoch: int(cEpoch.Int64), Copies: int(copies.Int64)}
+		if at.Valid {
+			cs.At = at.Time.UTC()
+		}
+		cs.N = int(n.Int64)
+		if cs.Table, err = sluice.ParseTableName(table.String); err != nil {
+			return nil, err
+		}
+		if cs.Range.From, err = tablecopy.DecodeBound(from.String); err != nil {
+			return nil, fmt.Errorf("table %s chunk %d: %w", table.String, cs.N, err)
+		}
+		if cs.Range.To, err = tablecopy.DecodeBound(to.String); err != nil {
+			return nil, fmt.Errorf("table %s chunk %d: %w", table.String, cs.N, err)
+		}
+		p.Chunks = append(p.Chunks, cs)
+	}
+	return p, rows.Err()
 }
 
 // WritePlan creates the plan tables when missing and records p: the plan
@@ -465,24 +480,79 @@ func (t *Target) writePlan(ctx context.Context, s *copySession, p *tablecopy.Pla
 // RowCount tells whether the target table holds rows: 0 when it is empty,
 // otherwise the catalog's estimate, at least 1.
 func (t *Target) RowCount(ctx context.Context, name sluice.TableName) (int64, error) {
+	n, err := t.RowCounts(ctx, []sluice.TableName{name})
+	if err != nil {
+		return 0, err
+	}
+	return n[0], nil
+}
+
+// RowCounts is RowCount of several tables: in one round trip with
+// multi-statement packets.
+func (t *Target) RowCounts(ctx context.Context, names []sluice.TableName) ([]int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	schema := "DATABASE()"
-	if name.Schema != "" {
-		schema = lit(name.Schema)
+	qs := make([]string, len(names))
+	for i, name := range names {
+		schema := "DATABASE()"
+		if name.Schema != "" {
+			schema = lit(name.Schema)
+		}
+		qs[i] = "SELECT IF(EXISTS(SELECT 1 FROM " + tableIdent(name) + "), GREATEST(1, COALESCE((SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = " +
+			schema + " AND TABLE_NAME = " + lit(name.Name) + "), 1)), 0)"
 	}
-	q := "SELECT IF(EXISTS(SELECT 1 FROM " + tableIdent(name) + "), GREATEST(1, COALESCE((SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = " +
-		schema + " AND TABLE_NAME = " + lit(name.Name) + "), 1)), 0)"
-	var n int64
-	err := t.reading(ctx, func() error { return t.conn.QueryRowContext(ctx, q).Scan(&n) })
+	out := make([]int64, len(names))
+	done := 0
+	err := t.reading(ctx, func() error {
+		done = 0
+		if !t.multi || len(qs) == 1 {
+			for done < len(qs) {
+				if err := t.conn.QueryRowContext(ctx, qs[done]).Scan(&out[done]); err != nil {
+					return err
+				}
+				done++
+			}
+			return nil
+		}
+		rows, err := t.conn.QueryContext(ctx, strings.Join(qs, ";\n"))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for {
+			if !rows.Next() {
+				if err := rows.Err(); err != nil {
+					return err
+				}
+				return fmt.Errorf("no row for table %s", names[done])
+			}
+			if err := rows.Scan(&out[done]); err != nil {
+				return err
+			}
+			done++
+			if done == len(qs) {
+				return nil
+			}
+			if !rows.NextResultSet() {
+				if err := rows.Err(); err != nil {
+					return err
+				}
+				return fmt.Errorf("no result for table %s", names[done])
+			}
+		}
+	})
+	var failed sluice.TableName
+	if done < len(names) {
+		failed = names[done]
+	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1146 {
-		return 0, fmt.Errorf("target table %s does not exist: create it with the source's columns and primary key (sluice does not create tables): %w", name, err)
+		return nil, fmt.Errorf("target table %s does not exist: create it with the source's columns and primary key (sluice does not create tables): %w", failed, err)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("count rows of target table %s: %w", name, err)
+		return nil, fmt.Errorf("count rows of target table %s: %w", failed, err)
 	}
-	return n, nil
+	return out, nil
 }
 
 // chunkWriter builds a chunk's INSERTs as its rows arrive, sending each

@@ -121,6 +121,8 @@ type Config struct {
 	// CheckOnly opens the target for a preflight: the checks run, but the
 	// checkpoint table is not created.
 	CheckOnly bool
+	// Prefetch is read in the setup packet (see apply.Prefetch).
+	Prefetch apply.Prefetch
 }
 
 // sqlMode is the session's sql_mode.
@@ -148,6 +150,10 @@ type Target struct {
 	database  string
 	maxPacket int // max_allowed_packet
 	tables    map[sluice.TableName]*tableDesc
+	// setup asks ensureConn to send the setup packet on the first
+	// connection (see setupPacket); pre is what it prefetched, until used.
+	setup bool
+	pre   *prefetched
 }
 
 var _ apply.Target = (*Target)(nil)
@@ -205,7 +211,6 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 	dc.InterpolateParams = false // literals are built here
 	dc.ParseTime = true
 	dc.Loc = time.UTC
-	dc.MaxAllowedPacket = 0 // ask the server
 	if dc.Timeout == 0 {
 		dc.Timeout = 10 * time.Second
 	}
@@ -224,6 +229,27 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 	t := &Target{cfg: cfg, log: cfg.Logger, dcfg: dc, addr: dc.Addr, server: "MySQL",
 		tables: map[sluice.TableName]*tableDesc{}}
 	t.multi = cfg.MultiStatements == nil || *cfg.MultiStatements
+	// The driver's own packet limit: high, so that it does not ask the
+	// server (a round trip); the statements built here keep under the
+	// server's, which ensureConn reads.
+	dc.MaxAllowedPacket = 1 << 30
+	if t.multi {
+		// One packet for the session check, the checkpoint table and the
+		// stream's first requests; where it fails, the sequential set-up
+		// below meets the failure as before.
+		t.setup = true
+		err := t.openDB(ctx)
+		t.setup = false
+		if err == nil {
+			return t, nil
+		}
+		if !errors.Is(err, errSetupPacket) {
+			return nil, err
+		}
+		t.log.Debug("setup packet failed; setting up one statement at a time", "err", err)
+		t.closeDB()
+		t.pre = nil
+	}
 	if err := t.openDB(ctx); err != nil {
 		return nil, err
 	}
@@ -304,6 +330,9 @@ func (t *Target) closeDB() {
 	}
 }
 
+// sessionSQL reads what ensureConn checks of a new connection's session.
+const sessionSQL = "SELECT @@SESSION.sql_mode, @@SESSION.max_allowed_packet, DATABASE(), VERSION(), CONNECTION_ID()"
+
 // ensureConn takes a connection when the last one was lost or discarded,
 // checks its session settings and learns the packet limit.
 func (t *Target) ensureConn(ctx context.Context) error {
@@ -316,11 +345,18 @@ func (t *Target) ensureConn(ctx context.Context) error {
 	}
 	var mode, version string
 	var maxPacket int
-	err = conn.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.max_allowed_packet, DATABASE(), VERSION(), CONNECTION_ID()").
-		Scan(&mode, &maxPacket, &t.database, &version, &t.connID)
-	if err != nil {
-		conn.Close()
-		return t.connectError(err)
+	if t.setup {
+		mode, maxPacket, version, err = t.setupPacket(ctx, conn)
+		if err != nil {
+			conn.Close()
+			return err
+		}
+	} else {
+		err = conn.QueryRowContext(ctx, sessionSQL).Scan(&mode, &maxPacket, &t.database, &version, &t.connID)
+		if err != nil {
+			conn.Close()
+			return t.connectError(err)
+		}
 	}
 	if strings.Contains(strings.ToLower(version), "mariadb") {
 		t.server = "MariaDB"
@@ -411,6 +447,20 @@ func (t *Target) Close(ctx context.Context) error {
 	return err
 }
 
+// MeasuredRTT returns, once, the duration of Open's setup packet when it
+// was moments ago: the link's round trip, measured without another one.
+func (t *Target) MeasuredRTT() (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.pre
+	if p == nil || p.rtt <= 0 {
+		return 0, false
+	}
+	rtt := p.rtt
+	p.rtt = 0
+	return rtt, time.Since(p.at) < 10*time.Second
+}
+
 // Ping measures one round trip to the target.
 func (t *Target) Ping(ctx context.Context) (time.Duration, error) {
 	t.mu.Lock()
@@ -442,6 +492,10 @@ func (t *Target) ReadCheckpoint(ctx context.Context, stream string) (sluice.Chec
 func (t *Target) ReadCheckpoints(ctx context.Context, stream string) ([]sluice.Checkpoint, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if p := t.pre; p != nil && p.haveCPs && p.stream == stream {
+		p.haveCPs = false
+		return p.checkpoints, nil
+	}
 	var cps []sluice.Checkpoint
 	err := t.reading(ctx, func() (err error) {
 		cps, err = t.readCheckpoints(ctx, stream)
@@ -456,11 +510,17 @@ func (t *Target) readCheckpoints(ctx context.Context, stream string) ([]sluice.C
 		return nil, fmt.Errorf("read checkpoint of stream %q from %s.%s: %w", stream, t.database, checkpointTable, err)
 	}
 	defer rows.Close()
+	return t.scanCheckpoints(rows, stream)
+}
+
+// scanCheckpoints reads the rows of buildCheckpointSelect.
+func (t *Target) scanCheckpoints(rows *sql.Rows, stream string) ([]sluice.Checkpoint, error) {
 	var cps []sluice.Checkpoint
 	for rows.Next() {
 		cp := sluice.Checkpoint{Stream: stream}
 		var pos, last string
-		if err := rows.Scan(&cp.Lane, &cp.Seq, &pos, &cp.Applied, &cp.Time, &last, &cp.Lanes, &cp.Routing); err != nil {
+		err := rows.Scan(&cp.Lane, &cp.Seq, &pos, &cp.Applied, &cp.Time, &last, &cp.Lanes, &cp.Routing)
+		if err != nil {
 			return nil, fmt.Errorf("read checkpoint of stream %q from %s.%s: %w", stream, t.database, checkpointTable, err)
 		}
 		if cp.Position, err = sluice.ParsePosition(pos); err == nil {

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"reflect"
@@ -54,6 +55,37 @@ const columnsSQL = "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE = 'Y
 
 const indexesSQL = "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS " +
 	"WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 ORDER BY INDEX_NAME, SEQ_IN_INDEX"
+
+// scanColumns reads the rows of columnsSQL.
+func scanColumns(rows *sql.Rows) ([]targetColumn, error) {
+	var cols []targetColumn
+	for rows.Next() {
+		var c targetColumn
+		if err := rows.Scan(&c.name, &c.colType, &c.dataType, &c.nullable, &c.hasDefault, &c.generated, &c.charset, &c.collation); err != nil {
+			return nil, err
+		}
+		cols = append(cols, c)
+	}
+	return cols, rows.Err()
+}
+
+// scanIndexes reads the rows of indexesSQL: each unique index's columns,
+// and the indexes in order.
+func scanIndexes(rows *sql.Rows) (map[string][]string, []string, error) {
+	indexes := map[string][]string{}
+	var order []string
+	for rows.Next() {
+		var idx, col string
+		if err := rows.Scan(&idx, &col); err != nil {
+			return nil, nil, err
+		}
+		if _, ok := indexes[idx]; !ok {
+			order = append(order, idx)
+		}
+		indexes[idx] = append(indexes[idx], col)
+	}
+	return indexes, order, rows.Err()
+}
 
 // Preflight checks, before any data moves, that every table exists on the
 // target with the source's primary key, columns whose types hold the
@@ -114,45 +146,32 @@ func (t *Target) loadWith(ctx context.Context, tbl *sluice.Table, allowMerge boo
 	quoteString(&sb, schema)
 	quoteString(&nb, tbl.Name.Name)
 	var tcols []targetColumn
-	indexes := map[string][]string{}
+	var indexes map[string][]string
 	var indexOrder []string
-	err := t.reading(ctx, func() error {
-		tcols = tcols[:0]
-		clear(indexes)
-		indexOrder = indexOrder[:0]
-		rows, err := t.conn.QueryContext(ctx, fmt.Sprintf(columnsSQL, sb.String(), nb.String()))
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var c targetColumn
-			if err := rows.Scan(&c.name, &c.colType, &c.dataType, &c.nullable, &c.hasDefault, &c.generated, &c.charset, &c.collation); err != nil {
-				rows.Close()
+	var err error
+	if pt := t.prefetchedTableOf(tbl.Name); pt != nil && !pt.takenByLoad {
+		pt.takenByLoad = true
+		tcols, indexes, indexOrder = pt.cols, pt.indexes, pt.indexOrder
+	} else {
+		err = t.reading(ctx, func() error {
+			rows, err := t.conn.QueryContext(ctx, fmt.Sprintf(columnsSQL, sb.String(), nb.String()))
+			if err != nil {
 				return err
 			}
-			tcols = append(tcols, c)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		rows, err = t.conn.QueryContext(ctx, fmt.Sprintf(indexesSQL, sb.String(), nb.String()))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var idx, col string
-			if err := rows.Scan(&idx, &col); err != nil {
+			tcols, err = scanColumns(rows)
+			rows.Close()
+			if err != nil {
 				return err
 			}
-			if _, ok := indexes[idx]; !ok {
-				indexOrder = append(indexOrder, idx)
+			rows, err = t.conn.QueryContext(ctx, fmt.Sprintf(indexesSQL, sb.String(), nb.String()))
+			if err != nil {
+				return err
 			}
-			indexes[idx] = append(indexes[idx], col)
-		}
-		return rows.Err()
-	})
+			defer rows.Close()
+			indexes, indexOrder, err = scanIndexes(rows)
+			return err
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read target catalog for table %s: %w", tbl.Name, err)
 	}
@@ -315,23 +334,26 @@ func (t *Target) ColumnTypes(ctx context.Context, name sluice.TableName) (map[st
 	var sb, nb strings.Builder
 	quoteString(&sb, schema)
 	quoteString(&nb, name.Name)
-	out := map[string]string{}
-	err := t.reading(ctx, func() error {
-		clear(out)
-		rows, err := t.conn.QueryContext(ctx, fmt.Sprintf(columnsSQL, sb.String(), nb.String()))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var c targetColumn
-			if err := rows.Scan(&c.name, &c.colType, &c.dataType, &c.nullable, &c.hasDefault, &c.generated, &c.charset, &c.collation); err != nil {
+	var cols []targetColumn
+	var err error
+	if pt := t.prefetchedTableOf(name); pt != nil && !pt.takenByType {
+		pt.takenByType = true
+		cols = pt.cols
+	} else {
+		err = t.reading(ctx, func() error {
+			rows, err := t.conn.QueryContext(ctx, fmt.Sprintf(columnsSQL, sb.String(), nb.String()))
+			if err != nil {
 				return err
 			}
-			out[c.name] = c.colType
-		}
-		return rows.Err()
-	})
+			defer rows.Close()
+			cols, err = scanColumns(rows)
+			return err
+		})
+	}
+	out := map[string]string{}
+	for _, c := range cols {
+		out[c.name] = c.colType
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read target catalog for table %s: %w", name, err)
 	}
@@ -358,6 +380,15 @@ func (t *Target) HasUniqueKeys(ctx context.Context, name sluice.TableName) (bool
 	var sb, nb strings.Builder
 	quoteString(&sb, schema)
 	quoteString(&nb, name.Name)
+	if pt := t.prefetchedTableOf(name); pt != nil && !pt.takenByUnique {
+		pt.takenByUnique = true
+		for _, idx := range pt.indexOrder {
+			if idx != "PRIMARY" {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
 	var n int
 	err := t.reading(ctx, func() error {
 		return t.conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = "+sb.String()+

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 
@@ -19,6 +20,10 @@ func (t *Target) ForeignKeys(ctx context.Context, name sluice.TableName) ([]slui
 	if err := t.ensureConn(ctx); err != nil {
 		return nil, err
 	}
+	if pt := t.prefetchedTableOf(name); pt != nil && !pt.takenByFKs {
+		pt.takenByFKs = true
+		return pt.fks, nil
+	}
 	schema := name.Schema
 	if schema == "" {
 		schema = t.database
@@ -26,32 +31,44 @@ func (t *Target) ForeignKeys(ctx context.Context, name sluice.TableName) ([]slui
 	var sb, nb strings.Builder
 	quoteString(&sb, schema)
 	quoteString(&nb, name.Name)
-	q := "SELECT DISTINCT REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = " + sb.String() +
-		" AND TABLE_NAME = " + nb.String() + " AND REFERENCED_TABLE_NAME IS NOT NULL" +
-		" UNION SELECT DISTINCT TABLE_SCHEMA, TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_SCHEMA = " + sb.String() +
-		" AND REFERENCED_TABLE_NAME = " + nb.String()
 	var out []sluice.TableName
 	err := t.reading(ctx, func() error {
-		out = nil
-		rows, err := t.conn.QueryContext(ctx, q)
+		rows, err := t.conn.QueryContext(ctx, foreignKeysSQL(sb.String(), nb.String()))
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var n sluice.TableName
-			if err := rows.Scan(&n.Schema, &n.Name); err != nil {
-				return err
-			}
-			if n.Schema == t.database {
-				n.Schema = ""
-			}
-			out = append(out, n)
-		}
-		return rows.Err()
+		out, err = t.scanTableNames(rows)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read foreign keys of target table %s: %w", name, err)
 	}
 	return out, nil
+}
+
+// foreignKeysSQL lists the tables a foreign key joins to a table, either
+// way; schema and name are SQL expressions.
+func foreignKeysSQL(schema, name string) string {
+	return "SELECT DISTINCT REFERENCED_TABLE_SCHEMA, REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = " + schema +
+		" AND TABLE_NAME = " + name + " AND REFERENCED_TABLE_NAME IS NOT NULL" +
+		" UNION SELECT DISTINCT TABLE_SCHEMA, TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_SCHEMA = " + schema +
+		" AND REFERENCED_TABLE_NAME = " + name
+}
+
+// scanTableNames reads rows of (schema, name); the connection's database
+// is left out.
+func (t *Target) scanTableNames(rows *sql.Rows) ([]sluice.TableName, error) {
+	var out []sluice.TableName
+	for rows.Next() {
+		var n sluice.TableName
+		if err := rows.Scan(&n.Schema, &n.Name); err != nil {
+			return nil, err
+		}
+		if n.Schema == t.database {
+			n.Schema = ""
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
 }

@@ -24,33 +24,49 @@ func (t *Target) TxTimeout(ctx context.Context) (time.Duration, string, error) {
 	if err := t.ensureConn(ctx); err != nil {
 		return 0, "", err
 	}
+	if p := t.pre; p != nil && p.haveTx {
+		p.haveTx = false
+		return txTimeoutOf(p.version, p.comment, p.vars)
+	}
 	var version, comment string
-	vars := map[string]string{}
+	var vars map[string]string
 	err := t.reading(ctx, func() error {
-		if err := t.conn.QueryRowContext(ctx, "SELECT VERSION(), @@version_comment").Scan(&version, &comment); err != nil {
+		if err := t.conn.QueryRowContext(ctx, versionSQL).Scan(&version, &comment); err != nil {
 			return err
 		}
-		// SHOW VARIABLES, not @@names: MySQL lacks the MariaDB ones and
-		// an unknown @@name is an error.
-		rows, err := t.conn.QueryContext(ctx, "SHOW SESSION VARIABLES WHERE Variable_name IN ('max_statement_time', 'idle_transaction_timeout', 'idle_write_transaction_timeout')")
+		rows, err := t.conn.QueryContext(ctx, txVarsSQL)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var name string
-			var v sql.NullString
-			if err := rows.Scan(&name, &v); err != nil {
-				return err
-			}
-			vars[name] = v.String
-		}
-		return rows.Err()
+		vars, err = scanTxVars(rows)
+		return err
 	})
 	if err != nil {
 		return 0, "", fmt.Errorf("read the transaction time limits of target %s at %s: %w", t.server, t.addr, err)
 	}
 	return txTimeoutOf(version, comment, vars)
+}
+
+const versionSQL = "SELECT VERSION(), @@version_comment"
+
+// txVarsSQL reads the MariaDB variables that limit a transaction's time.
+// SHOW VARIABLES, not @@names: MySQL lacks the MariaDB ones and an unknown
+// @@name is an error.
+const txVarsSQL = "SHOW SESSION VARIABLES WHERE Variable_name IN ('max_statement_time', 'idle_transaction_timeout', 'idle_write_transaction_timeout')"
+
+// scanTxVars reads txVarsSQL's rows.
+func scanTxVars(rows *sql.Rows) (map[string]string, error) {
+	vars := map[string]string{}
+	for rows.Next() {
+		var name string
+		var v sql.NullString
+		if err := rows.Scan(&name, &v); err != nil {
+			return nil, err
+		}
+		vars[name] = v.String
+	}
+	return vars, rows.Err()
 }
 
 // txTimeoutOf picks the shortest limit from a server's version and

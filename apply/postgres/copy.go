@@ -41,8 +41,8 @@ func copyPlanTable(schema string) string  { return pgx.Identifier{schema, "copy_
 func copyChunkTable(schema string) string { return pgx.Identifier{schema, "copy_chunk"}.Sanitize() }
 
 // buildCopyPlanDDL returns the statements that create the copy's plan
-// tables. They are created by the first WritePlan, not by Open: a stream
-// that never copies (or has copied) pays nothing for them at start-up.
+// tables. Open creates them in its setup round trip (where it also reads
+// the stream's plan), and the first WritePlan in its transaction.
 func buildCopyPlanDDL(schema string) []string {
 	return []string{
 		"CREATE SCHEMA IF NOT EXISTS " + ident(schema),
@@ -93,14 +93,24 @@ func buildCopyChunksInsert(schema string) string {
 		"ON CONFLICT (stream, table_name, n) DO NOTHING"
 }
 
-// buildCopyChunkDone marks a chunk done in its copy's transaction.
-// Parameters: stream, table, n, bound_from, bound_to, rows, bytes, epoch.
-func buildCopyChunkDone(schema string) string {
+// buildCopyChunkDoneOf marks a chunk done in its copy's transaction and
+// returns its copies and time; v holds the values, as literals or
+// parameter references: stream, table, n, bound_from, bound_to, rows,
+// bytes, epoch.
+func buildCopyChunkDoneOf(schema string, v [8]string) string {
 	return "INSERT INTO " + copyChunkTable(schema) + " AS c (stream, table_name, n, bound_from, bound_to, done, rows, bytes, epoch, copies, at)\n" +
-		"VALUES ($1, $2, $3::integer, $4, $5, true, $6::bigint, $7::bigint, $8::integer, 1, now())\n" +
+		"VALUES (" + v[0] + ", " + v[1] + ", " + v[2] + "::integer, " + v[3] + ", " + v[4] + ", true, " + v[5] + "::bigint, " + v[6] + "::bigint, " + v[7] + "::integer, 1, now())\n" +
 		"ON CONFLICT (stream, table_name, n) DO UPDATE SET done = true, rows = EXCLUDED.rows, bytes = EXCLUDED.bytes, " +
 		"epoch = EXCLUDED.epoch, copies = c.copies + 1, at = EXCLUDED.at\n" +
 		"RETURNING copies, at"
+}
+
+// buildCopyChunkDoneLiteral is buildCopyChunkDoneOf with its values written
+// in (it runs in a simple query, after the chunk's COPY).
+func buildCopyChunkDoneLiteral(schema, stream string, c tablecopy.Chunk, rows, bytes int64, epoch int) string {
+	return buildCopyChunkDoneOf(schema, [8]string{keyrange.PGLiteral(stream), keyrange.PGLiteral(c.Table.String()), strconv.Itoa(c.N),
+		keyrange.PGLiteral(tablecopy.EncodeBound(c.Range.From)), keyrange.PGLiteral(tablecopy.EncodeBound(c.Range.To)),
+		strconv.FormatInt(rows, 10), strconv.FormatInt(bytes, 10), strconv.Itoa(epoch)})
 }
 
 // ReadPlan returns the stream's copy plan, nil when it has none, in one
@@ -110,6 +120,10 @@ func buildCopyChunkDone(schema string) string {
 func (t *Target) ReadPlan(ctx context.Context, stream string) (*tablecopy.Plan, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if pre := t.pre; pre != nil && pre.havePlan && pre.stream == stream {
+		pre.havePlan = false
+		return pre.plan, nil
+	}
 	var p *tablecopy.Plan
 	err := t.reading(ctx, func() (err error) {
 		p, err = t.readPlan(ctx, stream)
@@ -123,12 +137,30 @@ func (t *Target) ReadPlan(ctx context.Context, stream string) (*tablecopy.Plan, 
 
 func (t *Target) readPlan(ctx context.Context, stream string) (*tablecopy.Plan, error) {
 	var exists bool
-	var p *tablecopy.Plan
 	b := &pgx.Batch{}
 	b.Queue("SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL",
 		copyPlanTable(t.cfg.Schema), copyChunkTable(t.cfg.Schema)).QueryRow(func(r pgx.Row) error {
 		return r.Scan(&exists)
 	})
+	var p *tablecopy.Plan
+	t.queuePlan(b, stream, &p)
+	err := t.conn.SendBatch(ctx, b).Close()
+	if !exists {
+		var pgErr *pgconn.PgError
+		if err == nil || errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+			return nil, nil
+		}
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// queuePlan queues the reading of stream's plan and chunks; *out is the
+// plan, with its chunks, once the batch ran (nil when there is none).
+func (t *Target) queuePlan(b *pgx.Batch, stream string, out **tablecopy.Plan) {
 	b.Queue("SELECT epoch, position, started_at, handed_off_at FROM "+copyPlanTable(t.cfg.Schema)+" WHERE stream = $1", stream).QueryRow(func(r pgx.Row) error {
 		var pos string
 		var handedOff *time.Time
@@ -146,12 +178,12 @@ func (t *Target) readPlan(ctx context.Context, stream string) (*tablecopy.Plan, 
 		if handedOff != nil {
 			pl.HandedOff = handedOff.UTC()
 		}
-		p = pl
+		*out = pl
 		return nil
 	})
-	var chunks []tablecopy.ChunkState
 	b.Queue(`SELECT table_name, n, bound_from, bound_to, done, rows, bytes, epoch, copies, at FROM `+copyChunkTable(t.cfg.Schema)+
 		` WHERE stream = $1 ORDER BY table_name COLLATE "C", n`, stream).Query(func(rows pgx.Rows) error {
+		var chunks []tablecopy.ChunkState
 		for rows.Next() {
 			var cs tablecopy.ChunkState
 			var name, from, to string
@@ -170,21 +202,14 @@ func (t *Target) readPlan(ctx context.Context, stream string) (*tablecopy.Plan, 
 			}
 			chunks = append(chunks, cs)
 		}
-		return rows.Err()
-	})
-	err := t.conn.SendBatch(ctx, b).Close()
-	if !exists {
-		var pgErr *pgconn.PgError
-		if err == nil || errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
-			return nil, nil
+		if err := rows.Err(); err != nil {
+			return err
 		}
-		return nil, err
-	}
-	if err != nil || p == nil {
-		return nil, err
-	}
-	p.Chunks = chunks
-	return p, nil
+		if *out != nil {
+			(*out).Chunks = chunks
+		}
+		return nil
+	})
 }
 
 // WritePlan records p's epoch and position and a not-done record for each
@@ -280,25 +305,45 @@ func (t *Target) rollback(ctx context.Context) (lost bool) {
 // RowCount returns 0 when the target table is empty, otherwise the
 // planner's estimate of its rows, at least 1, in one cheap query.
 func (t *Target) RowCount(ctx context.Context, name sluice.TableName) (int64, error) {
+	n, err := t.RowCounts(ctx, []sluice.TableName{name})
+	if err != nil {
+		return 0, err
+	}
+	return n[0], nil
+}
+
+// RowCounts is RowCount of several tables in one round trip.
+func (t *Target) RowCounts(ctx context.Context, names []sluice.TableName) ([]int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	id := tableIdent(name)
-	var n int64
+	out := make([]int64, len(names))
+	var failed sluice.TableName
 	err := t.reading(ctx, func() error {
-		// reltuples is -1 for a table never vacuumed or analyzed (15+),
-		// 0 for one analyzed while empty: greatest keeps a table with
-		// rows at 1 or more.
-		return t.conn.QueryRow(ctx, "SELECT CASE WHEN EXISTS (SELECT 1 FROM "+id+" LIMIT 1) THEN "+
-			"greatest(1, (SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass($1))) ELSE 0 END", id).Scan(&n)
+		b := &pgx.Batch{}
+		for i, name := range names {
+			id := tableIdent(name)
+			// reltuples is -1 for a table never vacuumed or analyzed (15+),
+			// 0 for one analyzed while empty: greatest keeps a table with
+			// rows at 1 or more.
+			b.Queue("SELECT CASE WHEN EXISTS (SELECT 1 FROM "+id+" LIMIT 1) THEN "+
+				"greatest(1, (SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass($1))) ELSE 0 END", id).QueryRow(func(r pgx.Row) error {
+				err := r.Scan(&out[i])
+				if err != nil && failed == (sluice.TableName{}) {
+					failed = name
+				}
+				return err
+			})
+		}
+		return t.conn.SendBatch(ctx, b).Close()
 	})
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42P01" {
-		return 0, fmt.Errorf("target table %s does not exist on PostgreSQL at %s: create it with the source's columns and primary key (sluice does not create tables): %w", name, t.addr, err)
+		return nil, fmt.Errorf("target table %s does not exist on PostgreSQL at %s: create it with the source's columns and primary key (sluice does not create tables): %w", failed, t.addr, err)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("count rows of target table %s on PostgreSQL at %s: %w", name, t.addr, err)
+		return nil, fmt.Errorf("count rows of target table %s on PostgreSQL at %s: %w", failed, t.addr, err)
 	}
-	return n, nil
+	return out, nil
 }
 
 // copyKeyColumns returns the quoted primary key columns of tbl after checking
@@ -334,11 +379,12 @@ func copyColumns(tbl *sluice.Table) []string {
 }
 
 // WriteChunk writes a chunk with COPY in its own transaction with the
-// chunk's done record, in two round trips besides the data: one simple
-// query "BEGIN; [SET LOCAL session_replication_role = replica;] [DELETE
-// the chunk's range;] COPY ... FROM STDIN", which pgconn sends without
-// waiting for the server's CopyInResponse, the COPY data streaming right
-// behind it; then the done record and COMMIT in one pipeline.
+// chunk's done record, in one round trip besides the data (see copyIn):
+// one simple query "BEGIN; [SET LOCAL session_replication_role = replica;]
+// [DELETE the chunk's range;] COPY ... FROM STDIN", the COPY data streaming
+// right behind it without waiting for the server's CopyInResponse, then
+// the done record and COMMIT as a second simple query, also sent without
+// waiting.
 func (t *Target) WriteChunk(ctx context.Context, stream string, epoch int, tbl *sluice.Table, c tablecopy.Chunk, replace bool, rows tablecopy.Rows) (tablecopy.ChunkState, error) {
 	return t.writeChunkWith(ctx, stream, epoch, tbl, c, replace, func(w io.Writer) (int64, int64, error) {
 		enc := &copyEncoder{w: w, tbl: tbl}
@@ -417,7 +463,7 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 	}
 	q.WriteString("COPY " + id + " (" + strings.Join(copyColumns(tbl), ", ") + ") FROM STDIN")
 
-	// The producer runs beside CopyFrom, which reads its text through the
+	// The producer runs beside copyIn, which reads its text through the
 	// pipe: a chunk never sits whole in memory. Closing the pipe's read end
 	// unblocks the producer when the copy stops early (a failed row, a
 	// cancelled context).
@@ -432,9 +478,24 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 		pw.CloseWithError(err) // nil: EOF
 		produced <- err
 	}()
-	tag, copyErr := t.conn.PgConn().CopyFrom(ctx, pr, q.String())
-	pr.CloseWithError(errCopyEnded)
-	prodErr := <-produced
+	var prodErr error
+	res, copyErr := copyIn(ctx, t.conn.PgConn(), pr, q.String(), func(readErr error) string {
+		pr.CloseWithError(errCopyEnded)
+		prodErr = <-produced
+		if readErr != nil || prodErr != nil {
+			return "ROLLBACK"
+		}
+		// The done record and the commit follow the data in the same
+		// round trip.
+		return buildCopyChunkDoneLiteral(t.cfg.Schema, stream, c, sent, bytes, epoch) + "; COMMIT"
+	})
+	var copyTag, lastTag pgconn.CommandTag
+	for _, tag := range res.tags {
+		if tag.String() != "" && strings.HasPrefix(tag.String(), "COPY") {
+			copyTag = tag
+		}
+		lastTag = tag
+	}
 	switch {
 	case prodErr != nil && !errors.Is(prodErr, errCopyEnded):
 		// The producer failed (the source, or a row we cannot write); the
@@ -442,21 +503,19 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 		return tablecopy.ChunkState{}, fmt.Errorf("read rows: %w", prodErr)
 	case copyErr != nil:
 		return tablecopy.ChunkState{}, copyErr
-	case tag.RowsAffected() != sent:
-		return tablecopy.ChunkState{}, fmt.Errorf("COPY wrote %d rows, sent %d", tag.RowsAffected(), sent)
-	case t.conn.PgConn().TxStatus() != 'T':
-		return tablecopy.ChunkState{}, fmt.Errorf("not in the chunk's transaction after COPY (status %q)", t.conn.PgConn().TxStatus())
+	case copyTag.RowsAffected() != sent:
+		return tablecopy.ChunkState{}, fmt.Errorf("COPY wrote %d rows, sent %d", copyTag.RowsAffected(), sent)
+	case lastTag.String() != "COMMIT" || len(res.rows) != 1 || len(res.rows[0]) != 2:
+		// COMMIT of a failed transaction answers ROLLBACK.
+		return tablecopy.ChunkState{}, fmt.Errorf("the chunk's transaction ended with %q, want COMMIT of its done record", lastTag)
 	}
-
 	st := tablecopy.ChunkState{Chunk: c, Done: true, Rows: sent, Bytes: bytes, Epoch: epoch}
-	b := &pgx.Batch{}
-	b.Queue(buildCopyChunkDone(t.cfg.Schema), stream, c.Table.String(), strconv.Itoa(c.N),
-		tablecopy.EncodeBound(c.Range.From), tablecopy.EncodeBound(c.Range.To),
-		strconv.FormatInt(sent, 10), strconv.FormatInt(bytes, 10), strconv.Itoa(epoch)).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&st.Copies, &st.At)
-	})
-	if err := t.execTx(ctx, b); err != nil {
-		return tablecopy.ChunkState{}, fmt.Errorf("record the chunk done in %s.copy_chunk: %w", t.cfg.Schema, err)
+	var err2 error
+	if st.Copies, err2 = strconv.Atoi(res.rows[0][0]); err2 == nil {
+		st.At, err2 = time.Parse("2006-01-02 15:04:05.999999-07", res.rows[0][1])
+	}
+	if err2 != nil {
+		return tablecopy.ChunkState{}, fmt.Errorf("read the chunk's done record %q: %w", res.rows[0], err2)
 	}
 	return st, nil
 }

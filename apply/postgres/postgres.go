@@ -61,6 +61,8 @@ type Config struct {
 	// CheckOnly opens the target for a preflight: the checks run, but
 	// sluice's schema and checkpoint table are not created.
 	CheckOnly bool
+	// Prefetch is read in the setup round trip (see apply.Prefetch).
+	Prefetch apply.Prefetch
 }
 
 // Target writes batches to one PostgreSQL database over one connection. Its
@@ -82,6 +84,11 @@ type Target struct {
 	// replicaRole is set when batches run with session_replication_role
 	// = replica (see Config.NoReplicaRole).
 	replicaRole bool
+	// pre is what setup prefetched, until used.
+	pre *prefetched
+	// pooled is set when a connection pooler stands between sluice and
+	// the server (see setup).
+	pooled bool
 }
 
 var _ apply.Target = (*Target)(nil)
@@ -125,20 +132,18 @@ func Open(ctx context.Context, connString string, cfg Config) (*Target, error) {
 	if cfg.Dial != nil {
 		pc.DialFunc = cfg.Dial
 	}
-	// Session settings travel in the startup packet (no round trip) so that
-	// nothing depends on the server's defaults. TimeZone: the source sends
+	// The settings values are written under (TimeZone: the source sends
 	// timestamptz text with an explicit offset, which is exact in any zone,
-	// but a value without one, now() for the checkpoint and the text we
-	// read back for comparison would otherwise follow the server's zone.
-	// DateStyle ISO reads dates as the source prints them by default without
-	// an MDY/DMY guess, and IntervalStyle postgres matches the source's
-	// default interval output.
+	// but a value without one would follow the server's zone; DateStyle
+	// ISO reads dates as the source prints them by default without an
+	// MDY/DMY guess; IntervalStyle postgres matches the source's default
+	// interval output) are set with SET LOCAL inside each transaction (see
+	// setup), not in the startup packet or the session: a pooler in
+	// transaction mode (PgBouncer) refuses startup parameters it does not
+	// track, and hands each transaction whatever server connection is free.
 	if pc.RuntimeParams == nil {
 		pc.RuntimeParams = map[string]string{}
 	}
-	pc.RuntimeParams["timezone"] = "UTC"
-	pc.RuntimeParams["datestyle"] = "ISO, MDY"
-	pc.RuntimeParams["intervalstyle"] = "postgres"
 	if pc.RuntimeParams["application_name"] == "" {
 		pc.RuntimeParams["application_name"] = "sluice"
 	}
@@ -182,6 +187,10 @@ func (t *Target) connect(ctx context.Context) error {
 				t.addr, t.connConfig.Database, err)
 		}
 	}
+	if strings.Contains(err.Error(), "server refused TLS connection") {
+		return fmt.Errorf("target PostgreSQL at %s does not accept TLS, which the connection string's sslmode requires: enable ssl on the server, or use sslmode=prefer (or disable) if the link may go unencrypted: %w",
+			t.addr, err)
+	}
 	return fmt.Errorf("cannot reach target PostgreSQL at %s: %w", t.addr, err)
 }
 
@@ -208,27 +217,58 @@ BEGIN
 	PERFORM set_config('sluice.may_set_replica_role', coalesce(ok, false)::text, true);
 END $$`)
 	var mayReplica string
-	b.Queue("SELECT current_database(), current_setting('sluice.may_set_replica_role')").QueryRow(func(r pgx.Row) error {
-		return r.Scan(&t.database, &mayReplica)
+	var backendPID uint32
+	b.Queue("SELECT current_database(), current_setting('sluice.may_set_replica_role'), pg_backend_pid()").QueryRow(func(r pgx.Row) error {
+		return r.Scan(&t.database, &mayReplica, &backendPID)
 	})
+	n := b.Len()
+	pre := &prefetched{}
+	t.queuePrefetch(b, pre)
+	start := time.Now()
 	err := t.conn.SendBatch(ctx, b).Close()
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "42P07") {
 		// Two sluice processes racing through CREATE ... IF NOT EXISTS: one
 		// of them loses on the catalog's unique index. The table exists now.
+		pre = &prefetched{}
+		start = time.Now()
 		err = t.conn.SendBatch(ctx, b).Close()
+	}
+	if err != nil && b.Len() > n {
+		// A prefetch query failed: set up without them, so that the error
+		// surfaces from the request that needs it, with its own message.
+		pre = nil
+		b.QueuedQueries = b.QueuedQueries[:n]
+		err = t.conn.SendBatch(ctx, b).Close()
+	}
+	if pre != nil {
+		pre.havePlan = pre.stream != ""
+		pre.rtt, pre.at = time.Since(start), time.Now()
+		t.pre = pre
 	}
 	if err != nil {
 		return fmt.Errorf("target PostgreSQL at %s: create checkpoint table %s.checkpoint: %w (create it as a privileged user or grant CREATE on the database)",
 			t.addr, t.cfg.Schema, err)
 	}
-	t.begin = []string{"BEGIN"}
+	if pid := t.conn.PgConn().PID(); pid != backendPID {
+		// The backend key the connection got at startup is not the
+		// backend's: something between sluice and the server answered the
+		// startup itself.
+		t.pooled = true
+		t.log.Info("the target PostgreSQL is reached through a connection pooler (PgBouncer or alike): sluice keeps no session state across transactions, so transaction pooling is fine",
+			"target", t.addr, "database", t.database, "startup_pid", pid, "backend_pid", backendPID)
+	}
+	t.begin = []string{"BEGIN", "SET LOCAL TimeZone = 'UTC'", "SET LOCAL DateStyle = 'ISO, MDY'", "SET LOCAL IntervalStyle = 'postgres'"}
 	t.replicaRole = mayReplica == "true" && !t.cfg.NoReplicaRole
 	if t.replicaRole {
 		t.begin = append(t.begin, "SET LOCAL session_replication_role = replica")
 	}
 	return nil
 }
+
+// Pooled reports whether the target is reached through a connection
+// pooler (PgBouncer or alike).
+func (t *Target) Pooled() bool { return t.pooled }
 
 // ReplicaRole reports whether batches run with session_replication_role =
 // replica (target triggers and foreign-key checks do not fire).
@@ -273,6 +313,20 @@ func (t *Target) Close(ctx context.Context) error {
 	return err
 }
 
+// MeasuredRTT returns, once, the duration of Open's setup round trip when it
+// was moments ago: the link's round trip, measured without another one.
+func (t *Target) MeasuredRTT() (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.pre
+	if p == nil || p.rtt <= 0 {
+		return 0, false
+	}
+	rtt := p.rtt
+	p.rtt = 0
+	return rtt, time.Since(p.at) < 10*time.Second
+}
+
 // Ping measures one round trip to the target.
 func (t *Target) Ping(ctx context.Context) (time.Duration, error) {
 	t.mu.Lock()
@@ -304,6 +358,10 @@ func (t *Target) ReadCheckpoint(ctx context.Context, stream string) (sluice.Chec
 func (t *Target) ReadCheckpoints(ctx context.Context, stream string) ([]sluice.Checkpoint, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if p := t.pre; p != nil && p.haveCPs && p.stream == stream {
+		p.haveCPs = false
+		return p.checkpoints, nil
+	}
 	var cps []sluice.Checkpoint
 	err := t.reading(ctx, func() (err error) {
 		cps, err = t.readCheckpoints(ctx, stream)
@@ -317,12 +375,18 @@ func (t *Target) readCheckpoints(ctx context.Context, stream string) ([]sluice.C
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint of stream %q from %s.checkpoint: %w", stream, t.cfg.Schema, err)
 	}
+	return t.scanCheckpoints(rows, stream)
+}
+
+// scanCheckpoints reads the rows of buildCheckpointSelect.
+func (t *Target) scanCheckpoints(rows pgx.Rows, stream string) ([]sluice.Checkpoint, error) {
 	var cps []sluice.Checkpoint
 	for rows.Next() {
 		cp := sluice.Checkpoint{Stream: stream}
 		var seq, applied int64
 		var pos, last string
-		if err := rows.Scan(&cp.Lane, &seq, &pos, &applied, &cp.Time, &last, &cp.Lanes, &cp.Routing); err != nil {
+		err := rows.Scan(&cp.Lane, &seq, &pos, &applied, &cp.Time, &last, &cp.Lanes, &cp.Routing)
+		if err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read checkpoint of stream %q from %s.checkpoint: %w", stream, t.cfg.Schema, err)
 		}
@@ -592,6 +656,9 @@ func classify(err error, connLost bool) error {
 		}
 		if strings.HasPrefix(pgErr.Code, "08") { // connection exception
 			return &apply.RetryableError{Err: err}
+		}
+		if pgErr.Code == "42501" { // insufficient_privilege
+			return fmt.Errorf("%w: the target user lacks a privilege sluice needs: GRANT SELECT, INSERT, UPDATE, DELETE (and TRUNCATE, if the source truncates) ON the stream's tables TO the user sluice connects as", err)
 		}
 	}
 	if connLost {

@@ -101,12 +101,14 @@ func row(vals ...string) sluice.Row {
 
 const null = "\x00"
 
+// typeCol is a column of TestTypesRoundTrip.
+type typeCol struct {
+	name, typ string
+	vals      []string // one per row; row 0 holds NULLs except id
+}
+
 func TestTypesRoundTrip(t *testing.T) {
-	type col struct {
-		name, typ string
-		vals      []string // one per row; row 0 holds NULLs except id
-	}
-	cols := []col{
+	cols := []typeCol{
 		{"id", "integer", []string{"1", "2", "3"}},
 		{"c_int2", "smallint", []string{null, "-32768", "32767"}},
 		{"c_int4", "integer", []string{null, "-2147483648", "0"}},
@@ -137,10 +139,27 @@ func TestTypesRoundTrip(t *testing.T) {
 		defs = append(defs, pgx.Identifier{c.name}.Sanitize()+" "+c.typ)
 		tbl.Columns = append(tbl.Columns, sluice.Column{Name: c.name, Type: c.typ, Nullable: c.name != "id"})
 	}
+	// Server defaults that read and print values differently: a target's
+	// sessions get them unless every transaction sets its own (the
+	// settings are not in the startup packet, which a pooler would
+	// refuse).
+	for _, odd := range []bool{false, true} {
+		name := "server_defaults"
+		if odd {
+			name = "odd_server_defaults"
+		}
+		t.Run(name, func(t *testing.T) { typesRoundTrip(t, cols, defs, tbl, odd) })
+	}
+}
+
+func typesRoundTrip(t *testing.T, cols []typeCol, defs []string, tbl *sluice.Table, odd bool) {
 	modes(t, func(t *testing.T, mode Mode) {
 		url, conn := testDB(t, "CREATE TABLE all_types ("+strings.Join(defs, ", ")+", PRIMARY KEY (id))")
-		tg := openTarget(t, url, mode)
 		ctx := context.Background()
+		if odd {
+			oddDefaults(t, conn)
+		}
+		tg := openTarget(t, url, mode)
 		if err := tg.Preflight(ctx, []*sluice.Table{tbl}); err != nil {
 			t.Fatal(err)
 		}
@@ -176,6 +195,22 @@ func TestTypesRoundTrip(t *testing.T) {
 			}
 		}
 	})
+}
+
+// oddDefaults gives conn's database defaults under which values read and
+// print otherwise than sluice writes them; sessions opened later get them.
+func oddDefaults(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	var db string
+	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][2]string{{"TimeZone", "Asia/Kathmandu"}, {"DateStyle", "SQL, DMY"}, {"IntervalStyle", "sql_standard"}} {
+		if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db}.Sanitize()+" SET "+kv[0]+" = '"+kv[1]+"'"); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func TestCompositeKeysDeletesIdempotence(t *testing.T) {

@@ -134,7 +134,13 @@ func (t *Target) loadWith(ctx context.Context, tbl *sluice.Table, allowMerge boo
 	ident := tableIdent(tbl.Name)
 	var schema, relname string
 	var tcols []targetColumn
+	pre, schema0, relname0, prefetched := t.takeCatalog(ident)
 	err := t.reading(ctx, func() error {
+		if prefetched {
+			prefetched = false // a retry reads the catalog
+			tcols, schema, relname = pre, schema0, relname0
+			return t.probeCollations(ctx, tcols)
+		}
 		tcols = tcols[:0]
 		rows, err := t.conn.Query(ctx, catalogSQL, ident)
 		if err != nil {
@@ -300,13 +306,23 @@ func (t *Target) HasUniqueKeys(ctx context.Context, name sluice.TableName) (bool
 	if err := t.ensureConn(ctx); err != nil {
 		return false, err
 	}
+	ident := tableIdent(name)
+	if p := t.pre; p != nil {
+		if has, ok := p.unique[ident]; ok {
+			delete(p.unique, ident)
+			return has, nil
+		}
+	}
 	var has bool
 	err := t.reading(ctx, func() error {
-		return t.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = to_regclass($1) AND indisunique AND NOT indisprimary)`,
-			tableIdent(name)).Scan(&has)
+		return t.conn.QueryRow(ctx, uniqueKeysSQL, ident).Scan(&has)
 	})
 	if err != nil {
 		return false, fmt.Errorf("read unique indexes of target table %s: %w", name, err)
 	}
 	return has, nil
 }
+
+// uniqueKeysSQL tells whether a table has a unique index besides its
+// primary key.
+const uniqueKeysSQL = `SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = to_regclass($1) AND indisunique AND NOT indisprimary)`

@@ -3,6 +3,7 @@ package typemap
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/tablecopy"
@@ -12,7 +13,7 @@ import (
 type copyTarget interface {
 	ReadPlan(ctx context.Context, stream string) (*tablecopy.Plan, error)
 	WritePlan(ctx context.Context, p *tablecopy.Plan) error
-	RowCount(ctx context.Context, t sluice.TableName) (int64, error)
+	RowCounts(ctx context.Context, tables []sluice.TableName) ([]int64, error)
 	WriteChunk(ctx context.Context, stream string, epoch int, t *sluice.Table, c tablecopy.Chunk, replace bool, rows tablecopy.Rows) (tablecopy.ChunkState, error)
 	ResetTable(ctx context.Context, stream string, t *sluice.Table) error
 	Digest(ctx context.Context, t *sluice.Table, r tablecopy.Range) (tablecopy.Digest, error)
@@ -48,16 +49,20 @@ func (t *Target) WritePlan(ctx context.Context, p *tablecopy.Plan) error {
 	return c.WritePlan(ctx, p)
 }
 
-// RowCount asks the inner target about the table as it is named there.
-func (t *Target) RowCount(ctx context.Context, name sluice.TableName) (int64, error) {
+// RowCounts asks the inner target about the tables as they are named
+// there.
+func (t *Target) RowCounts(ctx context.Context, names []sluice.TableName) ([]int64, error) {
 	c, err := t.copier()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if !t.keepSchema {
-		name.Schema = ""
+		names = slices.Clone(names)
+		for i := range names {
+			names[i].Schema = ""
+		}
 	}
-	return c.RowCount(ctx, name)
+	return c.RowCounts(ctx, names)
 }
 
 // WriteChunk converts the chunk's rows as Apply converts a batch's and

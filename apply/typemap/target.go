@@ -265,3 +265,14 @@ func (t *Target) ForeignKeys(ctx context.Context, name sluice.TableName) ([]slui
 	}
 	return t.Inner.ForeignKeys(ctx, name)
 }
+
+// MeasuredRTT is the inner target's, where it has one (see
+// stream.Config.Target).
+func (t *Target) MeasuredRTT() (time.Duration, bool) {
+	if m, ok := t.Inner.(interface {
+		MeasuredRTT() (time.Duration, bool)
+	}); ok {
+		return m.MeasuredRTT()
+	}
+	return 0, false
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the database server binaries the test harness starts are
 # installed: PostgreSQL (initdb, postgres) and MariaDB (mariadb-install-db,
-# mariadbd). Installs them with apt-get when run as root; otherwise names the
+# mariadbd), and PgBouncer (the PostgreSQL target behind a transaction
+# pooler). Installs them with apt-get when run as root; otherwise names the
 # packages and fails.
 set -euo pipefail
 
@@ -20,9 +21,14 @@ have_maria() {
 	command -v mariadb-install-db >/dev/null 2>&1 && { command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; }
 }
 
+have_pgbouncer() {
+	command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]
+}
+
 missing=()
 have_pg || missing+=(postgresql)
 have_maria || missing+=(mariadb-server)
+have_pgbouncer || missing+=(pgbouncer)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -35,4 +41,4 @@ apt-get update -qq
 apt-get install -y -qq "${missing[@]}" >/dev/null
 # The packages start system-wide servers on the standard ports; the harness
 # never uses them, it starts its own instances on free ports.
-have_pg && have_maria
+have_pg && have_maria && have_pgbouncer

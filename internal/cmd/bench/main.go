@@ -21,6 +21,9 @@
 // and "copy" (copy.go: the initial copy of the built binary against
 // pg_dump | psql, pgcopydb and mariadb-dump | mariadb over the 96 ms
 // proxy, issue 11; -copy-rows scales it down for a quick run) and
+// "native" (native.go: sluice against PostgreSQL's subscriptions and
+// MariaDB's replicas catching up one backlog over a 0 ms and a 96 ms
+// proxy, issue 14; -native-scale scales it down) and
 // "verify" (verify.go: sluice verify against a row-by-row comparison
 // through counted 96 ms links, and its accuracy cases, issue 12).
 package main
@@ -44,6 +47,9 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
+	mysqltarget "github.com/sluice-cdc/sluice/apply/mysql"
+	"github.com/sluice-cdc/sluice/apply/postgres"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
@@ -98,6 +104,7 @@ type config struct {
 	ctl      ctlConfig
 	copy     copyConfig
 	verify   verifyConfig
+	native   nativeConfig
 }
 
 const (
@@ -105,7 +112,7 @@ const (
 	secController = "controller"
 )
 
-var allSections = []string{secSources, secController, secCopy, secVerify}
+var allSections = []string{secSources, secController, secCopy, secNative, secVerify}
 
 func main() {
 	var cfg config
@@ -130,6 +137,7 @@ func main() {
 	flag.IntVar(&cfg.ctl.maxLanes, "controller-max-lanes", 8, "controller section: --max-lanes of the model run with lanes")
 	copyDone := copyFlags(&cfg.copy)
 	verifyDone := verifyFlags(&cfg.verify)
+	nativeDone := nativeFlags(&cfg.native)
 	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file")
 	flag.Parse()
 	var err error
@@ -150,6 +158,9 @@ func main() {
 	}
 	if err == nil {
 		err = copyDone()
+	}
+	if err == nil {
+		err = nativeDone()
 	}
 	if err == nil {
 		err = verifyDone()
@@ -419,6 +430,17 @@ func run(ctx context.Context, cfg config) error {
 			return fmt.Errorf("verify: %w", err)
 		}
 	}
+	if slices.Contains(cfg.sections, secNative) {
+		nativeBegan := time.Now()
+		nr, err := e.benchNative(ctx)
+		if len(nr) > 0 {
+			report += renderNative(cfg.native, nr, time.Since(nativeBegan))
+		}
+		if err != nil {
+			fmt.Print(report)
+			return fmt.Errorf("native: %w", err)
+		}
+	}
 	fmt.Print(report)
 	if cfg.out != "" {
 		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
@@ -426,6 +448,26 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	return nil
+}
+
+// seedTarget writes cp as the stream's checkpoint on the target, in a
+// transaction of no changes.
+func seedTarget(ctx context.Context, targetURL string, cp sluice.Checkpoint) error {
+	var t interface {
+		Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint) error
+		Close(ctx context.Context) error
+	}
+	var err error
+	if strings.HasPrefix(targetURL, "mysql://") {
+		t, err = mysqltarget.Open(ctx, targetURL, mysqltarget.Config{Mode: apply.Pipelined})
+	} else {
+		t, err = postgres.Open(ctx, targetURL, postgres.Config{Mode: apply.Pipelined})
+	}
+	if err != nil {
+		return err
+	}
+	defer t.Close(ctx)
+	return t.Apply(ctx, &apply.Batch{Last: cp.Position}, cp)
 }
 
 // quietHandler drops the warning a seeded stream start always logs: the
@@ -495,8 +537,15 @@ func (e *env) stream(ctx context.Context, r streamRun) (result, error) {
 		if err != nil {
 			return res, err
 		}
-		err = store.Commit(sluice.Checkpoint{Stream: r.id, Position: r.seed, Time: time.Now().UTC()})
+		cp := sluice.Checkpoint{Stream: r.id, Position: r.seed, Time: time.Now().UTC(), Lanes: 1, Last: r.seed}
+		err = store.Commit(cp)
 		store.Close()
+		if err == nil {
+			// The target's checkpoint is what a stream resumes from (one in
+			// the state file alone reads as a target restored from a
+			// backup, and is refused).
+			err = seedTarget(ctx, r.dstURL, cp)
+		}
 		if err != nil {
 			return res, fmt.Errorf("seed start position: %w", err)
 		}

@@ -1,0 +1,1081 @@
+package main
+
+// The native section (issue 14): sluice against the databases' own
+// replication, catching up the same backlog across the same emulated link.
+//
+// Per run, one backlog per engine: -native-scale × (100,000 inserts, then
+// 50,000 updates, then 20,000 deletes), in source transactions of 10
+// changes, then a marker row (id 0), in a table (id bigint primary key, k
+// int, c varchar(120), pad varchar(60)). Every consumer of the run is
+// positioned before the backlog is written and started after it, so each
+// one catches up the same backlog:
+//
+//   - PostgreSQL logical replication: a slot per consumer, created on the
+//     source before the backlog; after it, a subscription on the second
+//     server (create_slot = false on that slot, copy_data = false, the
+//     table empty on both sides) whose CONNECTION goes through the proxy in
+//     front of the SOURCE (native replication pulls), then enabled: timed
+//     from ALTER SUBSCRIPTION … ENABLE.
+//   - MariaDB replication: the second server (server_id 2) as a replica,
+//     CHANGE MASTER TO the proxy in front of the source at the binlog
+//     file/position taken before the backlog: timed from START SLAVE, with
+//     slave_parallel_threads at its default (0) and at -native-my-threads.
+//   - sluice: the real binary (-sluice), its stream started once with
+//     --from-now before the backlog (which creates its slot or records its
+//     binlog position, then stops on SIGTERM), started again after it with
+//     --initial-copy off through the proxy in front of the TARGET (sluice
+//     pushes): timed from process start.
+//
+// The time is from start until the marker row is on the target (polled
+// there directly, with a deadline); then the table is checked equal with
+// the source (dbtest.CompareTables on PostgreSQL, CHECKSUM TABLE on
+// MariaDB). Each cell of the report is the median of -native-runs runs.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/internal/dbtest"
+	"github.com/sluice-cdc/sluice/internal/wanproxy"
+	"github.com/sluice-cdc/sluice/source/mytrigger"
+)
+
+const secNative = "native"
+
+// The systems of the report, in its row order.
+const (
+	sysPGNative      = "pg-native"
+	sysPGSluice      = "pg-sluice"
+	sysMyNative      = "my-native"
+	sysMyNativeTuned = "my-native-tuned"
+	sysMySluice      = "my-sluice"
+)
+
+var nativeSystems = []string{sysPGNative, sysPGSluice, sysMyNative, sysMyNativeTuned, sysMySluice}
+
+// The issue's goals at the 96 ms link.
+const (
+	goalNativePG   = 1.5 // sluice ÷ native logical replication
+	goalNativeMy   = 3.0 // sluice ÷ native replication (the default replica)
+	goalNativeLink = 0.9 // sluice at 96 ms ÷ sluice at 0 ms
+)
+
+const (
+	nativeTable  = "items"
+	nativeTxSize = 10 // changes per source transaction
+	markerID     = 0  // the backlog's ids start at 1
+)
+
+// nativeConfig is the native section's part of the command line.
+type nativeConfig struct {
+	scale     float64
+	runs      int
+	rtts      []time.Duration
+	timeout   time.Duration
+	myThreads int // slave_parallel_threads of the tuned replica row; 0: no such row
+	engines   []string
+}
+
+// nativeFlags registers the native section's flags; the returned function
+// checks and stores them once flag.Parse has run.
+func nativeFlags(nc *nativeConfig) func() error {
+	var rtts, engines string
+	flag.Float64Var(&nc.scale, "native-scale", 1, "native section: backlog scale: 100,000 inserts, 50,000 updates and 20,000 deletes times this (e.g. 0.1 for a quick run)")
+	flag.IntVar(&nc.runs, "native-runs", 3, "native section: runs; each cell is the median")
+	flag.StringVar(&rtts, "native-rtt", "0,96ms", "native section: round-trip times of the proxy, comma-separated; the ratios compare the last with the first")
+	flag.DurationVar(&nc.timeout, "native-timeout", 10*time.Minute, "native section: give up on one catch-up after this")
+	flag.IntVar(&nc.myThreads, "native-my-threads", 4, "native section: slave_parallel_threads (mode optimistic) of the tuned MariaDB replica row; 0 leaves the row out")
+	flag.StringVar(&engines, "native-engines", "postgres,mariadb", "native section: engines to run, comma-separated: postgres, mariadb")
+	return func() error {
+		if nc.scale <= 0 || nc.runs < 1 || nc.timeout <= 0 || nc.myThreads < 0 {
+			return errors.New("native section: -native-scale, -native-runs and -native-timeout must be positive, -native-my-threads not negative")
+		}
+		if nc.scale*20000 < nativeTxSize {
+			return fmt.Errorf("-native-scale %g: too small for one transaction of deletes", nc.scale)
+		}
+		var err error
+		if nc.rtts, err = parseRTTs("-native-rtt", rtts); err != nil {
+			return err
+		}
+		nc.engines = nil
+		for _, f := range strings.Split(engines, ",") {
+			f = strings.ToLower(strings.TrimSpace(f))
+			if f == "" {
+				continue
+			}
+			if f != "postgres" && f != "mariadb" {
+				return fmt.Errorf("-native-engines: unknown engine %q (want postgres, mariadb)", f)
+			}
+			if !slices.Contains(nc.engines, f) {
+				nc.engines = append(nc.engines, f)
+			}
+		}
+		if len(nc.engines) == 0 {
+			return errors.New("-native-engines: no engine given")
+		}
+		return nil
+	}
+}
+
+// backlogShape is the backlog's size: ids 1..inserts inserted, 1..updates
+// updated, the last deletes of the inserted ids deleted.
+type backlogShape struct{ inserts, updates, deletes int }
+
+func shapeFor(scale float64) backlogShape {
+	return backlogShape{inserts: int(100000*scale + 0.5), updates: int(50000*scale + 0.5), deletes: int(20000*scale + 0.5)}
+}
+
+func (b backlogShape) changes() int { return b.inserts + b.updates + b.deletes }
+
+// statements are the backlog's statements, each one transaction's worth
+// (nativeTxSize changes, fewer in a phase's last), marker row last.
+func (b backlogShape) statements(pg bool) []string {
+	var out []string
+	phase := func(lo, hi int, stmt func(lo, hi int) string) {
+		for l := lo; l <= hi; l += nativeTxSize {
+			out = append(out, stmt(l, min(l+nativeTxSize-1, hi)))
+		}
+	}
+	if pg {
+		phase(1, b.inserts, func(lo, hi int) string {
+			return fmt.Sprintf("INSERT INTO items SELECT g, g %% 1000, md5(g::text) || md5((g+1)::text), 'pad-' || g FROM generate_series(%d, %d) g", lo, hi)
+		})
+		phase(1, b.updates, func(lo, hi int) string {
+			return fmt.Sprintf("UPDATE items SET k = k + 1, c = md5(c) || '-u', pad = 'upd-' || id WHERE id BETWEEN %d AND %d", lo, hi)
+		})
+	} else {
+		phase(1, b.inserts, func(lo, hi int) string {
+			return fmt.Sprintf("INSERT INTO items SELECT seq, seq %% 1000, CONCAT(MD5(seq), MD5(seq+1)), CONCAT('pad-', seq) FROM seq_%d_to_%d", lo, hi)
+		})
+		phase(1, b.updates, func(lo, hi int) string {
+			return fmt.Sprintf("UPDATE items SET k = k + 1, c = CONCAT(MD5(c), '-u'), pad = CONCAT('upd-', id) WHERE id BETWEEN %d AND %d", lo, hi)
+		})
+	}
+	phase(b.inserts-b.deletes+1, b.inserts, func(lo, hi int) string {
+		return fmt.Sprintf("DELETE FROM items WHERE id BETWEEN %d AND %d", lo, hi)
+	})
+	return append(out, fmt.Sprintf("INSERT INTO items VALUES (%d, 0, 'marker', 'marker')", markerID))
+}
+
+// writeBacklog runs stmts as one transaction each, many transactions per
+// round trip (each still its own commit, so its own transaction in the
+// log).
+func writeBacklog(stmts []string, exec func(batch string) error) error {
+	const perTrip = 200
+	for lo := 0; lo < len(stmts); lo += perTrip {
+		var b strings.Builder
+		for _, s := range stmts[lo:min(lo+perTrip, len(stmts))] {
+			b.WriteString("BEGIN; ")
+			b.WriteString(s)
+			b.WriteString("; COMMIT; ")
+		}
+		if err := exec(b.String()); err != nil {
+			return fmt.Errorf("write the backlog (transactions %d–%d): %w", lo, min(lo+perTrip, len(stmts))-1, err)
+		}
+	}
+	return nil
+}
+
+const nativeDDL = "CREATE TABLE items (id bigint PRIMARY KEY, k int NOT NULL, c varchar(120) NOT NULL, pad varchar(60) NOT NULL)"
+
+// nativeRun is one system catching up one backlog over one link.
+type nativeRun struct {
+	system   string
+	rtt      time.Duration
+	run      int
+	changes  int
+	elapsed  time.Duration
+	verified bool
+	note     string
+}
+
+func (r nativeRun) rate() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.changes) / r.elapsed.Seconds()
+}
+
+type nativeEnv struct {
+	*env
+	nc     nativeConfig
+	sluice string // the binary
+	shape  backlogShape
+	out    []nativeRun
+}
+
+func (e *env) benchNative(ctx context.Context) ([]nativeRun, error) {
+	ne := &nativeEnv{env: e, nc: e.cfg.native, shape: shapeFor(e.cfg.native.scale)}
+	bin, err := filepath.Abs(e.cfg.copy.sluice)
+	if err == nil {
+		_, err = os.Stat(bin)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("-sluice %s: %w (run `make build` first)", e.cfg.copy.sluice, err)
+	}
+	ne.sluice = bin
+	for run := 1; run <= ne.nc.runs; run++ {
+		for _, eng := range ne.nc.engines {
+			if ctx.Err() != nil {
+				return ne.out, ctx.Err()
+			}
+			if eng == "postgres" {
+				e.stopMariaDB()
+				err = ne.postgresRun(ctx, run)
+			} else {
+				e.stopPostgres()
+				err = ne.mariadbRun(ctx, run)
+			}
+			if err != nil {
+				return ne.out, fmt.Errorf("run %d, %s: %w", run, eng, err)
+			}
+		}
+	}
+	return ne.out, nil
+}
+
+func (ne *nativeEnv) record(r nativeRun) {
+	v := "equal"
+	if !r.verified {
+		v = "**MISMATCH**"
+	}
+	fmt.Fprintf(os.Stderr, "    %s, %s: %d changes in %.2f s, %s changes/s, %s\n", r.system, linkLabel(r.rtt), r.changes, r.elapsed.Seconds(), thousands(r.rate()), v)
+	ne.out = append(ne.out, r)
+}
+
+// ---- PostgreSQL ---------------------------------------------------------------
+
+func (ne *nativeEnv) postgresRun(ctx context.Context, run int) error {
+	if err := ne.postgres(ctx); err != nil {
+		return err
+	}
+	src, dst := ne.pgSrc, ne.pgDst
+	name := ne.nextName()
+	fmt.Fprintf(os.Stderr, "==> native, run %d, PostgreSQL: %d-change backlog (database %s)\n", run, ne.shape.changes(), name)
+	if err := src.CreateDatabase(ctx, name); err != nil {
+		return err
+	}
+	srcURL := src.URL(name)
+	defer src.DropDatabase(context.WithoutCancel(ctx), name) //nolint:errcheck // cleanup only
+	if err := execAll(ctx, srcURL, nativeDDL, "CREATE PUBLICATION native_pub FOR TABLE items"); err != nil {
+		return err
+	}
+	// Before the backlog: a slot per subscription, and sluice's streams
+	// started once from now (their slot, publication and checkpoint).
+	type consumer struct {
+		rtt      time.Duration
+		slot     string // the subscription's
+		stream   string // sluice's stream id, also its target database
+		stateDir string
+	}
+	var cs []consumer
+	defer func() {
+		for _, c := range cs {
+			dropSlot(context.WithoutCancel(ctx), srcURL, c.stream, []string{nativeTable})
+			pgDropSlot(context.WithoutCancel(ctx), srcURL, c.slot)
+			dst.DropDatabase(context.WithoutCancel(ctx), c.stream) //nolint:errcheck // cleanup only
+			os.RemoveAll(c.stateDir)
+		}
+	}()
+	for i, rtt := range ne.nc.rtts {
+		c := consumer{rtt: rtt, slot: fmt.Sprintf("%s_sub%d", name, i), stream: fmt.Sprintf("%s_sl%d", name, i)}
+		dir, err := os.MkdirTemp("", "sluice-bench-native-")
+		if err != nil {
+			return fmt.Errorf("state dir: %w", err)
+		}
+		c.stateDir = dir
+		cs = append(cs, c)
+		if err := execAll(ctx, srcURL, fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", c.slot)); err != nil {
+			return fmt.Errorf("create the subscription's slot %s: %w", c.slot, err)
+		}
+		if err := dst.CreateDatabase(ctx, c.stream); err != nil {
+			return err
+		}
+		if err := execAll(ctx, dst.URL(c.stream), nativeDDL); err != nil {
+			return err
+		}
+		if err := ne.sluiceFromNow(ctx, srcURL, dst.URL(c.stream), c.stream, c.stateDir); err != nil {
+			return err
+		}
+	}
+	t0 := time.Now()
+	conn, err := connect(ctx, srcURL)
+	if err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "SET synchronous_commit = off") // the source's write speed is not measured
+	if err == nil {
+		err = writeBacklog(ne.shape.statements(true), func(b string) error { _, err := conn.Exec(ctx, b); return err })
+	}
+	conn.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "    backlog written in %.1f s\n", time.Since(t0).Seconds())
+
+	// The launcher starts a subscription's worker at most once per
+	// wal_retrieve_retry_interval (5 s by default) since it last started
+	// one: back-to-back subscriptions would otherwise wait up to 5 s for
+	// it, which a subscription enabled alone never does.
+	if err := execAll(ctx, dst.URL("postgres"), "ALTER SYSTEM SET wal_retrieve_retry_interval = '10ms'", "SELECT pg_reload_conf()"); err != nil {
+		return fmt.Errorf("subscriber: %w", err)
+	}
+	for _, c := range cs {
+		r, err := ne.pgSubscription(ctx, run, srcURL, name, c.slot, c.rtt)
+		if err != nil {
+			return fmt.Errorf("subscription, %s: %w", linkLabel(c.rtt), err)
+		}
+		ne.record(r)
+		r, err = ne.sluiceCatchUp(ctx, sysPGSluice, run, srcURL, dst.URL(c.stream), dst.Addr(), c.stream, c.stateDir, c.rtt,
+			func(ctx context.Context) (bool, error) { return pgMarker(ctx, dst.URL(c.stream)) },
+			func(ctx context.Context) (bool, error) { return pgEqual(ctx, srcURL, dst.URL(c.stream)) })
+		if err != nil {
+			return fmt.Errorf("sluice, %s: %w", linkLabel(c.rtt), err)
+		}
+		ne.record(r)
+		// Its slot would hold WAL for the rest of the run.
+		dropSlot(context.WithoutCancel(ctx), srcURL, c.stream, []string{nativeTable})
+	}
+	return nil
+}
+
+// pgSubscription creates a disabled subscription on slot (made before the
+// backlog) in a fresh database of the second server, through a proxy in
+// front of the source, and times it from ENABLE to the marker.
+func (ne *nativeEnv) pgSubscription(ctx context.Context, run int, srcURL, srcDB, slot string, rtt time.Duration) (nativeRun, error) {
+	res := nativeRun{system: sysPGNative, rtt: rtt, run: run, changes: ne.shape.changes()}
+	fmt.Fprintf(os.Stderr, "==> native, run %d, PostgreSQL subscription, %s\n", run, linkLabel(rtt))
+	src, dst := ne.pgSrc, ne.pgDst
+	proxy, err := wanproxy.Start(src.Addr(), rtt/2)
+	if err != nil {
+		return res, err
+	}
+	defer proxy.Close()
+	db := slot + "_db"
+	if err := dst.CreateDatabase(ctx, db); err != nil {
+		return res, err
+	}
+	defer dst.DropDatabase(context.WithoutCancel(ctx), db) //nolint:errcheck // cleanup only
+	dstURL := dst.URL(db)
+	host, port, _ := strings.Cut(proxy.Addr(), ":")
+	conninfo := fmt.Sprintf("host=%s port=%s user=%s password=%s dbname=%s sslmode=disable", host, port, src.User, pgQuoteConn(src.Password), srcDB)
+	sub := "sub_" + slot
+	create := fmt.Sprintf("CREATE SUBSCRIPTION %s CONNECTION '%s' PUBLICATION native_pub WITH (create_slot = false, slot_name = '%s', copy_data = false, enabled = false)",
+		sub, strings.ReplaceAll(conninfo, "'", "''"), slot)
+	if err := execAll(ctx, dstURL, nativeDDL); err != nil {
+		return res, err
+	}
+	if err := execAll(ctx, dstURL, create); err != nil {
+		return res, errors.New("create subscription: " + strings.ReplaceAll(err.Error(), src.Password, "***"))
+	}
+	// DROP SUBSCRIPTION stops its worker and drops its slot on the source.
+	defer execAll(context.WithoutCancel(ctx), dstURL, "DROP SUBSCRIPTION "+sub) //nolint:errcheck // cleanup only
+	conn, err := connect(ctx, dstURL)
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	t0 := time.Now()
+	if _, err := conn.Exec(ctx, "ALTER SUBSCRIPTION "+sub+" ENABLE"); err != nil {
+		return res, fmt.Errorf("enable subscription %s: %w", sub, err)
+	}
+	// A failing apply worker retries for ever; its errors are counted.
+	broken := func(ctx context.Context) error {
+		var n int64
+		err := conn.QueryRow(ctx, "SELECT coalesce(sum(apply_error_count), 0) FROM pg_stat_subscription_stats WHERE subname = $1", sub).Scan(&n)
+		if err == nil && n > 0 {
+			err = fmt.Errorf("subscription %s: its apply worker failed %d times (the subscriber's log, %s, says why)", sub, n, filepath.Join(dst.Dir, "postgres.log"))
+		}
+		return err
+	}
+	seen, err := pollMarker(ctx, ne.nc.timeout, func(ctx context.Context) (bool, error) { return pgMarkerOn(ctx, conn) }, broken)
+	if err != nil {
+		return res, err
+	}
+	res.elapsed = seen.Sub(t0)
+	res.verified, err = pgEqual(ctx, srcURL, dstURL)
+	return res, err
+}
+
+func pgQuoteConn(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+func pgDropSlot(ctx context.Context, srcURL, slot string) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := execAll(ctx, srcURL, fmt.Sprintf("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '%s'", slot))
+		if err == nil || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond) // retry interval while a walsender still holds the slot
+	}
+}
+
+func pgMarker(ctx context.Context, u string) (bool, error) {
+	conn, err := connect(ctx, u)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return pgMarkerOn(ctx, conn)
+}
+
+func pgMarkerOn(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	var ok bool
+	err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM items WHERE id = $1)", markerID).Scan(&ok)
+	return ok, err
+}
+
+func pgEqual(ctx context.Context, srcURL, dstURL string) (bool, error) {
+	var sides [2]*pgx.Conn
+	for i, u := range []string{srcURL, dstURL} {
+		conn, err := connect(ctx, u)
+		if err != nil {
+			return false, err
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		sides[i] = conn
+	}
+	diffs, err := dbtest.CompareTables(ctx, dbtest.DB{PG: sides[0]}, dbtest.DB{PG: sides[1]}, nativeTable)
+	if err != nil {
+		return false, err
+	}
+	if !diffs.Equal() {
+		fmt.Fprintf(os.Stderr, "    MISMATCH:\n%s\n", firstLines(diffs.String(), 10))
+	}
+	return diffs.Equal(), nil
+}
+
+func firstLines(s string, n int) string {
+	l := strings.Split(s, "\n")
+	if len(l) > n {
+		l = append(l[:n], "…")
+	}
+	return strings.Join(l, "\n")
+}
+
+// ---- MariaDB ------------------------------------------------------------------
+
+// replicaServerID is the second server's server_id while it replicates
+// (dbtest starts every server with 1; a replica must differ from its
+// source).
+const replicaServerID = 2
+
+func (ne *nativeEnv) mariadbRun(ctx context.Context, run int) error {
+	if err := ne.mariadb(ctx); err != nil {
+		return err
+	}
+	src, dst := ne.mySrc, ne.myDst
+	name := ne.nextName()
+	fmt.Fprintf(os.Stderr, "==> native, run %d, MariaDB: %d-change backlog (database %s)\n", run, ne.shape.changes(), name)
+	// The replica and sluice both write the source's database name on the
+	// second server (replication keeps names; sluice qualifies the target
+	// table with the source's schema), one after the other.
+	for _, srv := range []*dbtest.MariaDB{src, dst} {
+		if err := srv.DropDatabase(ctx, name); err != nil {
+			return err
+		}
+		if err := srv.CreateDatabase(ctx, name); err != nil {
+			return err
+		}
+		defer srv.DropDatabase(context.WithoutCancel(ctx), name) //nolint:errcheck // cleanup only
+		if err := myExecAll(ctx, srv.URL(name), nativeDDL); err != nil {
+			return err
+		}
+	}
+	srcURL, dstURL := src.URL(name), dst.URL(name)
+	type consumer struct {
+		rtt      time.Duration
+		stream   string
+		stateDir string
+	}
+	var cs []consumer
+	defer func() {
+		for _, c := range cs {
+			os.RemoveAll(c.stateDir)
+		}
+	}()
+	for i, rtt := range ne.nc.rtts {
+		c := consumer{rtt: rtt, stream: fmt.Sprintf("%s_sl%d", name, i)}
+		dir, err := os.MkdirTemp("", "sluice-bench-native-")
+		if err != nil {
+			return fmt.Errorf("state dir: %w", err)
+		}
+		c.stateDir = dir
+		cs = append(cs, c)
+		if err := ne.sluiceFromNow(ctx, srcURL, dstURL, c.stream, c.stateDir); err != nil {
+			return err
+		}
+	}
+	sdb, err := myConnectMulti(ctx, srcURL)
+	if err != nil {
+		return err
+	}
+	defer sdb.Close()
+	var file string
+	var pos int64
+	var flush int
+	if err := sdb.QueryRowContext(ctx, "SELECT @@GLOBAL.innodb_flush_log_at_trx_commit").Scan(&flush); err != nil {
+		return fmt.Errorf("source: innodb_flush_log_at_trx_commit: %w", err)
+	}
+	if err := scanMasterStatus(ctx, sdb, &file, &pos); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	// The source's write speed is not measured: its commits need not
+	// reach the disk (the source only; the target keeps its setting).
+	if _, err := sdb.ExecContext(ctx, "SET GLOBAL innodb_flush_log_at_trx_commit = 2"); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	err = writeBacklog(ne.shape.statements(false), func(b string) error { _, err := sdb.ExecContext(ctx, b); return err })
+	if _, rerr := sdb.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("SET GLOBAL innodb_flush_log_at_trx_commit = %d", flush)); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "    backlog written in %.1f s (binlog from %s:%d)\n", time.Since(t0).Seconds(), file, pos)
+
+	type replica struct {
+		system  string
+		threads int
+	}
+	replicas := []replica{{sysMyNative, 0}}
+	if ne.nc.myThreads > 0 {
+		replicas = append(replicas, replica{sysMyNativeTuned, ne.nc.myThreads})
+	}
+	for _, c := range cs {
+		for _, rp := range replicas {
+			if err := myExecAll(ctx, dstURL, "TRUNCATE TABLE items"); err != nil {
+				return err
+			}
+			r, err := ne.myReplica(ctx, run, rp.system, rp.threads, srcURL, dstURL, file, pos, c.rtt)
+			if err != nil {
+				return fmt.Errorf("replica (slave_parallel_threads %d), %s: %w", rp.threads, linkLabel(c.rtt), err)
+			}
+			ne.record(r)
+		}
+		if err := myExecAll(ctx, dstURL, "TRUNCATE TABLE items"); err != nil {
+			return err
+		}
+		r, err := ne.sluiceCatchUp(ctx, sysMySluice, run, srcURL, dstURL, dst.Addr(), c.stream, c.stateDir, c.rtt,
+			func(ctx context.Context) (bool, error) { return myMarker(ctx, dstURL) },
+			func(ctx context.Context) (bool, error) { return myEqual(ctx, srcURL, dstURL) })
+		if err != nil {
+			return fmt.Errorf("sluice, %s: %w", linkLabel(c.rtt), err)
+		}
+		ne.record(r)
+	}
+	return nil
+}
+
+func scanMasterStatus(ctx context.Context, db *sql.DB, file *string, pos *int64) error {
+	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
+	if err != nil {
+		return fmt.Errorf("source binlog position: %w", err)
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	if !rows.Next() {
+		return errors.New("source binlog position: SHOW MASTER STATUS returned no row (is log_bin on?)")
+	}
+	vals := make([]any, len(cols))
+	vals[0], vals[1] = file, pos
+	for i := 2; i < len(vals); i++ {
+		vals[i] = new(sql.RawBytes)
+	}
+	if err := rows.Scan(vals...); err != nil {
+		return fmt.Errorf("source binlog position: %w", err)
+	}
+	return rows.Close()
+}
+
+// myReplica points the second server at the source through a proxy, at
+// the binlog position taken before the backlog, and times it from START
+// SLAVE to the marker.
+func (ne *nativeEnv) myReplica(ctx context.Context, run int, system string, threads int, srcURL, dstURL, file string, pos int64, rtt time.Duration) (nativeRun, error) {
+	res := nativeRun{system: system, rtt: rtt, run: run, changes: ne.shape.changes()}
+	fmt.Fprintf(os.Stderr, "==> native, run %d, MariaDB replica (slave_parallel_threads %d), %s\n", run, threads, linkLabel(rtt))
+	src := ne.mySrc
+	proxy, err := wanproxy.Start(src.Addr(), rtt/2)
+	if err != nil {
+		return res, err
+	}
+	defer proxy.Close()
+	db, err := myConnect(ctx, dstURL)
+	if err != nil {
+		return res, err
+	}
+	defer db.Close()
+	host, port, _ := strings.Cut(proxy.Addr(), ":")
+	quote := func(s string) string {
+		return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
+	}
+	setup := []string{
+		"STOP SLAVE",
+		"RESET SLAVE ALL",
+		fmt.Sprintf("SET GLOBAL server_id = %d", replicaServerID),
+		fmt.Sprintf("SET GLOBAL slave_parallel_threads = %d", threads),
+	}
+	if threads > 0 {
+		setup = append(setup, "SET GLOBAL slave_parallel_mode = 'optimistic'")
+	}
+	setup = append(setup, fmt.Sprintf("CHANGE MASTER TO MASTER_HOST = %s, MASTER_PORT = %s, MASTER_USER = %s, MASTER_PASSWORD = %s, MASTER_LOG_FILE = %s, MASTER_LOG_POS = %d, MASTER_USE_GTID = no",
+		quote(host), port, quote(src.User), quote(src.Password), quote(file), pos))
+	for _, s := range setup {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			return res, fmt.Errorf("replica: %s: %w", strings.ReplaceAll(firstLine(s), src.Password, "***"), err)
+		}
+	}
+	defer func() {
+		c := context.WithoutCancel(ctx)
+		db.ExecContext(c, "STOP SLAVE")      //nolint:errcheck // cleanup only
+		db.ExecContext(c, "RESET SLAVE ALL") //nolint:errcheck // cleanup only
+	}()
+	t0 := time.Now()
+	if _, err := db.ExecContext(ctx, "START SLAVE"); err != nil {
+		return res, fmt.Errorf("replica: START SLAVE: %w", err)
+	}
+	seen, err := pollMarker(ctx, ne.nc.timeout, func(ctx context.Context) (bool, error) { return myMarkerOn(ctx, db) },
+		func(ctx context.Context) error { return replicaError(ctx, db) })
+	if err != nil {
+		return res, err
+	}
+	res.elapsed = seen.Sub(t0)
+	res.verified, err = myEqual(ctx, srcURL, dstURL)
+	return res, err
+}
+
+// replicaError is the replica's last I/O or SQL thread error, nil while
+// there is none.
+func replicaError(ctx context.Context, db *sql.DB) error {
+	rows, err := db.QueryContext(ctx, "SHOW SLAVE STATUS")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return err
+	}
+	if !rows.Next() {
+		return rows.Err()
+	}
+	vals := make([]sql.NullString, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	if err := rows.Scan(ptrs...); err != nil {
+		return err
+	}
+	var errs []string
+	for i, c := range cols {
+		if (c == "Last_IO_Error" || c == "Last_SQL_Error") && vals[i].String != "" {
+			errs = append(errs, c+": "+vals[i].String)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("replica stopped: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func myConnectMulti(ctx context.Context, u string) (*sql.DB, error) {
+	cfg, err := mytrigger.ParseDSN(u)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Timeout = 10 * time.Second
+	cfg.MultiStatements = true
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", daemon.MaskURL(u), err)
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(1)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect %s: %w", daemon.MaskURL(u), err)
+	}
+	return db, nil
+}
+
+func myMarker(ctx context.Context, u string) (bool, error) {
+	db, err := myConnect(ctx, u)
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	return myMarkerOn(ctx, db)
+}
+
+func myMarkerOn(ctx context.Context, db *sql.DB) (bool, error) {
+	var ok bool
+	err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM items WHERE id = ?)", markerID).Scan(&ok)
+	return ok, err
+}
+
+func myEqual(ctx context.Context, srcURL, dstURL string) (bool, error) {
+	return sameMyTables(ctx, srcURL, dstURL)
+}
+
+// ---- sluice -------------------------------------------------------------------
+
+// sluiceFromNow starts the stream once with --from-now, directly (nothing
+// timed), until it has recorded its start, and stops it: its slot (or its
+// binlog position) and checkpoint are then before the backlog.
+func (ne *nativeEnv) sluiceFromNow(ctx context.Context, srcURL, dstURL, stream, stateDir string) error {
+	p, err := ne.startSluice(stream, stateDir, "sluice-from-now.log", srcURL, dstURL, "--from-now")
+	if err != nil {
+		return err
+	}
+	defer p.stop() //nolint:errcheck // the normal path stops it and checks
+	deadline := time.Now().Add(2 * time.Minute)
+	for !p.logged(`"msg":"streaming"`) {
+		if err := p.failed(); err != nil {
+			return fmt.Errorf("sluice --from-now: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sluice --from-now: not streaming within 2 min; log:\n%s", p.lw.tail(15))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if code, err := p.stop(); err != nil || code != 0 {
+		return fmt.Errorf("sluice --from-now: exit %d after SIGTERM (%v); log:\n%s", code, err, p.lw.tail(15))
+	}
+	return nil
+}
+
+// sluiceCatchUp starts the stream again, with --initial-copy off, through
+// a proxy in front of the target, and times it from process start to the
+// marker on the target.
+func (ne *nativeEnv) sluiceCatchUp(ctx context.Context, system string, run int, srcURL, dstURL, dstAddr, stream, stateDir string, rtt time.Duration,
+	marker func(context.Context) (bool, error), equal func(context.Context) (bool, error)) (nativeRun, error) {
+	res := nativeRun{system: system, rtt: rtt, run: run, changes: ne.shape.changes()}
+	fmt.Fprintf(os.Stderr, "==> native, run %d, %s, %s\n", run, nativeTitle(system, ne.nc), linkLabel(rtt))
+	proxy, err := wanproxy.Start(dstAddr, rtt/2)
+	if err != nil {
+		return res, err
+	}
+	defer proxy.Close()
+	proxyURL, err := withHost(dstURL, proxy.Addr())
+	if err != nil {
+		return res, err
+	}
+	t0 := time.Now()
+	p, err := ne.startSluice(stream, stateDir, "sluice.log", srcURL, proxyURL, "--initial-copy", "off")
+	if err != nil {
+		return res, err
+	}
+	defer p.stop() //nolint:errcheck // the normal path stops it and checks
+	seen, err := pollMarker(ctx, ne.nc.timeout, marker, func(context.Context) error { return p.failed() })
+	if err != nil {
+		return res, fmt.Errorf("%w; log:\n%s", err, p.lw.tail(15))
+	}
+	res.elapsed = seen.Sub(t0)
+	if code, err := p.stop(); err != nil || code != 0 {
+		res.note = fmt.Sprintf("exit %d after SIGTERM (%v)", code, err)
+	}
+	res.verified, err = equal(ctx)
+	return res, err
+}
+
+// sluiceProc is a running bin/sluice.
+type sluiceProc struct {
+	cmd     *exec.Cmd
+	done    chan struct{}
+	waitErr error
+	lw      *logWatch
+}
+
+func (ne *nativeEnv) startSluice(stream, stateDir, logName, srcURL, dstURL string, extra ...string) (*sluiceProc, error) {
+	logPath := filepath.Join(stateDir, logName)
+	args := append([]string{"sync", "start", "--source", srcURL, "--target", dstURL, "--tables", nativeTable,
+		"--state-dir", filepath.Join(stateDir, "state"), "--stream-id", stream, "--log-format", "json"}, extra...)
+	if ne.cfg.verbose {
+		fmt.Fprintf(os.Stderr, "    %s %s\n", ne.sluice, strings.Join(maskArgs(args), " "))
+	}
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("sluice log: %w", err)
+	}
+	defer f.Close()
+	cmd := exec.Command(ne.sluice, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group, so a Ctrl-C reaches it only through the
+	// bench, which stops it with SIGTERM; SIGKILL if the bench dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", ne.sluice, err)
+	}
+	p := &sluiceProc{cmd: cmd, done: make(chan struct{}), lw: &logWatch{path: logPath}}
+	go func() { p.waitErr = cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// logged reports whether a log line so far holds s.
+func (p *sluiceProc) logged(s string) bool {
+	p.lw.scan()
+	return slices.ContainsFunc(p.lw.lines, func(l string) bool { return strings.Contains(l, s) })
+}
+
+// failed is why sluice cannot get there any more: it exited or logged an
+// error; nil while it runs.
+func (p *sluiceProc) failed() error {
+	select {
+	case <-p.done:
+		p.lw.scan()
+		return fmt.Errorf("sluice exited (%v)", p.waitErr)
+	default:
+	}
+	p.lw.scan()
+	if p.lw.fatal != "" {
+		return fmt.Errorf("sluice logged %q", p.lw.fatal)
+	}
+	return nil
+}
+
+func (p *sluiceProc) stop() (int, error) {
+	select {
+	case <-p.done:
+	default:
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+			return -1, errors.New("sluice did not stop within 30 s of SIGTERM; killed")
+		}
+	}
+	return p.cmd.ProcessState.ExitCode(), nil
+}
+
+// ---- waiting ------------------------------------------------------------------
+
+// pollMarker polls until marker reports the row there and returns when it
+// first did; it fails after timeout, or as soon as broken (when given)
+// returns an error.
+func pollMarker(ctx context.Context, timeout time.Duration, marker func(context.Context) (bool, error), broken func(context.Context) error) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var lastErr error
+	for i := 0; ; i++ {
+		ok, err := marker(ctx)
+		if ok && err == nil {
+			return time.Now(), nil
+		}
+		if err != nil {
+			lastErr = err
+		}
+		// Every 20 polls: a broken consumer fails now, not at the deadline.
+		if broken != nil && i%20 == 0 {
+			if err := broken(ctx); err != nil {
+				return time.Time{}, err
+			}
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("marker row not on the target within %v (-native-timeout; last poll error: %v)", timeout, lastErr)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// ---- report -------------------------------------------------------------------
+
+func linkLabel(d time.Duration) string {
+	return fmt.Sprintf("%g ms proxy", float64(d)/float64(time.Millisecond))
+}
+
+func nativeTitle(system string, nc nativeConfig) string {
+	switch system {
+	case sysPGNative:
+		return "PostgreSQL logical replication (subscription)"
+	case sysPGSluice:
+		return "sluice, pgoutput → PostgreSQL"
+	case sysMyNative:
+		return "MariaDB replication (replica, slave_parallel_threads 0: the default)"
+	case sysMyNativeTuned:
+		return fmt.Sprintf("MariaDB replication (replica, slave_parallel_threads %d, optimistic)", nc.myThreads)
+	case sysMySluice:
+		return "sluice, binlog → MariaDB"
+	}
+	return system
+}
+
+// median is the middle value of xs (the mean of the two middle ones for
+// an even count), 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// cell is the median rate of a system at an RTT over its verified runs,
+// and how many runs there were and how many verified.
+func nativeCell(rs []nativeRun, system string, rtt time.Duration) (rate float64, runs, verified int) {
+	var xs []float64
+	for _, r := range rs {
+		if r.system == system && r.rtt == rtt {
+			runs++
+			if r.verified {
+				verified++
+				xs = append(xs, r.rate())
+			}
+		}
+	}
+	return median(xs), runs, verified
+}
+
+// kRate is a rate as the issue writes it: 44.8k/s.
+func kRate(f float64) string { return fmt.Sprintf("%.1fk/s", f/1000) }
+
+func renderNative(nc nativeConfig, rs []nativeRun, took time.Duration) string {
+	var b strings.Builder
+	shape := shapeFor(nc.scale)
+	fmt.Fprintf(&b, "\n## sluice against native replication (issue 14), %s (section took %s)\n\n", time.Now().Format("2006-01-02 15:04"), took.Round(time.Second))
+	fmt.Fprintf(&b, "Backlog per run and engine: %s inserts, then %s updates, then %s deletes in %d-change source transactions, then a marker row, in `items (id bigint primary key, k int, c varchar(120), pad varchar(60))`; written while every consumer is stopped, positioned before it. "+
+		"Each system crosses one WAN proxy (half the RTT each way): native replication pulls across it (the subscription's CONNECTION, the replica's MASTER_PORT point at the proxy in front of the source); sluice (`sync start --initial-copy off`, resuming a stream started with `--from-now` before the backlog) pushes across it to the target. "+
+		"Timed from start (ENABLE, START SLAVE, sluice's process start) until the marker is on the target; then the table is checked equal (CompareTables on PostgreSQL, CHECKSUM TABLE on MariaDB). "+
+		"Rates are backlog changes (%s) per second, the median of %d run(s), on a shared, noisy machine. MariaDB's replica and sluice's MariaDB target are the same server (binlog on, log_slave_updates off), as are PostgreSQL's subscriber and sluice's PostgreSQL target.\n\n",
+		thousands(float64(shape.inserts)), thousands(float64(shape.updates)), thousands(float64(shape.deletes)), nativeTxSize, thousands(float64(shape.changes())), nc.runs)
+	first, last := nc.rtts[0], nc.rtts[len(nc.rtts)-1]
+	b.WriteString("| |")
+	for _, rtt := range nc.rtts {
+		fmt.Fprintf(&b, " %s |", linkLabel(rtt))
+	}
+	ratioCol := len(nc.rtts) > 1
+	if ratioCol {
+		fmt.Fprintf(&b, " %s ÷ %s |", rttLabel(last), rttLabel(first))
+	}
+	b.WriteString("\n|---|")
+	for range nc.rtts {
+		b.WriteString("---:|")
+	}
+	if ratioCol {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	for _, sys := range nativeSystems {
+		if _, n, _ := nativeCell(rs, sys, first); n == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s |", nativeTitle(sys, nc))
+		for _, rtt := range nc.rtts {
+			rate, n, v := nativeCell(rs, sys, rtt)
+			switch {
+			case n == 0:
+				b.WriteString(" — |")
+			case v < n:
+				fmt.Fprintf(&b, " %s (**%d of %d runs MISMATCH**) |", kRateOrDash(rate, v), n-v, n)
+			default:
+				fmt.Fprintf(&b, " %s |", kRate(rate))
+			}
+		}
+		if ratioCol {
+			a, _, _ := nativeCell(rs, sys, first)
+			z, _, _ := nativeCell(rs, sys, last)
+			if a > 0 && z > 0 {
+				fmt.Fprintf(&b, " %.2f |", z/a)
+			} else {
+				b.WriteString(" — |")
+			}
+		}
+		b.WriteString("\n")
+	}
+
+	mark := func(ok bool) string {
+		if ok {
+			return "✓"
+		}
+		return "**✗ under the goal**"
+	}
+	fmt.Fprintf(&b, "\n### Ratios and goals (issue 14), at the %s\n\n", linkLabel(last))
+	for _, p := range []struct {
+		sluice, native, engine string
+		goal                   float64
+	}{
+		{sysPGSluice, sysPGNative, "PostgreSQL", goalNativePG},
+		{sysMySluice, sysMyNative, "MariaDB", goalNativeMy},
+		{sysMySluice, sysMyNativeTuned, "MariaDB", 0},
+	} {
+		s, _, _ := nativeCell(rs, p.sluice, last)
+		n, _, _ := nativeCell(rs, p.native, last)
+		if s == 0 || n == 0 {
+			continue
+		}
+		if p.goal > 0 {
+			fmt.Fprintf(&b, "* %s: sluice ÷ native at %s: **%.2f×** (%s vs %s; goal ≥ %.1f×) %s\n", p.engine, rttLabel(last), s/n, kRate(s), kRate(n), p.goal, mark(s/n >= p.goal))
+		} else {
+			fmt.Fprintf(&b, "* %s: sluice ÷ the tuned replica (slave_parallel_threads %d) at %s: **%.2f×** (%s vs %s)\n", p.engine, nc.myThreads, rttLabel(last), s/n, kRate(s), kRate(n))
+		}
+	}
+	if ratioCol {
+		for _, sys := range []string{sysPGSluice, sysMySluice} {
+			a, _, _ := nativeCell(rs, sys, first)
+			z, _, _ := nativeCell(rs, sys, last)
+			if a > 0 && z > 0 {
+				fmt.Fprintf(&b, "* %s: %s ÷ %s: **%.2f** (goal ≥ %.1f) %s\n", nativeTitle(sys, nc), rttLabel(last), rttLabel(first), z/a, goalNativeLink, mark(z/a >= goalNativeLink))
+			}
+		}
+	}
+
+	fmt.Fprintln(&b, "\n### Every run")
+	fmt.Fprintln(&b, "\n| run | system | link | changes | seconds | changes/s | verified |")
+	fmt.Fprintln(&b, "|---:|---|---|---:|---:|---:|---|")
+	for _, r := range rs {
+		v := "equal"
+		if !r.verified {
+			v = "**MISMATCH**"
+		}
+		if r.note != "" {
+			v += " (" + r.note + ")"
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f | %s | %s |\n", r.run, nativeTitle(r.system, nc), linkLabel(r.rtt), r.changes, r.elapsed.Seconds(), thousands(r.rate()), v)
+	}
+	fmt.Fprintln(&b)
+	return b.String()
+}
+
+func kRateOrDash(rate float64, verified int) string {
+	if verified == 0 {
+		return "—"
+	}
+	return kRate(rate)
+}

@@ -257,7 +257,12 @@ func (v *run) table(ctx context.Context, name sluice.TableName) (*table, error) 
 				return nil, fmt.Errorf("table %s: column %s of the source is not on the target %s: the target's table must have every source column (add it, or verify another table list)", name, c.Name, v.cfg.Target.Where())
 			}
 			id := quoteIdent(d, c.Name)
-			e, err := CanonExpr(CanonColumn{Dialect: d, Ident: id, Type: own.Columns[i].Type, Source: c, SourceDialect: sd})
+			ti := tgt.ColumnIndex(c.Name)
+			if ti < 0 {
+				return nil, fmt.Errorf("table %s: column %s of the source is not on the target %s: the target's table must have every source column (add it, or verify another table list)", name, c.Name, v.cfg.Target.Where())
+			}
+			e, err := CanonExpr(CanonColumn{Dialect: d, Ident: id, Type: own.Columns[i].Type, Source: c, SourceDialect: sd,
+				TargetType: tgt.Columns[ti].Type, TargetDialect: td})
 			if err != nil {
 				return nil, fmt.Errorf("table %s column %s (%s on %s): %w", n, c.Name, own.Columns[i].Type, d, err)
 			}

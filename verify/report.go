@@ -56,7 +56,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	case rows > 0:
 		fmt.Fprintf(&b, "summary: %d of %d tables differ, %d rows differ (%s, %s)\n", differ, len(r.Tables), rows, mode, r.Elapsed.Round(time.Millisecond))
 	case r.Unsettled() > 0:
-		fmt.Fprintf(&b, "summary: no difference found, but %d ranges or keys are unsettled (%s, %s)\n", r.Unsettled(), mode, r.Elapsed.Round(time.Millisecond))
+		fmt.Fprintf(&b, "summary: no difference found, but %d keys are unsettled (%s, %s)\n", r.Unsettled(), mode, r.Elapsed.Round(time.Millisecond))
 	default:
 		fmt.Fprintf(&b, "summary: %d tables equal (%s, %s)\n", len(r.Tables), mode, r.Elapsed.Round(time.Millisecond))
 	}

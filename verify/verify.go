@@ -92,7 +92,7 @@ type TableReport struct {
 	Diffs    []Diff `json:"diffs"`
 	// Truncated: more differences than MaxDiffs were found.
 	Truncated bool `json:"truncated,omitempty"`
-	// Unsettled are ranges or keys that kept changing on the source
+	// Unsettled are keys that kept changing on the source
 	// through every round: neither equal nor proven different.
 	Unsettled []string `json:"unsettled,omitempty"`
 	// NoKey: the table has no primary key and differs; its rows cannot be

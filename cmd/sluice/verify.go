@@ -165,7 +165,7 @@ func runVerify(c *cli.Context) error {
 	case rep.Differences() > 0:
 		return daemon.Fail(daemon.ExitFailure, fmt.Errorf("verify: %d rows differ between source and target (listed above)", rep.Differences()))
 	case rep.Unsettled() > 0:
-		return cantRun(fmt.Errorf("verify: %d ranges or keys kept changing on the source and were neither proven equal nor different: run verify again (the stream may be far behind, or a hot row changes on every round)", rep.Unsettled()))
+		return cantRun(fmt.Errorf("verify: %d keys kept changing on the source and were neither proven equal nor different: run verify again (the stream may be far behind, or a hot row changes on every round)", rep.Unsettled()))
 	}
 	return nil
 }

@@ -108,6 +108,7 @@ func newApp() *cli.App {
 			configCommand(),
 			sourceCommand(),
 			diagnoseCommand(),
+			verifyCommand(),
 			{
 				Name:  "version",
 				Usage: "print sluice's version and commit",

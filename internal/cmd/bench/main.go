@@ -23,7 +23,9 @@
 // proxy, issue 11; -copy-rows scales it down for a quick run) and
 // "native" (native.go: sluice against PostgreSQL's subscriptions and
 // MariaDB's replicas catching up one backlog over a 0 ms and a 96 ms
-// proxy, issue 14; -native-scale scales it down).
+// proxy, issue 14; -native-scale scales it down) and
+// "verify" (verify.go: sluice verify against a row-by-row comparison
+// through counted 96 ms links, and its accuracy cases, issue 12).
 package main
 
 import (
@@ -101,6 +103,7 @@ type config struct {
 	sections []string
 	ctl      ctlConfig
 	copy     copyConfig
+	verify   verifyConfig
 	native   nativeConfig
 }
 
@@ -109,7 +112,7 @@ const (
 	secController = "controller"
 )
 
-var allSections = []string{secSources, secController, secCopy, secNative}
+var allSections = []string{secSources, secController, secCopy, secNative, secVerify}
 
 func main() {
 	var cfg config
@@ -133,6 +136,7 @@ func main() {
 	flag.DurationVar(&cfg.ctl.runLimit, "controller-run-limit", 20*time.Second, "controller section: stop a run after this and report its partial rate")
 	flag.IntVar(&cfg.ctl.maxLanes, "controller-max-lanes", 8, "controller section: --max-lanes of the model run with lanes")
 	copyDone := copyFlags(&cfg.copy)
+	verifyDone := verifyFlags(&cfg.verify)
 	nativeDone := nativeFlags(&cfg.native)
 	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file")
 	flag.Parse()
@@ -157,6 +161,9 @@ func main() {
 	}
 	if err == nil {
 		err = nativeDone()
+	}
+	if err == nil {
+		err = verifyDone()
 	}
 	if err == nil && (cfg.ctl.changes < 1 || cfg.ctl.maxLanes < 1 || cfg.ctl.killAfter <= 0 || cfg.ctl.killBudget <= 0 || cfg.ctl.runLimit <= 0) {
 		err = errors.New("controller section: -controller-changes, -controller-max-lanes, -controller-kill-after, -controller-kill-budget and -controller-run-limit must be positive")
@@ -410,6 +417,17 @@ func run(ctx context.Context, cfg config) error {
 		if err != nil {
 			fmt.Print(report)
 			return fmt.Errorf("copy: %w", err)
+		}
+	}
+	if slices.Contains(cfg.sections, secVerify) {
+		verifyBegan := time.Now()
+		vr, err := e.benchVerify(ctx)
+		if len(vr) > 0 {
+			report += renderVerify(cfg.verify, vr, time.Since(verifyBegan))
+		}
+		if err != nil {
+			fmt.Print(report)
+			return fmt.Errorf("verify: %w", err)
 		}
 	}
 	if slices.Contains(cfg.sections, secNative) {

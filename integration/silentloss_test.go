@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
+	"github.com/sluice-cdc/sluice/verify"
 )
 
 // dbOf is an endpoint as the comparison reads it.
@@ -33,6 +35,47 @@ func (e *endpoint) dbOf() dbtest.DB {
 func waitEqual(t *testing.T, src, dst *endpoint, tables []string, within time.Duration, run *running) {
 	t.Helper()
 	waitEqualDB(t, src.dbOf(), dst.dbOf(), tables, within, run)
+	verifyAgrees(t, src, dst, tables)
+}
+
+// verifyAgrees runs sluice verify's engine over tables the independent
+// comparison has just found equal: it must find them equal too (issue 12:
+// the tests use verify, but never it alone).
+func verifyAgrees(t *testing.T, src, dst *endpoint, tables []string) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := verify.Open(ctx, "--source", src.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d, err := verify.Open(ctx, "--target", dst.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	names := make([]sluice.TableName, len(tables))
+	for i, tb := range tables {
+		if names[i], err = sluice.ParseTableName(tb); err != nil {
+			t.Fatal(err)
+		}
+		if src.engine == daemon.EnginePostgres && names[i].Schema == "" {
+			names[i].Schema = "public"
+		}
+	}
+	rep, err := verify.Run(ctx, verify.Config{Source: s, Target: d, Tables: names})
+	if err != nil {
+		t.Fatalf("sluice verify over tables the independent comparison finds equal: %v", err)
+	}
+	if n := rep.Differences(); n != 0 {
+		var b strings.Builder
+		for _, tr := range rep.Tables {
+			if !tr.Equal() {
+				fmt.Fprintf(&b, "\n%+v", tr)
+			}
+		}
+		t.Fatalf("sluice verify reports %d differences in tables the independent comparison finds equal:%s", n, b.String())
+	}
 }
 
 // waitEqualDB is waitEqual for any two databases: the tables are compared

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/internal/txkiller"
+)
+
+// randDur is a random duration in [lo, hi).
+func (pr *pairRun) randDur(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(pr.rng.Int64N(int64(hi-lo)))
+}
+
+// sleep waits d or until ctx ends: the length of a fault or the gap
+// between two, never a wait for replication (that is polled).
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// scenarioKills kills sluice with SIGKILL at random moments and restarts
+// it at once. The stream starts on a populated source, with the target
+// link's bandwidth limited until the hand-off, so that the first kills
+// land in the initial copy; every tenth kill first waits for progress, so
+// that the run cannot pass by restarting forever. After each kill the
+// acknowledged position is checked against the target.
+func (pr *pairRun) scenarioKills(ctx context.Context) (string, []string, error) {
+	pr.dst.proxy.SetBandwidth(pr.cfg.copyBandwidth)
+	defer pr.dst.proxy.SetBandwidth(0)
+	inCopy, starting, checks := 0, 0, 0
+	var violations []string
+	var notes []string
+	var lastProgress uint64
+	copyDone := false
+	for i := 0; i < pr.cfg.kills && ctx.Err() == nil; i++ {
+		if i%10 == 9 {
+			ok := poll(ctx, time.Now().Add(60*time.Second), 100*time.Millisecond, func() bool {
+				st, ok := pr.status()
+				return ok && progress(st) > lastProgress
+			})
+			if !ok {
+				notes = append(notes, fmt.Sprintf("no progress within 60 s before kill %d (last error: %s)", i+1, lastError(pr.logPath)))
+			}
+		}
+		pr.mu.Lock()
+		pid := pr.proc.cmd.Process.Pid
+		pr.mu.Unlock()
+		if pr.rng.IntN(3) == 0 {
+			// Anywhere from the start: the connects, the preflight, the
+			// slot or the copy's snapshot.
+			sleep(ctx, pr.randDur(50*time.Millisecond, 1500*time.Millisecond))
+		} else {
+			// Once it runs (copying or streaming): anywhere in its work.
+			poll(ctx, time.Now().Add(30*time.Second), 20*time.Millisecond, func() bool {
+				st, ok := pr.status()
+				return ok && st.PID == pid
+			})
+			sleep(ctx, pr.randDur(0, 1200*time.Millisecond))
+		}
+		st, ok := pr.status()
+		switch {
+		case ok && st.PID == pid && st.Copy != nil && !st.Copy.Done:
+			inCopy++
+		case !ok || st.PID != pid || !st.Running:
+			starting++
+		}
+		if ok && st.PID == pid {
+			lastProgress = max(lastProgress, progress(st))
+			if !copyDone && st.Running && st.Copy == nil {
+				copyDone = true
+				pr.dst.proxy.SetBandwidth(0) // the copy is over: the stream at full speed
+			}
+		}
+		pr.kill()
+		checks++
+		v, err := pr.checkAck(ctx)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("ack check after kill %d: %v", i+1, err))
+		} else if v != "" {
+			violations = append(violations, fmt.Sprintf("kill %d: %s", i+1, v))
+			pr.logf("VIOLATION after kill %d: %s", i+1, v)
+		}
+		pr.vlogf("kill %d/%d (in copy %d)", i+1, pr.cfg.kills, inCopy)
+		if err := pr.startSluice(); err != nil {
+			return "", notes, err
+		}
+	}
+	faults := fmt.Sprintf("kill -9 ×%d (%d in the initial copy, %d while starting)", pr.cfg.kills, inCopy, starting)
+	if len(violations) > 0 {
+		notes = append(notes, fmt.Sprintf("ACK PAST TARGET after %d of %d kills: %s", len(violations), checks, strings.Join(violations, "; ")))
+		return faults, notes, fmt.Errorf("acknowledged position past the target after %d kills", len(violations))
+	}
+	notes = append(notes, fmt.Sprintf("ack ≤ target checked after each of the %d kills", checks))
+	return faults, notes, nil
+}
+
+// progress is a number that grows as the stream (or its copy) moves.
+func progress(st daemon.Status) uint64 {
+	p := st.Applied
+	if st.Copy != nil {
+		p += uint64(st.Copy.Rows)
+	}
+	return p
+}
+
+// scenarioTargetRestarts crashes the target server (immediate shutdown)
+// at random moments under load.
+func (pr *pairRun) scenarioTargetRestarts(ctx context.Context) (string, []string, error) {
+	var notes []string
+	for i := 0; i < pr.cfg.targetRestarts && ctx.Err() == nil; i++ {
+		sleep(ctx, pr.randDur(time.Second, 3*time.Second))
+		t0 := time.Now()
+		if err := pr.dst.crash(ctx); err != nil {
+			return "", notes, err
+		}
+		pr.vlogf("target crash %d: back in %v", i+1, time.Since(t0))
+	}
+	return fmt.Sprintf("target crash ×%d (%s)", pr.cfg.targetRestarts, crashKind(pr.spec.dst)), notes, nil
+}
+
+func crashKind(e daemon.Engine) string {
+	if e == daemon.EnginePostgres {
+		return "SIGQUIT, immediate shutdown"
+	}
+	return "SIGKILL"
+}
+
+// scenarioSourceRestarts crashes the source server at random moments; the
+// writer is held across each crash so that none of its commits is in
+// doubt.
+func (pr *pairRun) scenarioSourceRestarts(ctx context.Context) (string, []string, error) {
+	for i := 0; i < pr.cfg.sourceRestarts && ctx.Err() == nil; i++ {
+		sleep(ctx, pr.randDur(time.Second, 3*time.Second))
+		pr.wr.hold()
+		err := pr.src.crash(ctx)
+		pr.wr.release()
+		if err != nil {
+			return "", nil, err
+		}
+		pr.vlogf("source crash %d", i+1)
+	}
+	return fmt.Sprintf("source crash ×%d (%s)", pr.cfg.sourceRestarts, crashKind(pr.spec.src)), nil, nil
+}
+
+// scenarioBlackholes holds the target's link, then the source's, and so
+// on: bytes held, connections left open, for -blackhole-for each.
+func (pr *pairRun) scenarioBlackholes(ctx context.Context) (string, []string, error) {
+	var links []string
+	for i := 0; i < pr.cfg.blackholes && ctx.Err() == nil; i++ {
+		sleep(ctx, pr.randDur(time.Second, 2*time.Second))
+		e, name := pr.dst, "target"
+		if i%2 == 1 {
+			e, name = pr.src, "source"
+		}
+		links = append(links, name)
+		e.proxy.Blackhole(0)
+		sleep(ctx, pr.cfg.blackholeFor)
+		e.proxy.ClearBlackhole()
+		pr.vlogf("blackhole %d (%s link) cleared", i+1, name)
+	}
+	return fmt.Sprintf("blackhole %v ×%d (%s link)", pr.cfg.blackholeFor, pr.cfg.blackholes, strings.Join(links, ", ")), nil, nil
+}
+
+// scenarioStorm runs the transaction killer on the target while the
+// writer runs faster than the target link carries (a 80 ms RTT, 64 KiB/s
+// link), so that the backlog grows, the batches with it, and a batch's
+// transaction outlives the killer's limit.
+func (pr *pairRun) scenarioStorm(ctx context.Context) (string, []string, error) {
+	const stormOneWay, stormBandwidth = 40 * time.Millisecond, 64 << 10
+	pr.dst.proxy.SetDelay(stormOneWay)
+	pr.dst.proxy.SetBandwidth(stormBandwidth)
+	pr.wr.pause.Store(int64(5 * time.Millisecond))
+	defer func() {
+		pr.dst.proxy.SetDelay(pr.cfg.oneWay)
+		pr.dst.proxy.SetBandwidth(0)
+		pr.wr.pause.Store(int64(defaultPause))
+	}()
+	var k *txkiller.Killer
+	var err error
+	if pr.dst.pgSrv != nil {
+		k, err = txkiller.StartPostgres(ctx, pr.dst.killerURL(), pr.cfg.killerAge, 250*time.Millisecond)
+	} else {
+		k, err = txkiller.StartMariaDB(ctx, pr.dst.killerURL(), pr.cfg.killerAge, 250*time.Millisecond)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	sleep(ctx, pr.cfg.stormFor)
+	k.Stop()
+	var notes []string
+	st, _ := pr.status()
+	notes = append(notes, fmt.Sprintf("killer killed %d transactions; sluice counted %d kills, batch size %d", k.Killed(), st.Kills, st.BatchSize))
+	return fmt.Sprintf("txkiller > %v for %v (%v RTT, %d KiB/s)", pr.cfg.killerAge, pr.cfg.stormFor, 2*stormOneWay, stormBandwidth>>10), notes, nil
+}
+
+// scenarioReadOnly makes the target refuse writes for -read-only-for,
+// checks with a probe that it really does, then lets it accept them again.
+func (pr *pairRun) scenarioReadOnly(ctx context.Context) (string, []string, error) {
+	sleep(ctx, pr.randDur(time.Second, 2*time.Second))
+	if err := pr.dst.setReadOnly(ctx, true); err != nil {
+		return "", nil, err
+	}
+	var notes []string
+	var probeErr error
+	if err := pr.dst.probeWrite(ctx); err == nil {
+		probeErr = fmt.Errorf("the read-only episode did not refuse a write by the applier's account")
+	} else {
+		notes = append(notes, "probe write refused: "+firstLine(err.Error()))
+	}
+	sleep(ctx, pr.cfg.readOnlyFor)
+	if err := pr.dst.setReadOnly(ctx, false); err != nil {
+		return "", notes, err
+	}
+	how := "default_transaction_read_only + sessions terminated"
+	if pr.dst.mySrv != nil {
+		how = "SET GLOBAL read_only=1, applier without SUPER"
+	}
+	return fmt.Sprintf("target read-only %v (%s)", pr.cfg.readOnlyFor, how), notes, probeErr
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}

@@ -110,7 +110,9 @@ func run() int {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			seed := cfg.seed + uint64(i)*1_000_003
+			// By the pair's place in allPairs, so that -pairs with one
+			// pair replays that pair's workload of a larger run.
+			seed := cfg.seed + uint64(slices.IndexFunc(allPairs, func(p pairSpec) bool { return p.name == ps.name }))*1_000_003
 			results[i], errs[i] = runPair(ctx, cfg, ps, seed, deadline)
 		}()
 	}

@@ -74,8 +74,8 @@ func (pr *pairRun) vlogf(format string, args ...any) {
 	}
 }
 
-// scenario injects its faults and says what it injected; faultEnd is when
-// the last fault ended, from which the time to recover is measured.
+// scenario injects its faults and says what it injected; the time to
+// recover is measured from its return, when the last fault has ended.
 type scenario struct {
 	name string
 	run  func(pr *pairRun, ctx context.Context) (faults string, notes []string, err error)

@@ -36,21 +36,29 @@ func (pr *pairRun) scenarioKills(ctx context.Context) (string, []string, error) 
 	inCopy, starting, checks := 0, 0, 0
 	var violations []string
 	var notes []string
-	var lastProgress uint64
+	var lastApplied uint64
 	copyDone := false
 	for i := 0; i < pr.cfg.kills && ctx.Err() == nil; i++ {
+		pr.mu.Lock()
+		pid := pr.proc.cmd.Process.Pid
+		pr.mu.Unlock()
 		if i%10 == 9 {
+			// This process copies rows, or applies past the last one's
+			// checkpoint.
 			ok := poll(ctx, time.Now().Add(60*time.Second), 100*time.Millisecond, func() bool {
 				st, ok := pr.status()
-				return ok && progress(st) > lastProgress
+				if !ok || st.PID != pid {
+					return false
+				}
+				if st.Copy != nil {
+					return st.Copy.Rows > 0
+				}
+				return st.Running && st.Applied > lastApplied
 			})
 			if !ok {
 				notes = append(notes, fmt.Sprintf("no progress within 60 s before kill %d (last error: %s)", i+1, lastError(pr.logPath)))
 			}
 		}
-		pr.mu.Lock()
-		pid := pr.proc.cmd.Process.Pid
-		pr.mu.Unlock()
 		if pr.rng.IntN(3) == 0 {
 			// Anywhere from the start: the connects, the preflight, the
 			// slot or the copy's snapshot.
@@ -71,7 +79,9 @@ func (pr *pairRun) scenarioKills(ctx context.Context) (string, []string, error) 
 			starting++
 		}
 		if ok && st.PID == pid {
-			lastProgress = max(lastProgress, progress(st))
+			if st.Copy == nil {
+				lastApplied = max(lastApplied, st.Applied)
+			}
 			if !copyDone && st.Running && st.Copy == nil {
 				copyDone = true
 				pr.dst.proxy.SetBandwidth(0) // the copy is over: the stream at full speed
@@ -98,15 +108,6 @@ func (pr *pairRun) scenarioKills(ctx context.Context) (string, []string, error) 
 	}
 	notes = append(notes, fmt.Sprintf("ack ≤ target checked after each of the %d kills", checks))
 	return faults, notes, nil
-}
-
-// progress is a number that grows as the stream (or its copy) moves.
-func progress(st daemon.Status) uint64 {
-	p := st.Applied
-	if st.Copy != nil {
-		p += uint64(st.Copy.Rows)
-	}
-	return p
 }
 
 // scenarioTargetRestarts crashes the target server (immediate shutdown)

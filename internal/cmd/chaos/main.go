@@ -74,6 +74,7 @@ type config struct {
 	copyBandwidth int64         // bytes/s on the target link while the copy runs, so that kills land in it
 	prefixTxs     int           // workload transactions committed before the stream starts
 	txs           int           // workload transactions in all (the writer stops when it runs out)
+	pause         time.Duration // between the writer's transactions, outside the storm
 	oneWay        time.Duration // target link delay
 	recoverWithin time.Duration // a scenario's catch-up deadline: past it the stream has stalled
 	duration      time.Duration // cap on the whole run: scenarios not started by then are skipped
@@ -110,6 +111,10 @@ func run() int {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if ctx.Err() != nil {
+				errs[i] = ctx.Err()
+				return
+			}
 			// By the pair's place in allPairs, so that -pairs with one
 			// pair replays that pair's workload of a larger run.
 			seed := cfg.seed + uint64(slices.IndexFunc(allPairs, func(p pairSpec) bool { return p.name == ps.name }))*1_000_003
@@ -162,7 +167,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&cfg.sluice, "sluice", "bin/sluice", "the sluice binary to run (make build)")
 	fs.StringVar(&pairs, "pairs", strings.Join(defaultPairs, ","), "pairs to run, comma-separated, or all: "+pairNames(allPairs))
 	fs.Uint64Var(&cfg.seed, "seed", 0, "seed of the workloads and the fault schedule (0: from the clock); printed, replays a run")
-	fs.IntVar(&cfg.parallel, "parallel", 0, "pairs run at once (default 1, with -short all)")
+	fs.IntVar(&cfg.parallel, "parallel", 0, "pairs run at once (default 2, with -short all)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep each pair's sluice log and state dir even when it passes")
 	fs.BoolVar(&cfg.verbose, "v", false, "print each fault as it is injected")
 	kills := fs.Int("kills", -1, "kill -9 of sluice per pair (default 100, -short 4)")
@@ -208,21 +213,29 @@ func parseFlags(args []string) (config, error) {
 	cfg.bulkRows = max(pick(*bulk, 60000, 12000), 1)
 	cfg.duration = pickD(*dur, 30*time.Minute, 4*time.Minute)
 	if cfg.parallel <= 0 {
-		cfg.parallel = 1
+		// Two at a time fit 2 cores: a pair's servers and sluice idle
+		// through most of its faults.
+		cfg.parallel = 2
 		if *short {
 			cfg.parallel = len(allPairs)
 		}
 	}
-	// The copy should take a few seconds however many rows: about 60
-	// bytes a row on the wire.
-	cfg.copyBandwidth = max(int64(cfg.bulkRows)*60/6, 64<<10)
-	cfg.prefixTxs = 60
-	// The writer runs through every scenario at up to ~40 transactions/s;
-	// when it runs out the remaining scenarios run without load (said in
-	// their notes), which a larger -duration does not change.
-	cfg.txs = cfg.prefixTxs + int(cfg.duration.Seconds())*10
+	// The copy should take some 20 s of running time (-short: 5 s)
+	// however many rows (about 60 bytes a row on the wire), so that many
+	// kills land in it.
+	copySecs := int64(20)
 	if *short {
-		cfg.txs = cfg.prefixTxs + 5000
+		copySecs = 5
+	}
+	cfg.copyBandwidth = max(int64(cfg.bulkRows)*60/copySecs, 32<<10)
+	cfg.prefixTxs = 60
+	// The generator's time grows with the square of its transactions (3,000
+	// take a second, 18,000 half a minute), so the writer is paced to make
+	// 9,000 last a pair's scenarios; when it runs out the remaining ones
+	// run without load, which their notes say.
+	cfg.txs, cfg.pause = cfg.prefixTxs+9000, 60*time.Millisecond
+	if *short {
+		cfg.txs, cfg.pause = cfg.prefixTxs+5000, 25*time.Millisecond
 	}
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -178,6 +179,19 @@ func failedRows(rs []row) bool {
 // the workload's first transactions and chaos_bulk's rows before the
 // stream starts, so that its initial copy has them to copy.
 func (pr *pairRun) setup(ctx context.Context) error {
+	// The generator takes seconds: it runs while the servers start.
+	generated := make(chan *wlgen.Workload, 1)
+	go func() {
+		generated <- wlgen.Generate(wlgen.Config{
+			Seed: pr.seed, Source: wlgen.Engine(pr.spec.src), Target: wlgen.Engine(pr.spec.dst),
+			Txs: pr.cfg.txs, MaxStmts: 8,
+		})
+	}()
+	defer func() {
+		if pr.w == nil {
+			<-generated
+		}
+	}()
 	var err error
 	db := "chaos_" + pr.spec.name
 	if pr.src, err = startEndpoint(ctx, pr.spec.src, db, 0, false); err != nil {
@@ -186,10 +200,7 @@ func (pr *pairRun) setup(ctx context.Context) error {
 	if pr.dst, err = startEndpoint(ctx, pr.spec.dst, db, pr.cfg.oneWay, true); err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
-	pr.w = wlgen.Generate(wlgen.Config{
-		Seed: pr.seed, Source: wlgen.Engine(pr.spec.src), Target: wlgen.Engine(pr.spec.dst),
-		Txs: pr.cfg.txs, MaxStmts: 8,
-	})
+	pr.w = <-generated
 	for _, e := range []*endpoint{pr.src, pr.dst} {
 		ddl := append(pr.w.Schema.DDL(wlgen.Engine(e.engine)), runnerDDL...)
 		if e == pr.dst {
@@ -315,7 +326,7 @@ func (pr *pairRun) supervise() {
 		p := pr.proc
 		if p != nil && p.exited() && !p.killed.Load() {
 			pr.selfExits++
-			pr.exitWhy = append(pr.exitWhy, fmt.Sprintf("%v: %s", p.err, lastError(pr.logPath)))
+			pr.exitWhy = append(pr.exitWhy, fmt.Sprintf("%v, %s", p.err, lastError(pr.logPath)))
 			pr.vlogf("sluice exited by itself (%v): %s", p.err, lastError(pr.logPath))
 			p.killed.Store(true) // handled
 			pr.mu.Unlock()
@@ -369,7 +380,7 @@ func (pr *pairRun) stopSluice() {
 	}
 }
 
-// lastError is the message of the last error-level line of sluice's log.
+// lastError is the error of the last error-level line of sluice's log.
 func lastError(path string) string {
 	f, err := os.Open(path)
 	if err != nil {
@@ -384,8 +395,14 @@ func lastError(path string) string {
 			last = l
 		}
 	}
-	if len(last) > 400 {
-		last = last[:400] + "…"
+	var line struct {
+		Err string `json:"err"`
+	}
+	if json.Unmarshal([]byte(last), &line) == nil && line.Err != "" {
+		last = line.Err
+	}
+	if len(last) > 300 {
+		last = last[:300] + "…"
 	}
 	return last
 }

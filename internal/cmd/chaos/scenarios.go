@@ -62,14 +62,14 @@ func (pr *pairRun) scenarioKills(ctx context.Context) (string, []string, error) 
 		if pr.rng.IntN(3) == 0 {
 			// Anywhere from the start: the connects, the preflight, the
 			// slot or the copy's snapshot.
-			sleep(ctx, pr.randDur(50*time.Millisecond, 1500*time.Millisecond))
+			sleep(ctx, pr.randDur(50*time.Millisecond, 1200*time.Millisecond))
 		} else {
 			// Once it runs (copying or streaming): anywhere in its work.
 			poll(ctx, time.Now().Add(30*time.Second), 20*time.Millisecond, func() bool {
 				st, ok := pr.status()
 				return ok && st.PID == pid
 			})
-			sleep(ctx, pr.randDur(0, 1200*time.Millisecond))
+			sleep(ctx, pr.randDur(0, 800*time.Millisecond))
 		}
 		st, ok := pr.status()
 		switch {
@@ -169,18 +169,18 @@ func (pr *pairRun) scenarioBlackholes(ctx context.Context) (string, []string, er
 }
 
 // scenarioStorm runs the transaction killer on the target while the
-// writer runs faster than the target link carries (a 80 ms RTT, 64 KiB/s
+// writer runs faster than the target link carries (a 80 ms RTT, 32 KiB/s
 // link), so that the backlog grows, the batches with it, and a batch's
 // transaction outlives the killer's limit.
 func (pr *pairRun) scenarioStorm(ctx context.Context) (string, []string, error) {
-	const stormOneWay, stormBandwidth = 40 * time.Millisecond, 64 << 10
+	const stormOneWay, stormBandwidth = 40 * time.Millisecond, 32 << 10
 	pr.dst.proxy.SetDelay(stormOneWay)
 	pr.dst.proxy.SetBandwidth(stormBandwidth)
-	pr.wr.pause.Store(int64(5 * time.Millisecond))
+	pr.wr.pause.Store(int64(10 * time.Millisecond))
 	defer func() {
 		pr.dst.proxy.SetDelay(pr.cfg.oneWay)
 		pr.dst.proxy.SetBandwidth(0)
-		pr.wr.pause.Store(int64(defaultPause))
+		pr.wr.pause.Store(int64(pr.cfg.pause))
 	}()
 	var k *txkiller.Killer
 	var err error

@@ -32,13 +32,10 @@ type writer struct {
 	err     error
 }
 
-// defaultPause paces the writer at up to ~40 transactions/s: a sustained
-// stream over the whole run rather than one burst.
-const defaultPause = 25 * time.Millisecond
-
 func newWriter(pr *pairRun, txs []wlgen.Tx) *writer {
 	w := &writer{pr: pr, txs: txs, rng: rand.New(rand.NewPCG(pr.seed, 0xb01c)), done: make(chan struct{}), stop: make(chan struct{})}
-	w.pause.Store(int64(defaultPause))
+	// Paced: a sustained stream over the whole run rather than one burst.
+	w.pause.Store(int64(pr.cfg.pause))
 	return w
 }
 

@@ -54,12 +54,13 @@ var defaultPairs = []string{"pg_logical_to_pg", "maria_binlog_to_maria", "pg_tri
 
 // config is the run's settings, from the flags.
 type config struct {
-	sluice   string
-	pairs    []pairSpec
-	seed     uint64
-	parallel int
-	keep     bool
-	verbose  bool
+	sluice    string
+	pairs     []pairSpec
+	scenarios []string // keys
+	seed      uint64
+	parallel  int
+	keep      bool
+	verbose   bool
 
 	kills          int
 	targetRestarts int
@@ -159,13 +160,22 @@ func pairNames(ps []pairSpec) string {
 	return strings.Join(names, ",")
 }
 
+func scenarioKeys() string {
+	keys := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		keys[i] = s.key
+	}
+	return strings.Join(keys, ",")
+}
+
 func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	var cfg config
-	var pairs string
+	var pairs, scens string
 	short := fs.Bool("short", false, "a few faults of each kind, short episodes, pairs in parallel: about a minute")
 	fs.StringVar(&cfg.sluice, "sluice", "bin/sluice", "the sluice binary to run (make build)")
 	fs.StringVar(&pairs, "pairs", strings.Join(defaultPairs, ","), "pairs to run, comma-separated, or all: "+pairNames(allPairs))
+	fs.StringVar(&scens, "scenarios", scenarioKeys(), "scenarios to run, comma-separated, in this order")
 	fs.Uint64Var(&cfg.seed, "seed", 0, "seed of the workloads and the fault schedule (0: from the clock); printed, replays a run")
 	fs.IntVar(&cfg.parallel, "parallel", 0, "pairs run at once (default 2, with -short all)")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep each pair's sluice log and state dir even when it passes")
@@ -253,6 +263,16 @@ func parseFlags(args []string) (config, error) {
 			return cfg, fmt.Errorf("-pairs: unknown pair %q; the pairs are %s", name, pairNames(allPairs))
 		}
 		cfg.pairs = append(cfg.pairs, allPairs[i])
+	}
+	for _, key := range strings.Split(scens, ",") {
+		key = strings.TrimSpace(key)
+		if key == "" {
+			continue
+		}
+		if !slices.ContainsFunc(scenarios, func(s scenario) bool { return s.key == key }) {
+			return cfg, fmt.Errorf("-scenarios: unknown scenario %q; the scenarios are %s", key, scenarioKeys())
+		}
+		cfg.scenarios = append(cfg.scenarios, key)
 	}
 	if len(cfg.pairs) == 0 {
 		return cfg, errors.New("-pairs: no pair given")

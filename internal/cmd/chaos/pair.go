@@ -11,6 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +26,7 @@ import (
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
+	"github.com/sluice-cdc/sluice/internal/wanproxy"
 	wlgen "github.com/sluice-cdc/sluice/internal/workload"
 	"github.com/sluice-cdc/sluice/source/pglogical"
 )
@@ -55,6 +59,10 @@ type pairRun struct {
 	dir      string
 	stateDir string
 	logPath  string
+	// dstURL is the target as sluice reaches it: the target proxy's, or
+	// after the zombie scenario a second proxy's.
+	dstURL   string
+	altProxy *wanproxy.Proxy
 
 	mu        sync.Mutex // guards proc, selfExits, exitWhy across the supervisor
 	proc      *sluiceProc
@@ -78,17 +86,19 @@ func (pr *pairRun) vlogf(format string, args ...any) {
 // scenario injects its faults and says what it injected; the time to
 // recover is measured from its return, when the last fault has ended.
 type scenario struct {
+	key  string // for -scenarios
 	name string
 	run  func(pr *pairRun, ctx context.Context) (faults string, notes []string, err error)
 }
 
 var scenarios = []scenario{
-	{"kill -9", (*pairRun).scenarioKills},
-	{"target restarts", (*pairRun).scenarioTargetRestarts},
-	{"source restarts", (*pairRun).scenarioSourceRestarts},
-	{"link blackholes", (*pairRun).scenarioBlackholes},
-	{"txkiller storm", (*pairRun).scenarioStorm},
-	{"target read-only", (*pairRun).scenarioReadOnly},
+	{"kill", "kill -9", (*pairRun).scenarioKills},
+	{"target-restarts", "target restarts", (*pairRun).scenarioTargetRestarts},
+	{"source-restarts", "source restarts", (*pairRun).scenarioSourceRestarts},
+	{"blackholes", "link blackholes", (*pairRun).scenarioBlackholes},
+	{"storm", "txkiller storm", (*pairRun).scenarioStorm},
+	{"read-only", "target read-only", (*pairRun).scenarioReadOnly},
+	{"zombie", "zombie batch", (*pairRun).scenarioZombie},
 }
 
 func runPair(ctx context.Context, cfg config, spec pairSpec, seed uint64, deadline time.Time) (rows []row, err error) {
@@ -111,6 +121,12 @@ func runPair(ctx context.Context, cfg config, spec pairSpec, seed uint64, deadli
 	}
 	defer pr.src.close()
 	defer pr.dst.close()
+	pr.dstURL = pr.dst.sluiceURL
+	defer func() {
+		if pr.altProxy != nil {
+			pr.altProxy.Close()
+		}
+	}()
 
 	pr.wr = newWriter(pr, pr.w.Txs[cfg.prefixTxs:])
 	go pr.wr.run(ctx)
@@ -124,6 +140,9 @@ func runPair(ctx context.Context, cfg config, spec pairSpec, seed uint64, deadli
 	defer pr.stopSluice()
 
 	for _, sc := range scenarios {
+		if !slices.Contains(cfg.scenarios, sc.key) {
+			continue
+		}
 		r := row{pair: spec.name, scenario: sc.name}
 		if time.Now().After(deadline) {
 			r.skipped, r.ack = true, "-"
@@ -134,8 +153,9 @@ func runPair(ctx context.Context, cfg config, spec pairSpec, seed uint64, deadli
 		pr.logf("scenario %s", sc.name)
 		before := pr.wr.changes.Load()
 		exitsBefore := pr.exits()
-		if sc.name == "kill -9" {
-			before = 0 // the prefix, copied by the initial copy, is this scenario's
+		first := len(rows) == 0
+		if first {
+			before = 0 // the prefix, copied by the initial copy, is the first scenario's
 		}
 		faults, notes, ferr := sc.run(pr, ctx)
 		r.faults, r.notes = faults, notes
@@ -144,7 +164,7 @@ func runPair(ctx context.Context, cfg config, spec pairSpec, seed uint64, deadli
 		}
 		pr.settle(ctx, &r, time.Now())
 		r.changes = pr.wr.changes.Load() - before
-		if sc.name == "kill -9" {
+		if first {
 			r.changes += int64(pr.prefixChanges())
 		}
 		if n := pr.exits() - exitsBefore; n > 0 {
@@ -261,7 +281,7 @@ func (p *sluiceProc) exited() bool {
 }
 
 func (pr *pairRun) sluiceArgs() []string {
-	return []string{"sync", "start", "--source", pr.src.sluiceURL, "--target", pr.dst.sluiceURL,
+	return []string{"sync", "start", "--source", pr.src.sluiceURL, "--target", pr.dstURL,
 		"--tables", strings.Join(pr.tables, ","), "--state-dir", pr.stateDir, "--stream-id", streamID,
 		"--source-mode", pr.spec.mode, "--min-lanes", "1", "--max-lanes", "4",
 		"--copy-workers", "2", "--copy-chunk-rows", "1000", "--poll-interval", "50ms",
@@ -475,7 +495,7 @@ func (pr *pairRun) settle(ctx context.Context, r *row, faultEnd time.Time) {
 		for _, td := range diffs {
 			r.diffs += len(td.Rows)
 		}
-		pr.logf("DIFFERENCES after %s (seed %d):\n%s", r.scenario, pr.seed, diffs)
+		pr.logf("DIFFERENCES after %s (seed %d):\n%s%s", r.scenario, pr.seed, diffs, traces(pr.w, diffs))
 		r.notes = append(r.notes, "differences listed in the log above")
 	}
 	if equal && pr.spec.src == daemon.EngineMySQL && pr.spec.dst == daemon.EngineMySQL {
@@ -632,4 +652,41 @@ func retry(ctx context.Context, deadline time.Time, f func() error) error {
 		}
 		time.Sleep(250 * time.Millisecond) // retry interval
 	}
+}
+
+var keyPart = regexp.MustCompile(`[a-z_0-9]+=(-?[0-9]+)`)
+
+// traces lists, for the first differing rows, what the source did to
+// them, from the workload's model (chaos_bulk's random updates are not in
+// it).
+func traces(w *wlgen.Workload, diffs dbtest.Diffs) string {
+	var b strings.Builder
+	shown := 0
+	for _, td := range diffs {
+		for _, r := range td.Rows {
+			if shown == 8 {
+				return b.String()
+			}
+			var key []int64
+			for _, m := range keyPart.FindAllStringSubmatch(r.Key, -1) {
+				v, _ := strconv.ParseInt(m[1], 10, 64)
+				key = append(key, v)
+			}
+			table := td.Table
+			if i := strings.LastIndexByte(table, '.'); i >= 0 {
+				table = table[i+1:]
+			}
+			fmt.Fprintf(&b, "\nsource statements on %s %s:", td.Table, r.Key)
+			lines := w.Trace(table, key)
+			for i, line := range lines {
+				if i == 30 {
+					fmt.Fprintf(&b, "\n    … and %d more", len(lines)-i)
+					break
+				}
+				b.WriteString("\n    " + line)
+			}
+			shown++
+		}
+	}
+	return b.String()
 }

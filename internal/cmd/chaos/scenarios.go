@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/txkiller"
+	"github.com/sluice-cdc/sluice/internal/wanproxy"
 )
 
 // randDur is a random duration in [lo, hi).
@@ -231,4 +232,46 @@ func firstLine(s string) string {
 		s = s[:160] + "…"
 	}
 	return s
+}
+
+// scenarioZombie partitions a running sluice from the target in the middle
+// of its work: the target link is held while sluice applies, so that a
+// batch it sent is in the link, not yet on the server; sluice is killed and
+// a new one started that reaches the target by another path (a failover,
+// or a supervisor restarting it while the old connection lingers); after a
+// while the partition heals and the old process's held bytes reach the
+// target, as TCP delivers a dead process's unsent data. The target's
+// server still has the old session and runs what arrives: if it is a whole
+// batch with its COMMIT, it commits old row images and an old checkpoint
+// over what the new process has written since, and only a fence (a
+// checkpoint the old batch must not overwrite, or the old session ended
+// before the new one writes) keeps that from showing as differences.
+func (pr *pairRun) scenarioZombie(ctx context.Context) (string, []string, error) {
+	const heldFor, newRuns = 1500 * time.Millisecond, 5 * time.Second
+	var notes []string
+	sleep(ctx, pr.randDur(time.Second, 2*time.Second))
+	pr.dst.proxy.Blackhole(0)
+	defer pr.dst.proxy.ClearBlackhole()
+	sleep(ctx, heldFor) // sluice sends its next batch into the held link
+	pr.kill()
+	if pr.altProxy == nil {
+		var target string
+		if pr.dst.pgSrv != nil {
+			target = pr.dst.pgSrv.Addr()
+		} else {
+			target = pr.dst.mySrv.Addr()
+		}
+		p2, err := wanproxy.Start(target, pr.cfg.oneWay)
+		if err != nil {
+			return "", nil, err
+		}
+		pr.altProxy = p2
+		pr.dstURL = strings.Replace(pr.dst.sluiceURL, pr.dst.proxy.Addr(), p2.Addr(), 1)
+	}
+	if err := pr.startSluice(); err != nil {
+		return "", nil, err
+	}
+	sleep(ctx, newRuns) // the new sluice applies the backlog and newer changes
+	pr.dst.proxy.ClearBlackhole()
+	return fmt.Sprintf("target link held %v, kill -9, restart by a second path, the old link released %v later", heldFor, newRuns), notes, nil
 }

@@ -148,6 +148,14 @@ func (e *endpoint) crash(ctx context.Context) error {
 	return err
 }
 
+// proxyTarget is the server's address, which the proxies forward to.
+func (e *endpoint) proxyTarget() string {
+	if e.pgSrv != nil {
+		return e.pgSrv.Addr()
+	}
+	return e.mySrv.Addr()
+}
+
 // killerURL is the transaction killer's connection: the superuser, direct.
 func (e *endpoint) killerURL() string {
 	if e.pgSrv != nil {

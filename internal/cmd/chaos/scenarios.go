@@ -238,40 +238,103 @@ func firstLine(s string) string {
 // of its work: the target link is held while sluice applies, so that a
 // batch it sent is in the link, not yet on the server; sluice is killed and
 // a new one started that reaches the target by another path (a failover,
-// or a supervisor restarting it while the old connection lingers); after a
-// while the partition heals and the old process's held bytes reach the
-// target, as TCP delivers a dead process's unsent data. The target's
-// server still has the old session and runs what arrives: if it is a whole
-// batch with its COMMIT, it commits old row images and an old checkpoint
-// over what the new process has written since, and only a fence (a
-// checkpoint the old batch must not overwrite, or the old session ended
-// before the new one writes) keeps that from showing as differences.
+// or a supervisor — or the watchdog — restarting it while the old
+// connection lingers); after a while the partition heals and the old
+// process's held bytes reach the target, as TCP delivers a dead process's
+// unsent data. The server still has the old session and runs what
+// arrives: if it is a whole batch with its COMMIT, it commits old row
+// images and an old checkpoint over what the new process has written
+// since, unless something fences it off. Rounds alternate the two paths.
 func (pr *pairRun) scenarioZombie(ctx context.Context) (string, []string, error) {
 	const heldFor, newRuns = 1500 * time.Millisecond, 5 * time.Second
-	var notes []string
-	sleep(ctx, pr.randDur(time.Second, 2*time.Second))
-	pr.dst.proxy.Blackhole(0)
-	defer pr.dst.proxy.ClearBlackhole()
-	sleep(ctx, heldFor) // sluice sends its next batch into the held link
-	pr.kill()
+	rounds := 3
+	if pr.cfg.kills < 10 { // -short
+		rounds = 2
+	}
 	if pr.altProxy == nil {
-		var target string
-		if pr.dst.pgSrv != nil {
-			target = pr.dst.pgSrv.Addr()
-		} else {
-			target = pr.dst.mySrv.Addr()
-		}
+		target := pr.dst.proxyTarget()
 		p2, err := wanproxy.Start(target, pr.cfg.oneWay)
 		if err != nil {
 			return "", nil, err
 		}
 		pr.altProxy = p2
-		pr.dstURL = strings.Replace(pr.dst.sluiceURL, pr.dst.proxy.Addr(), p2.Addr(), 1)
 	}
-	if err := pr.startSluice(); err != nil {
-		return "", nil, err
+	paths := [2]*wanproxy.Proxy{pr.dst.proxy, pr.altProxy}
+	var notes []string
+	cur := 0
+	for round := 0; round < rounds && ctx.Err() == nil; round++ {
+		// Streaming, not copying: the batch held is an apply batch.
+		poll(ctx, time.Now().Add(60*time.Second), 50*time.Millisecond, func() bool {
+			st, ok := pr.status()
+			return ok && st.Running && st.Copy == nil
+		})
+		sleep(ctx, pr.randDur(500*time.Millisecond, 1500*time.Millisecond))
+		held := paths[cur]
+		held.Blackhole(0)
+		sleep(ctx, heldFor) // sluice sends its next batch into the held link
+		pr.kill()
+		cur = 1 - cur
+		pr.dstURL = strings.Replace(pr.dst.sluiceURL, pr.dst.proxy.Addr(), paths[cur].Addr(), 1)
+		if err := pr.startSluice(); err != nil {
+			held.ClearBlackhole()
+			return "", notes, err
+		}
+		sleep(ctx, newRuns) // the new sluice applies the backlog and newer changes
+		before, err := pr.laneSeqs(ctx)
+		if err != nil {
+			held.ClearBlackhole()
+			return "", notes, err
+		}
+		held.ClearBlackhole()
+		// The old session runs what reaches it at once; a lane whose
+		// checkpoint went back in seq was written by the dead process's
+		// batch.
+		sleep(ctx, time.Second)
+		after, err := pr.laneSeqs(ctx)
+		if err != nil {
+			return "", notes, err
+		}
+		for lane, seq := range before {
+			if a, ok := after[lane]; ok && a < seq {
+				notes = append(notes, fmt.Sprintf("round %d: the dead process's batch committed after the new process's: lane %d's checkpoint seq went back from %d to %d", round+1, lane, seq, a))
+			}
+		}
 	}
-	sleep(ctx, newRuns) // the new sluice applies the backlog and newer changes
-	pr.dst.proxy.ClearBlackhole()
-	return fmt.Sprintf("target link held %v, kill -9, restart by a second path, the old link released %v later", heldFor, newRuns), notes, nil
+	return fmt.Sprintf("×%d: target link held %v, kill -9, restart by the other path, the held link released %v later", rounds, heldFor, newRuns), notes, nil
+}
+
+// laneSeqs reads the seq of each lane's checkpoint row on the target.
+func (pr *pairRun) laneSeqs(ctx context.Context) (map[int]uint64, error) {
+	out := map[int]uint64{}
+	q := "SELECT lane, seq FROM sluice.checkpoint WHERE stream = $1"
+	if pr.dst.pg != nil {
+		rows, err := pr.dst.pg.Query(ctx, q, streamID)
+		if err != nil {
+			return nil, fmt.Errorf("read the target's checkpoint rows: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var lane int
+			var seq int64
+			if err := rows.Scan(&lane, &seq); err != nil {
+				return nil, err
+			}
+			out[lane] = uint64(seq)
+		}
+		return out, rows.Err()
+	}
+	rows, err := pr.dst.my.QueryContext(ctx, "SELECT lane, seq FROM sluice_checkpoint WHERE stream = ?", streamID)
+	if err != nil {
+		return nil, fmt.Errorf("read the target's checkpoint rows: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var lane int
+		var seq uint64
+		if err := rows.Scan(&lane, &seq); err != nil {
+			return nil, err
+		}
+		out[lane] = seq
+	}
+	return out, rows.Err()
 }

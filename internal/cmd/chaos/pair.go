@@ -168,7 +168,7 @@ func runPair(ctx context.Context, cfg config, spec pairSpec, seed uint64, deadli
 			r.changes += int64(pr.prefixChanges())
 		}
 		if n := pr.exits() - exitsBefore; n > 0 {
-			r.notes = append(r.notes, fmt.Sprintf("sluice exited by itself %d× (restarted after 1 s, as systemd would): %s", n, pr.lastExitWhy()))
+			r.notes = append(r.notes, fmt.Sprintf("sluice exited by itself %d× (restarted 1 s later, as systemd would); last: %s", n, pr.lastExitWhy()))
 		}
 		if pr.wr.exhausted() {
 			r.notes = append(r.notes, "the workload ran out during the scenario")
@@ -421,8 +421,8 @@ func lastError(path string) string {
 	if json.Unmarshal([]byte(last), &line) == nil && line.Err != "" {
 		last = line.Err
 	}
-	if len(last) > 300 {
-		last = last[:300] + "…"
+	if len(last) > 200 {
+		last = strings.ToValidUTF8(last[:200], "") + "…"
 	}
 	return last
 }

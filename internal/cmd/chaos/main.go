@@ -78,6 +78,7 @@ type config struct {
 	pause         time.Duration // between the writer's transactions, outside the storm
 	oneWay        time.Duration // target link delay
 	recoverWithin time.Duration // a scenario's catch-up deadline: past it the stream has stalled
+	equalWithin   time.Duration // after the marker: lanes behind it finish within this
 	duration      time.Duration // cap on the whole run: scenarios not started by then are skipped
 }
 
@@ -222,6 +223,7 @@ func parseFlags(args []string) (config, error) {
 	cfg.readOnlyFor = pickD(*ro, 20*time.Second, 4*time.Second)
 	cfg.bulkRows = max(pick(*bulk, 60000, 12000), 1)
 	cfg.duration = pickD(*dur, 30*time.Minute, 4*time.Minute)
+	cfg.equalWithin = pickD(0, 60*time.Second, 15*time.Second)
 	if cfg.parallel <= 0 {
 		// Two at a time fit 2 cores: a pair's servers and sluice idle
 		// through most of its faults.

@@ -481,7 +481,7 @@ func (pr *pairRun) settle(ctx context.Context, r *row, faultEnd time.Time) {
 	// Lanes behind the marker's finish within moments of it.
 	var diffs dbtest.Diffs
 	var cmpErr error
-	equal := poll(ctx, time.Now().Add(60*time.Second), 500*time.Millisecond, func() bool {
+	equal := poll(ctx, time.Now().Add(pr.cfg.equalWithin), 500*time.Millisecond, func() bool {
 		diffs, cmpErr = dbtest.CompareTables(ctx, pr.src.cmpDB(), pr.dst.cmpDB(), pr.tables...)
 		return cmpErr == nil && diffs.Equal()
 	})

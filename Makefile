@@ -7,7 +7,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test unit demo bench lint deps clean
+.PHONY: all build test unit demo bench chaos lint deps clean
 
 all: build
 
@@ -31,6 +31,13 @@ demo: deps build
 # Throughput report (changes/s, RTT, batch sizes, memory); not a test.
 bench: deps build
 	$(GO) run ./internal/cmd/bench
+
+# Faults under live load for every source mode × target engine: kill -9,
+# server crashes, link blackholes, a killer storm, a read-only target; a
+# table of what sluice survived, non-zero on any difference. Not a test
+# (≤ 30 min on 2 cores); CHAOS_FLAGS=-short runs it in about a minute.
+chaos: deps build
+	$(GO) run ./internal/cmd/chaos -sluice bin/sluice $(CHAOS_FLAGS)
 
 lint:
 	@out=$$(gofmt -l . 2>&1); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

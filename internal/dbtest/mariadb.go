@@ -318,6 +318,25 @@ func (m *MariaDB) Restart(ctx context.Context) error {
 	return nil
 }
 
+// Crash kills mariadbd with SIGKILL, as a crash would (InnoDB runs crash
+// recovery on the next start), and starts it again on the same port and
+// data directory.
+func (m *MariaDB) Crash(ctx context.Context) error {
+	m.mu.Lock()
+	proc := m.proc
+	m.proc = nil
+	m.mu.Unlock()
+	if proc != nil {
+		if err := proc.stop(syscall.SIGKILL, 30*time.Second); err != nil {
+			return fmt.Errorf("crash mariadb: %w", err)
+		}
+	}
+	if err := m.start(ctx, true); err != nil {
+		return fmt.Errorf("start mariadb after a kill: %w", err)
+	}
+	return nil
+}
+
 // shutdown sends SIGTERM, mariadbd's normal shutdown.
 func (m *MariaDB) shutdown() error {
 	m.mu.Lock()

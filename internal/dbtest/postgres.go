@@ -249,6 +249,26 @@ func (p *Postgres) Restart(ctx context.Context) error {
 	return nil
 }
 
+// Crash stops the server with an immediate shutdown (SIGQUIT: the
+// postmaster kills its backends at once, without a checkpoint, so the next
+// start runs crash recovery) and starts it again on the same port and data
+// directory.
+func (p *Postgres) Crash(ctx context.Context) error {
+	p.mu.Lock()
+	proc := p.proc
+	p.proc = nil
+	p.mu.Unlock()
+	if proc != nil {
+		if err := proc.stop(syscall.SIGQUIT, 30*time.Second); err != nil {
+			return fmt.Errorf("crash postgres: %w", err)
+		}
+	}
+	if err := p.start(ctx); err != nil {
+		return fmt.Errorf("start postgres after an immediate shutdown: %w", err)
+	}
+	return nil
+}
+
 // shutdown performs a fast shutdown: SIGINT rolls back open transactions and
 // disconnects clients, unlike the default smart shutdown which waits for them.
 func (p *Postgres) shutdown() error {

@@ -1,7 +1,10 @@
 // Package wanproxy is a TCP proxy that puts a wide-area link between a client
 // and a server on one machine: each direction is a true delay line (data read
-// at t is written at t+d, order kept, bandwidth not throttled). It also counts
-// client round trips and can drop or refuse connections to test faults.
+// at t is written at t+d, order kept, bandwidth not throttled unless a limit
+// is set). It also counts client round trips and injects link faults, each
+// settable while the proxy runs, after toxiproxy's toxics: drop or refuse
+// connections, blackhole the link (bytes held, connections left open), reset
+// connections (RST), and limit the bandwidth of each direction.
 package wanproxy
 
 import (
@@ -32,6 +35,11 @@ type Proxy struct {
 	delay      atomic.Int64 // one-way delay in nanoseconds
 	roundTrips atomic.Int64
 	refuse     atomic.Bool
+	bandwidth  atomic.Int64 // bytes/s per direction of each connection; 0: unlimited
+
+	holdMu    sync.Mutex
+	held      chan struct{} // non-nil while blackholed; closed when released
+	holdTimer *time.Timer
 
 	mu     sync.Mutex
 	conns  map[*link]struct{}
@@ -91,6 +99,89 @@ func (p *Proxy) SetRefuse(on bool) {
 		p.DropConnections()
 	}
 }
+
+// Blackhole holds every byte in both directions of every connection, open
+// or opened meanwhile, without closing any: a link that went silent, as a
+// network partition does. The bytes are kept, in order, and delivered when
+// the blackhole ends, as TCP's retransmissions would once a partition heals
+// (toxiproxy's timeout toxic drops them instead). It ends after d, or with
+// ClearBlackhole when d is 0; a Blackhole while one is on replaces its end.
+func (p *Proxy) Blackhole(d time.Duration) {
+	p.holdMu.Lock()
+	defer p.holdMu.Unlock()
+	if p.held == nil {
+		p.held = make(chan struct{})
+	}
+	if p.holdTimer != nil {
+		p.holdTimer.Stop()
+		p.holdTimer = nil
+	}
+	if d > 0 {
+		held := p.held
+		p.holdTimer = time.AfterFunc(d, func() { p.release(held) })
+	}
+}
+
+// ClearBlackhole ends a blackhole: held bytes flow again at once.
+func (p *Proxy) ClearBlackhole() {
+	p.holdMu.Lock()
+	held := p.held
+	p.holdMu.Unlock()
+	if held != nil {
+		p.release(held)
+	}
+}
+
+// Blackholed reports whether a blackhole is on.
+func (p *Proxy) Blackholed() bool { return p.heldChan() != nil }
+
+// release ends the blackhole held, unless another has replaced it.
+func (p *Proxy) release(held chan struct{}) {
+	p.holdMu.Lock()
+	defer p.holdMu.Unlock()
+	if p.held != held {
+		return
+	}
+	if p.holdTimer != nil {
+		p.holdTimer.Stop()
+		p.holdTimer = nil
+	}
+	close(p.held)
+	p.held = nil
+}
+
+func (p *Proxy) heldChan() chan struct{} {
+	p.holdMu.Lock()
+	defer p.holdMu.Unlock()
+	return p.held
+}
+
+// ResetConnections ends every open connection with a TCP reset (RST) on
+// both sides instead of an orderly close, discarding data in flight, as a
+// middlebox or a rebooted peer does: the client's next read or write fails
+// with "connection reset by peer" rather than seeing EOF.
+func (p *Proxy) ResetConnections() {
+	p.mu.Lock()
+	links := make([]*link, 0, len(p.conns))
+	for l := range p.conns {
+		links = append(links, l)
+	}
+	p.mu.Unlock()
+	for _, l := range links {
+		for _, c := range []net.Conn{l.client, l.server} {
+			if tc, ok := c.(*net.TCPConn); ok {
+				// A zero linger makes close send RST and drop unsent data.
+				_ = tc.SetLinger(0)
+			}
+		}
+		l.abort()
+	}
+}
+
+// SetBandwidth limits each direction of each connection to bytesPerSec
+// (0: unlimited), for data written from now on. The limit adds to the delay:
+// a chunk is sent when due and when the direction's budget allows.
+func (p *Proxy) SetBandwidth(bytesPerSec int64) { p.bandwidth.Store(max(bytesPerSec, 0)) }
 
 // Close stops accepting, drops every connection and waits for the proxy's
 // goroutines to finish.
@@ -224,20 +315,45 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn, onChunk func()) {
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// sleepUntil waits for t, or returns false when the link ends first.
+	sleepUntil := func(t time.Time) bool {
+		wait := time.Until(t)
+		if wait <= 0 {
+			return true
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+			return true
+		case <-l.done:
+			return false
+		}
+	}
+	var next time.Time // when the bandwidth limit lets the next byte go
 	for c := range queue {
-		if wait := time.Until(c.due); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-l.done:
+		if !sleepUntil(c.due) || !p.waitUnheld(l) {
+			drain(queue)
+			return
+		}
+		for data := c.data; len(data) > 0; {
+			n := len(data)
+			if rate := p.bandwidth.Load(); rate > 0 {
+				// Pieces of a tenth of a second's budget, so that the
+				// bytes trickle out at the rate instead of in bursts, and a
+				// limit changed meanwhile applies to the rest of a chunk.
+				n = int(min(int64(n), max(rate/10, 1)))
+				if !sleepUntil(next) || !p.waitUnheld(l) {
+					drain(queue)
+					return
+				}
+				next = time.Now().Add(time.Duration(int64(n) * int64(time.Second) / rate))
+			}
+			if _, err := dst.Write(data[:n]); err != nil {
+				l.abort()
 				drain(queue)
 				return
 			}
-		}
-		if _, err := dst.Write(c.data); err != nil {
-			l.abort()
-			drain(queue)
-			return
+			data = data[n:]
 		}
 	}
 	// Everything the source sent has been delivered: pass its end on. A clean
@@ -249,6 +365,19 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn, onChunk func()) {
 		}
 	}
 	l.abort()
+}
+
+// waitUnheld waits while the proxy is blackholed; false when the link ends
+// first.
+func (p *Proxy) waitUnheld(l *link) bool {
+	for held := p.heldChan(); held != nil; held = p.heldChan() {
+		select {
+		case <-held:
+		case <-l.done:
+			return false
+		}
+	}
+	return true
 }
 
 // drain empties a queue whose reader is about to stop, so it is not left

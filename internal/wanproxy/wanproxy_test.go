@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -214,5 +215,126 @@ func TestHalfClosePropagates(t *testing.T) {
 	}
 	if !bytes.Equal(got, msg) {
 		t.Errorf("got %q, want %q", got, msg)
+	}
+}
+
+// readWithin reads len(want) bytes from c, failing unless they arrive
+// within d and equal want.
+func readWithin(t *testing.T, c net.Conn, want []byte, d time.Duration) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(d))
+	defer c.SetReadDeadline(time.Time{})
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %q, want %q", got, want)
+	}
+}
+
+// expectSilent checks that nothing arrives on c for d and that c is still
+// open: the read times out rather than ending.
+func expectSilent(t *testing.T, c net.Conn, d time.Duration) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(d))
+	defer c.SetReadDeadline(time.Time{})
+	n, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	if n > 0 || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("during the blackhole: read %d bytes, err %v; want nothing and the connection open", n, err)
+	}
+}
+
+func TestBlackholeHoldsBytesAndKeepsConnectionsOpen(t *testing.T) {
+	t.Parallel()
+	p := startProxy(t, listen(t, echo), 0)
+	c := dial(t, p.Addr())
+	pingPong(t, c)
+
+	// Until cleared: the ping is held, not lost, and the connection stays.
+	p.Blackhole(0)
+	if !p.Blackholed() {
+		t.Fatal("Blackholed() false after Blackhole(0)")
+	}
+	if _, err := c.Write([]byte("held")); err != nil {
+		t.Fatal(err)
+	}
+	expectSilent(t, c, 150*time.Millisecond)
+	// A connection opened during the blackhole is accepted and held too.
+	late := dial(t, p.Addr())
+	if _, err := late.Write([]byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	expectSilent(t, late, 50*time.Millisecond)
+	p.ClearBlackhole()
+	if p.Blackholed() {
+		t.Fatal("Blackholed() true after ClearBlackhole")
+	}
+	readWithin(t, c, []byte("held"), 2*time.Second)
+	readWithin(t, late, []byte("late"), 2*time.Second)
+
+	// For a duration: the bytes arrive once it has passed, by themselves.
+	const d = 200 * time.Millisecond
+	start := time.Now()
+	p.Blackhole(d)
+	if _, err := c.Write([]byte("timed")); err != nil {
+		t.Fatal(err)
+	}
+	readWithin(t, c, []byte("timed"), 2*time.Second)
+	if took := time.Since(start); took < d {
+		t.Errorf("a %v blackhole delivered after %v", d, took)
+	}
+	pingPong(t, c)
+}
+
+func TestResetConnectionsSendsRST(t *testing.T) {
+	t.Parallel()
+	p := startProxy(t, listen(t, echo), 0)
+	c := dial(t, p.Addr())
+	pingPong(t, c)
+	p.ResetConnections()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := c.Read(make([]byte, 1))
+	// An orderly close (DropConnections) reads io.EOF; a reset must not.
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("read after ResetConnections: %v, want ECONNRESET", err)
+	}
+	pingPong(t, dial(t, p.Addr())) // new connections still work
+}
+
+func TestBandwidthLimit(t *testing.T) {
+	t.Parallel()
+	const size, rate = 48 << 10, 96 << 10 // half a second's budget
+	received := make(chan time.Time, 2)
+	target := listen(t, func(c net.Conn) {
+		if _, err := io.CopyN(io.Discard, c, size); err == nil {
+			received <- time.Now()
+		}
+	})
+	p := startProxy(t, target, 0)
+	send := func() time.Duration {
+		t.Helper()
+		c := dial(t, p.Addr())
+		start := time.Now()
+		if _, err := c.Write(make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case at := <-received:
+			return at.Sub(start)
+		case <-time.After(10 * time.Second):
+			t.Fatal("data never arrived")
+			return 0
+		}
+	}
+	p.SetBandwidth(rate)
+	// The last of the ten pieces leaves 0.45 s after the first.
+	if took := send(); took < 400*time.Millisecond || took > 2*time.Second {
+		t.Errorf("%d bytes at %d bytes/s took %v, want about 0.5 s", size, rate, took)
+	}
+	p.SetBandwidth(0)
+	if took := send(); took > 300*time.Millisecond {
+		t.Errorf("%d bytes without a limit took %v", size, took)
 	}
 }

@@ -426,4 +426,14 @@ func IsRetryable(err error) (retry, killed bool) {
 type Prefetch struct {
 	Stream string
 	Tables []sluice.TableName
+	// Fence takes the stream's next generation on the target, before its
+	// checkpoints are read (the stream's own connection only; see the
+	// targets' Fence).
+	Fence bool
 }
+
+// ErrFenced is returned by a Target whose stream a newer sluice process
+// has taken over on the target (see Fence in the targets): this process's
+// batches would commit over the newer one's, so it must stop. It is not
+// retryable.
+var ErrFenced = errors.New("a newer sluice process runs this stream on the target")

@@ -302,7 +302,9 @@ func (p *process) supervise(ctx context.Context, sl *slot) error {
 		}
 		err = fmt.Errorf("stream %s: %w", sl.o.ID, err)
 		others := len(p.list()) > 1
-		fatal := !others || (sl.o.ExitOnStall && stream.IsStalled(err))
+		// A fenced stream runs in another sluice now: starting it again here
+		// would take it back from that one.
+		fatal := !others || (sl.o.ExitOnStall && stream.IsStalled(err)) || errors.Is(err, apply.ErrFenced)
 		if time.Since(began) >= restartHealthy {
 			backoff = restartFirst
 		}
@@ -514,11 +516,22 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	topts := targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,
 		MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, AllowCollationMerge: o.AllowCollationMerge, Logger: log,
 		Prefetch: apply.Prefetch{Stream: o.ID, Tables: sourceTableNames(srcEngine, o.Tables)}}
-	tgt, err := openTarget(ctx, topts)
+	// The stream's own connection takes the stream's next generation on
+	// the target (its fence) before it reads the checkpoints; the other
+	// connections check their batches against it.
+	mainOpts := topts
+	mainOpts.Prefetch.Fence = true
+	tgt, err := openTarget(ctx, mainOpts)
 	if err != nil {
 		return recordErr(ctx, store, o, Fail(ExitTarget, err))
 	}
 	defer tgt.Close(context.WithoutCancel(ctx))
+	var gen int64
+	if f, ok := tgt.(fencer); ok {
+		if gen, err = f.Fence(ctx, o.ID); err != nil {
+			return recordErr(ctx, store, o, Fail(ExitTarget, err))
+		}
+	}
 
 	res, err := resumePoint(ctx, log, store, tgt, o.ID)
 	if err != nil {
@@ -612,6 +625,9 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		if err != nil {
 			return nil, err
 		}
+		if f, ok := t.(fencer); ok && gen > 0 {
+			f.SetGeneration(o.ID, gen)
+		}
 		if err := t.Preflight(ctx, tables); err != nil {
 			t.Close(context.WithoutCancel(ctx))
 			return nil, err
@@ -685,6 +701,13 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	}
 	log.Info("stopped", "stream", o.ID, "applied", final.Applied, "position", final.Position.String())
 	return nil
+}
+
+// fencer is a target that fences a stream against an earlier process's
+// batches (see the targets' Fence).
+type fencer interface {
+	Fence(ctx context.Context, stream string) (int64, error)
+	SetGeneration(stream string, gen int64)
 }
 
 // recordErr notes a startup error in the state file. A stop requested

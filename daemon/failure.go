@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 
+	"github.com/sluice-cdc/sluice/apply"
 	"github.com/sluice-cdc/sluice/source/binlog"
 	"github.com/sluice-cdc/sluice/source/mytrigger"
 	"github.com/sluice-cdc/sluice/source/pglogical"
@@ -58,6 +59,11 @@ func ExitCode(err error) int {
 	}
 	if stream.IsStalled(err) {
 		return ExitStalled
+	}
+	if errors.Is(err, apply.ErrFenced) {
+		// Another sluice runs the stream: restarting would take it back
+		// (and fence that one), so a supervisor must not.
+		return ExitState
 	}
 	var f *Failure
 	if errors.As(err, &f) {

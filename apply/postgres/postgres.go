@@ -89,6 +89,10 @@ type Target struct {
 	// pooled is set when a connection pooler stands between sluice and
 	// the server (see setup).
 	pooled bool
+	// gen is the generation of genStream this process holds (see Fence);
+	// 0: its batches are not checked.
+	gen       int64
+	genStream string
 }
 
 var _ apply.Target = (*Target)(nil)
@@ -203,6 +207,9 @@ func (t *Target) setup(ctx context.Context) error {
 			b.Queue(s)
 		}
 	}
+	if !t.cfg.CheckOnly {
+		b.Queue(buildFenceDDL(t.cfg.Schema))
+	}
 	// The statements of one pipeline run in one implicit transaction, so
 	// the DO block's transaction-local setting is still there for the
 	// SELECT. has_parameter_privilege exists from PostgreSQL 15 on, hence
@@ -242,6 +249,9 @@ END $$`)
 		err = t.conn.SendBatch(ctx, b).Close()
 	}
 	if pre != nil {
+		if pre.gen > 0 {
+			t.gen, t.genStream = pre.gen, pre.stream
+		}
 		pre.havePlan = pre.stream != ""
 		pre.rtt, pre.at = time.Since(start), time.Now()
 		t.pre = pre
@@ -477,6 +487,9 @@ func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 	}
 	if cp.Stream != "" {
 		stmts = append(stmts, t.checkpointStatement(cp))
+		if t.gen > 0 && cp.Stream == t.genStream {
+			stmts = append([]statement{t.fenceStatement(cp.Stream)}, stmts...)
+		}
 	}
 	start := time.Now()
 	if t.cfg.Mode == PerRow {
@@ -641,6 +654,9 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 
 // classify marks the errors after which the batch may be retried as is.
 func classify(err error, connLost bool) error {
+	if f := fenced(err); f != nil {
+		return f
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {

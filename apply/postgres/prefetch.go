@@ -23,6 +23,7 @@ type prefetched struct {
 	unique      map[string]bool               // by ident: HasUniqueKeys
 	fks         map[string][]sluice.TableName // by ident: ForeignKeys
 	txTimeout   *txLimit
+	gen         int64         // the stream's generation, when Fence was asked
 	rtt         time.Duration // the setup round trip's duration
 	at          time.Time
 }
@@ -38,6 +39,15 @@ func (t *Target) queuePrefetch(b *pgx.Batch, p *prefetched) {
 	pf := t.cfg.Prefetch
 	if pf.Stream != "" && !t.cfg.CheckOnly {
 		p.stream = pf.Stream
+		if pf.Fence {
+			// The stream's next generation, before its checkpoints are
+			// read (see Fence). An earlier process's batch holding the
+			// fence makes the setup fail here; Fence then deals with it.
+			b.Queue("SET LOCAL lock_timeout = '" + fenceWait.String() + "'")
+			b.Queue(buildFenceBump(t.cfg.Schema), pf.Stream).QueryRow(func(r pgx.Row) error {
+				return r.Scan(&p.gen)
+			})
+		}
 		b.Queue(buildCheckpointSelect(t.cfg.Schema), pf.Stream).Query(func(rows pgx.Rows) error {
 			cps, err := t.scanCheckpoints(rows, pf.Stream)
 			p.checkpoints, p.haveCPs = cps, err == nil

@@ -276,3 +276,20 @@ func (t *Target) MeasuredRTT() (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// Fence is the inner target's, where it has one (see the targets' Fence).
+func (t *Target) Fence(ctx context.Context, stream string) (int64, error) {
+	if f, ok := t.Inner.(interface {
+		Fence(ctx context.Context, stream string) (int64, error)
+	}); ok {
+		return f.Fence(ctx, stream)
+	}
+	return 0, nil
+}
+
+// SetGeneration is the inner target's, where it has one.
+func (t *Target) SetGeneration(stream string, gen int64) {
+	if f, ok := t.Inner.(interface{ SetGeneration(string, int64) }); ok {
+		f.SetGeneration(stream, gen)
+	}
+}

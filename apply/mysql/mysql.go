@@ -154,6 +154,10 @@ type Target struct {
 	// connection (see setupPacket); pre is what it prefetched, until used.
 	setup bool
 	pre   *prefetched
+	// gen is the generation of genStream this process holds (see Fence);
+	// 0: its batches are not checked.
+	gen       int64
+	genStream string
 }
 
 var _ apply.Target = (*Target)(nil)
@@ -285,6 +289,9 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 // earlier sluice to the shape with a row per lane.
 func (t *Target) setupCheckpoint(ctx context.Context) error {
 	if _, err := t.conn.ExecContext(ctx, checkpointDDL); err != nil {
+		return err
+	}
+	if _, err := t.conn.ExecContext(ctx, fenceDDL); err != nil {
 		return err
 	}
 	var n int
@@ -548,6 +555,8 @@ type statement struct {
 	// keyCheck marks an ordered key change and the check after it, which
 	// fails when the change found no row to move.
 	keyCheck bool
+	// fence marks the fence check (see Fence).
+	fence bool
 	// follows: the statement must run right after the one before it (it
 	// reads ROW_COUNT()), with no step marker in between; a failure of it
 	// is reported as the one before it.
@@ -577,6 +586,9 @@ func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 	}
 	if cp.Stream != "" {
 		stmts = append(stmts, statement{sql: buildCheckpointUpsert(cp), what: fmt.Sprintf("checkpoint of stream %q", cp.Stream)})
+		if t.gen > 0 && cp.Stream == t.genStream {
+			stmts = append([]statement{{sql: fenceCheck(cp.Stream, t.gen), what: fmt.Sprintf("fence check of stream %q", cp.Stream), fence: true}}, stmts...)
+		}
 	}
 	start := time.Now()
 	if t.multi && t.cfg.Mode == Pipelined {
@@ -755,6 +767,9 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		se.candidates = " to tables " + strings.Join(names, ", ")
 	}
 	if !lost {
+		if fe := t.fencedError(se, applyErr); fe != nil {
+			return fe
+		}
 		if ce := t.constraintError(se, applyErr); ce != nil {
 			return ce
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ type prefetched struct {
 	comment     string
 	vars        map[string]string
 	haveTx      bool
+	gen         int64         // the stream's generation, when Fence was asked
 	rtt         time.Duration // the setup packet's round trip
 	at          time.Time
 }
@@ -55,10 +57,19 @@ var errSetupPacket = errors.New("setup packet failed")
 func (t *Target) setupPacket(ctx context.Context, conn *sql.Conn) (mode string, maxPacket int, version string, err error) {
 	stmts := []string{sessionSQL}
 	if !t.cfg.CheckOnly {
-		stmts = append(stmts, checkpointDDL, checkpointHasLanes)
+		stmts = append(stmts, checkpointDDL, fenceDDL, checkpointHasLanes)
 	}
 	pf := t.cfg.Prefetch
 	pre := &prefetched{tables: map[string]*prefetchedTable{}}
+	fence := pf.Fence && pf.Stream != "" && !t.cfg.CheckOnly
+	if fence {
+		// The stream's next generation, before its checkpoints are read
+		// (see Fence). An earlier process's batch holding the fence makes
+		// the packet fail here (lock wait timeout); Fence then deals with
+		// it. The packet runs in autocommit: the take commits at once.
+		stmts = append(stmts, "SET SESSION innodb_lock_wait_timeout = "+strconv.Itoa(int(fenceWait.Seconds())),
+			fenceBump(pf.Stream), "SET SESSION innodb_lock_wait_timeout = DEFAULT", fenceRead(pf.Stream))
+	}
 	if pf.Stream != "" && !t.cfg.CheckOnly {
 		pre.stream = pf.Stream
 		// The copy's plan: a new stream reads it to copy or to refuse to
@@ -129,6 +140,17 @@ func (t *Target) setupPacket(ctx context.Context, conn *sql.Conn) (mode string, 
 			return fail(errors.New("checkpoint table needs an upgrade"))
 		}
 	}
+	if fence {
+		if err := next(); err != nil {
+			return fail(err)
+		}
+		if !rows.Next() {
+			return fail(fmt.Errorf("fence: no row: %v", rows.Err()))
+		}
+		if err := rows.Scan(&pre.gen); err != nil {
+			return fail(err)
+		}
+	}
 	if pre.stream != "" {
 		if err := next(); err != nil {
 			return fail(err)
@@ -185,6 +207,9 @@ func (t *Target) setupPacket(ctx context.Context, conn *sql.Conn) (mode string, 
 	pre.haveTx = true
 	pre.rtt, pre.at = time.Since(start), time.Now()
 	t.pre = pre
+	if pre.gen > 0 {
+		t.gen, t.genStream = pre.gen, pre.stream
+	}
 	return mode, maxPacket, version, nil
 }
 

@@ -106,6 +106,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"slices"
@@ -562,6 +563,7 @@ func (r *Reader) running(ctx context.Context) ([]trxKey, error) {
 	}
 	defer conn.Close()
 	deadline := time.Now().Add(10 * time.Second)
+	wait := trxCacheIdle
 	for {
 		r.nonce++
 		list, fresh, err := trxList(ctx, conn, r.nonce)
@@ -578,9 +580,13 @@ func (r *Reader) running(ctx context.Context) ([]trxKey, error) {
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("list running transactions on %s: information_schema.innodb_trx stayed stale for 10 s (it refreshes only when nobody has read it for 0.1 s: is something polling it continuously?)", r.addr)
 		}
-		// The server refreshes the cache only when it has not been read
-		// for 0.1 s, and our own read just counted.
-		t := time.NewTimer(trxCacheIdle)
+		// The server refreshes the cache only when nobody has read it for
+		// 0.1 s, and our own read just counted. Other readers of the same
+		// server (another stream's, a monitor) may keep reading it: waits
+		// that grow, at random, leave the cache a quiet 0.1 s sooner or
+		// later, where readers polling in step would starve each other.
+		t := time.NewTimer(wait + rand.N(wait))
+		wait = min(2*wait, time.Second)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -96,15 +96,18 @@ func (w *Workload) Start(t *testing.T, writers int) {
 	}
 }
 
+// ops are the writers' statements. A row to change is picked among those
+// no other transaction holds (SKIP LOCKED): a transaction held open across
+// a snapshot (Hold) must not stall both writers behind its rows.
 var ops = []string{
 	`INSERT INTO a (id, v, f, bo, j, c) VALUES ($1::int, 'new', random(), random() < 0.5, jsonb_build_object('r', random()), 'n')`,
-	`UPDATE a SET v = v || 'u', f = random(), ts = now(), bo = NOT bo WHERE id = (SELECT id FROM a WHERE id > 0 ORDER BY random() LIMIT 1)`,
-	`UPDATE a SET id = $1::int WHERE id = (SELECT id FROM a WHERE id > 0 ORDER BY random() LIMIT 1)`,
-	`DELETE FROM a WHERE id = (SELECT id FROM a WHERE id > 0 ORDER BY random() LIMIT 1)`,
+	`UPDATE a SET v = v || 'u', f = random(), ts = now(), bo = NOT bo WHERE id = (SELECT id FROM a WHERE id > 0 ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED)`,
+	`UPDATE a SET id = $1::int WHERE id = (SELECT id FROM a WHERE id > 0 ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED)`,
+	`DELETE FROM a WHERE id = (SELECT id FROM a WHERE id > 0 ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED)`,
 	`INSERT INTO b VALUES ('k' || ($1::bigint % 7), $1::bigint, 0)`,
-	`UPDATE b SET v = v + 1 WHERE (k, n) = (SELECT k, n FROM b ORDER BY random() LIMIT 1)`,
-	`UPDATE b SET n = $1::bigint, k = 'z' || ($1::bigint % 5) WHERE (k, n) = (SELECT k, n FROM b ORDER BY random() LIMIT 1)`,
-	`DELETE FROM b WHERE (k, n) = (SELECT k, n FROM b ORDER BY random() LIMIT 1)`,
+	`UPDATE b SET v = v + 1 WHERE (k, n) = (SELECT k, n FROM b ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED)`,
+	`UPDATE b SET n = $1::bigint, k = 'z' || ($1::bigint % 5) WHERE (k, n) = (SELECT k, n FROM b ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED)`,
+	`DELETE FROM b WHERE (k, n) = (SELECT k, n FROM b ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED)`,
 }
 
 // write commits one transaction of one to three changes. Deadlocks and

@@ -425,8 +425,19 @@ func TestCopyResume(t *testing.T) {
 				t.Fatalf("%d of %d chunks done after the failure: the test needs a copy stopped halfway", done, len(tgt.plan.Chunks))
 			}
 			// Changes between the two snapshots: one in a done chunk's range
-			// (key 0 is in chunk 0, done first), one past every key.
-			src.put(tb.Name, row("0", "changed"))
+			// (the first key of one the workers finished: which ones did
+			// depends on their timing), one past every key.
+			key := ""
+			for _, c := range tgt.plan.Chunks {
+				if c.Done {
+					key = "0"
+					if c.Range.From != nil {
+						key = c.Range.From[0].Text
+					}
+					break
+				}
+			}
+			src.put(tb.Name, row(key, "changed"))
 			src.put(tb.Name, row("5000", "new"))
 			tgt.failAfter = 0
 			res, err := Run(context.Background(), cfg)

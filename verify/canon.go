@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply/typemap"
 	"github.com/sluice-cdc/sluice/internal/mysqltype"
 )
 
@@ -165,7 +166,7 @@ func parseType(d Dialect, s string) colType {
 	}
 	name = strings.Join(strings.Fields(name), " ")
 	if d == PostgreSQL {
-		t.base = pgBase(name)
+		t.base = typemap.PGBaseName(name)
 		return t
 	}
 	if f := strings.Fields(name); len(f) > 0 {
@@ -183,40 +184,6 @@ func parseType(d Dialect, s string) colType {
 	}
 	t.base = name
 	return t
-}
-
-func pgBase(s string) string {
-	switch s {
-	case "int2", "smallint":
-		return "smallint"
-	case "int4", "int", "integer":
-		return "integer"
-	case "int8", "bigint":
-		return "bigint"
-	case "float4", "real":
-		return "real"
-	case "float8", "double precision":
-		return "double precision"
-	case "numeric", "decimal":
-		return "numeric"
-	case "bool", "boolean":
-		return "boolean"
-	case "varchar", "character varying":
-		return "varchar"
-	case "bpchar", "char", "character":
-		return "char"
-	case "timestamp", "timestamp without time zone":
-		return "timestamp"
-	case "timestamptz", "timestamp with time zone":
-		return "timestamptz"
-	case "time", "time without time zone":
-		return "time"
-	case "timetz", "time with time zone":
-		return "timetz"
-	case "bit varying", "varbit":
-		return "varbit"
-	}
-	return s
 }
 
 // A pair is the two columns a canonical form is chosen for.

@@ -79,7 +79,7 @@ func parse(e Engine, s string) colType {
 	}
 	name = strings.Join(strings.Fields(name), " ")
 	if e == Postgres {
-		t.base = pgCanonical(name)
+		t.base = PGBaseName(name)
 	} else {
 		t.base = name
 		if name == "bool" || name == "boolean" {
@@ -98,7 +98,9 @@ func parse(e Engine, s string) colType {
 	return t
 }
 
-func pgCanonical(s string) string {
+// PGBaseName is the one name of a PostgreSQL type among its spellings
+// ("int4", "int" and "integer" are "integer"), its modifiers removed.
+func PGBaseName(s string) string {
 	switch s {
 	case "int2", "smallint":
 		return "smallint"

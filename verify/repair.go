@@ -46,6 +46,9 @@ type RepairReport struct {
 	After *Report `json:"after"`
 	// Equal: After found every repaired key equal.
 	Equal bool `json:"equal"`
+	// More names the tables with more differences than verify keeps
+	// (Config.MaxDiffs): only those kept were repaired.
+	More []string `json:"more_differences,omitempty"`
 }
 
 // TableRepair is what a repair wrote to one table: the keys whose source
@@ -85,6 +88,7 @@ type repairTable struct {
 // fence (see RepairTarget) and the source rows are read only once it is
 // held, so that the running stream converges on top of them. Tables that
 // differ without a primary key cannot be repaired: an error says so.
+// Keys reported unsettled are not repaired.
 func Repair(ctx context.Context, cfg Config, rc RepairConfig, rep *Report) (*RepairReport, error) {
 	cfg.defaults()
 	start := time.Now()
@@ -105,9 +109,6 @@ func Repair(ctx context.Context, cfg Config, rc RepairConfig, rep *Report) (*Rep
 		if len(tr.Diffs) == 0 {
 			continue
 		}
-		if tr.Truncated {
-			return nil, fmt.Errorf("repair: table %s has more differences than the %d verify keeps: repair what was found by running verify --repair again after this run, or copy the table again", tr.Source, cfg.MaxDiffs)
-		}
 		tb, err := v.table(ctx, cfg.Tables[i])
 		if err != nil {
 			return nil, err
@@ -124,6 +125,11 @@ func Repair(ctx context.Context, cfg Config, rc RepairConfig, rep *Report) (*Rep
 		todo = append(todo, rt)
 	}
 	out := &RepairReport{}
+	for _, tr := range rep.Tables {
+		if tr.Truncated {
+			out.More = append(out.More, tr.Source)
+		}
+	}
 	if len(todo) == 0 {
 		out.After, out.Equal = &Report{Live: cfg.Stream != ""}, true
 		return out, nil

@@ -84,6 +84,9 @@ func (r *RepairReport) writeText(b *strings.Builder) {
 			fmt.Fprintf(b, "  %s: deleted %s\n", t.Source, strings.Join(t.Deleted, ", "))
 		}
 	}
+	for _, t := range r.More {
+		fmt.Fprintf(b, "  %s has more differences than verify keeps: only those listed were repaired; run verify --repair again\n", t)
+	}
 	if r.After == nil {
 		return
 	}

@@ -173,6 +173,8 @@ func runVerify(c *cli.Context) error {
 	switch {
 	case rep.Repair != nil && !rep.Repair.Equal:
 		return daemon.Fail(daemon.ExitFailure, fmt.Errorf("verify --repair: the repaired keys still differ (listed above): the target may refuse the source's values, or something else writes the target"))
+	case rep.Repair != nil && len(rep.Repair.More) > 0:
+		return daemon.Fail(daemon.ExitFailure, fmt.Errorf("verify --repair: %s had more differences than verify keeps; those found were repaired: run verify --repair again", strings.Join(rep.Repair.More, ", ")))
 	case rep.Differences() > 0 && rep.Repair == nil:
 		return daemon.Fail(daemon.ExitFailure, fmt.Errorf("verify: %d rows differ between source and target (listed above)", rep.Differences()))
 	case rep.Unsettled() > 0:

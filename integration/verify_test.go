@@ -113,7 +113,8 @@ func independentDiffs(ds dbtest.Diffs) []string {
 // TestVerifySameEngine: equal tables give no difference, as the
 // independent comparison says; then a changed column, a NULL made ” , a
 // missing row and an extra row, each made by hand on the target, are each
-// found and named, and verify's list is the independent comparison's.
+// found and named, and verify's list is the independent comparison's;
+// then --repair's engine makes the target equal to the source.
 func TestVerifySameEngine(t *testing.T) {
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run(string(eng), func(t *testing.T) {
@@ -171,7 +172,90 @@ func TestVerifySameEngine(t *testing.T) {
 				t.Fatalf("verify found\n%s\nthe independent comparison\n%s", strings.Join(got, "\n"), strings.Join(i, "\n"))
 			}
 			t.Logf("%d ranges, %d bisected, in %s", rep.Tables[0].Ranges, rep.Tables[0].Bisected, rep.Elapsed.Round(time.Millisecond))
+			// --repair: the source's rows of the four keys, and then the
+			// independent comparison finds the tables equal.
+			repairChecked(ctx, t, cfg, src, dst, rep)
+			waitCompareEqual(ctx, t, src, dst, table, 0)
 		})
+	}
+}
+
+// TestVerifyRepairCrossEngine: a MariaDB target fed from PostgreSQL,
+// corrupted by hand (changed columns, a missing row, an extra row), is
+// repaired through the type map, and the independent comparison finds
+// the tables equal after. (TestVerifySameEngine repairs same-engine
+// pairs.)
+func TestVerifyRepairCrossEngine(t *testing.T) {
+	ctx := context.Background()
+	src, dst := newEndpoint(t, daemon.EnginePostgres), newEndpoint(t, daemon.EngineMySQL)
+	for _, s := range []string{`CREATE TABLE xt (id integer PRIMARY KEY, name text, qty bigint, ok boolean, at timestamptz)`,
+		`INSERT INTO xt SELECT g, 'n' || g, g * 3, g % 2 = 0, timestamptz '2024-01-01 00:00:00.5+00' + g * interval '1 minute' FROM generate_series(1, 3000) g`} {
+		if err := src.exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	for _, s := range []string{`CREATE TABLE xt (id int PRIMARY KEY, name longtext, qty bigint, ok tinyint(1), at datetime(6))`,
+		`INSERT INTO xt SELECT seq, CONCAT('n', seq), seq * 3, seq % 2 = 0, TIMESTAMP '2024-01-01 00:00:00.5' + INTERVAL seq MINUTE FROM seq_1_to_3000`} {
+		if err := dst.exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	cfg := verifyConfig(t, src, dst)
+	cfg.Tables = []sluice.TableName{mustTable(t, "public.xt")}
+	cfg.ChunkRows, cfg.LeafRows = 500, 50
+	corrupt(ctx, t, dst, `UPDATE xt SET ok = 1 - ok, at = at + INTERVAL 1 SECOND WHERE id = 1234`, `DELETE FROM xt WHERE id = 2000`,
+		`INSERT INTO xt (id, name) VALUES (5000, 'extra')`)
+	repairAndCompare(ctx, t, cfg, src, dst, "xt", 3)
+}
+
+// corrupt runs stmts on the target.
+func corrupt(ctx context.Context, t *testing.T, dst *endpoint, stmts ...string) {
+	t.Helper()
+	for _, s := range stmts {
+		if err := dst.exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// repairAndCompare checks that the independent comparison finds table
+// different, verify finds diffs differences, the repair makes them equal
+// by verify's account and, after it, by the independent comparison's.
+func repairAndCompare(ctx context.Context, t *testing.T, cfg verify.Config, src, dst *endpoint, table string, diffs int) {
+	t.Helper()
+	ind, err := dbtest.CompareTables(ctx, src.db(), dst.db(), table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ind.Equal() {
+		t.Fatal("the corrupted target compares equal")
+	}
+	rep, err := verify.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Differences() != diffs {
+		t.Fatalf("verify found %v, want %d differences", verifyDiffs(rep), diffs)
+	}
+	repairChecked(ctx, t, cfg, src, dst, rep)
+	waitCompareEqual(ctx, t, src, dst, table, 0)
+}
+
+// repairChecked repairs what rep found and checks that verify finds the
+// repaired keys equal after.
+func repairChecked(ctx context.Context, t *testing.T, cfg verify.Config, src, dst *endpoint, rep *verify.Report) {
+	t.Helper()
+	rc, closeTarget, err := verify.OpenRepair(ctx, src.url, dst.url, cfg.Source, verify.RepairOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeTarget()
+	rr, err := verify.Repair(ctx, cfg, rc, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rr.Equal || rr.Keys() != rep.Differences() {
+		t.Fatalf("repair of %v: %d keys repaired, equal after: %v (%v)", verifyDiffs(rep), rr.Keys(), rr.Equal, verifyDiffs(rr.After))
 	}
 }
 
@@ -213,42 +297,8 @@ func verifyLive(t *testing.T, eng daemon.Engine) {
 	run.waitStarted(t, 60*time.Second)
 
 	// The writer touches ids from 100 up: a few hundred changes/s.
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		r := rng(t)
-		next := int64(verifyRows + 1)
-		for wctx.Err() == nil {
-			var err error
-			switch k := r.IntN(10); {
-			case k < 6:
-				err = src.exec(wctx, `UPDATE vt SET amount = amount + 1, note = 'w' WHERE id = `+ph(1), 100+r.Int64N(verifyRows-100))
-			case k < 8:
-				err = src.exec(wctx, `INSERT INTO vt (id, name) VALUES (`+ph(1)+`, 'new')`, next)
-				next++
-			default:
-				err = src.exec(wctx, `DELETE FROM vt WHERE id = `+ph(1), 100+r.Int64N(verifyRows-100))
-			}
-			if err != nil && wctx.Err() == nil {
-				done <- err
-				return
-			}
-			time.Sleep(2 * time.Millisecond) // pacing the writer, not waiting for replication
-		}
-		done <- nil
-	}()
-	stopWriter := func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Fatalf("writer: %v", err)
-		}
-	}
-	defer func() {
-		if wctx.Err() == nil {
-			stopWriter()
-		}
-	}()
-
+	stopWriter := startWriter(t, src, ph, verifyRows+1)
+	defer stopWriter()
 	cfg := verifyConfig(t, src, dst)
 	cfg.Stream, cfg.Covers, cfg.CatchUp = id, verify.Covers, 30*time.Second
 	rep, err := verify.Run(ctx, cfg)
@@ -284,6 +334,87 @@ func verifyLive(t *testing.T, eng daemon.Engine) {
 			t.Fatalf("after the writer stopped, the independent comparison finds %v, want %s", got, want)
 		}
 		time.Sleep(100 * time.Millisecond) // poll interval
+	}
+
+	// Repair while the stream applies the writer's changes: id 42 still
+	// differs; a row the writer may change goes missing, and an extra row
+	// appears in the gap.
+	stopWriter = startWriter(t, src, ph, 10*verifyRows)
+	defer stopWriter()
+	for _, s := range []string{`DELETE FROM vt WHERE id = 3000`, `INSERT INTO vt (id, name) VALUES (4242, 'extra')`} {
+		if err := dst.exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	rep, err = verify.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Differences() == 0 {
+		t.Fatalf("live, three rows corrupted: verify reports nothing")
+	}
+	repairChecked(ctx, t, cfg, src, dst, rep)
+	stopWriter()
+	waitCompareEqual(ctx, t, src, dst, "vt", 30*time.Second)
+}
+
+// waitCompareEqual polls the independent comparison of table until it
+// finds src and dst equal, or fails at the deadline.
+func waitCompareEqual(ctx context.Context, t *testing.T, src, dst *endpoint, table string, wait time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		ind, err := dbtest.CompareTables(ctx, src.db(), dst.db(), table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ind.Equal() {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("after %s the independent comparison still finds %v", wait, independentDiffs(ind))
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval
+	}
+}
+
+// startWriter changes vt on src from ids 100 up, a few hundred changes/s,
+// inserting ids from next on, until the returned stop (which may be
+// called more than once) is called.
+func startWriter(t *testing.T, src *endpoint, ph func(int) string, next int64) (stop func()) {
+	t.Helper()
+	wctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		r := rng(t)
+		for wctx.Err() == nil {
+			var err error
+			switch k := r.IntN(10); {
+			case k < 6:
+				err = src.exec(wctx, `UPDATE vt SET amount = amount + 1, note = 'w' WHERE id = `+ph(1), 100+r.Int64N(verifyRows-100))
+			case k < 8:
+				err = src.exec(wctx, `INSERT INTO vt (id, name) VALUES (`+ph(1)+`, 'new')`, next)
+				next++
+			default:
+				err = src.exec(wctx, `DELETE FROM vt WHERE id = `+ph(1), 100+r.Int64N(verifyRows-100))
+			}
+			if err != nil && wctx.Err() == nil {
+				done <- err
+				return
+			}
+			time.Sleep(2 * time.Millisecond) // pacing the writer, not waiting for replication
+		}
+		done <- nil
+	}()
+	var stopped bool
+	return func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("writer: %v", err)
+		}
 	}
 }
 
@@ -446,6 +577,30 @@ func TestVerifyCommand(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 || rep.Equal || rep.Differences != 1 {
 		t.Fatalf("--json: exit %d, %v\n%s", code, err, out)
+	}
+	if err := dst.exec(ctx, `DELETE FROM ct WHERE id = 78`); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = run("--tables", "public.ct", "--repair", "--json")
+	var repaired struct {
+		Differences int `json:"differences"`
+		Repair      struct {
+			Tables []struct {
+				Written []string `json:"written"`
+			} `json:"tables"`
+			Equal bool `json:"equal"`
+		} `json:"repair"`
+	}
+	if err := json.Unmarshal([]byte(out), &repaired); err != nil || code != 0 || repaired.Differences != 2 || !repaired.Repair.Equal ||
+		len(repaired.Repair.Tables) != 1 || strings.Join(repaired.Repair.Tables[0].Written, " ") != "(id=77) (id=78)" {
+		t.Fatalf("--repair --json: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
+	if ind, err := dbtest.CompareTables(ctx, src.db(), dst.db(), "ct"); err != nil || !ind.Equal() {
+		t.Fatalf("after --repair the independent comparison finds %v (%v)", ind, err)
+	}
+	out, errOut, code = run("--tables", "public.ct", "--repair")
+	if code != 0 || !strings.Contains(out, "summary: 1 tables equal") {
+		t.Fatalf("--repair of an equal pair: exit %d\n%s%s", code, out, errOut)
 	}
 	_, errOut, code = run("--tables", "public.nosuch")
 	pw, _ := url.Parse(src.url)

@@ -130,10 +130,16 @@ func differingColumns(cols []sluice.Column, a, b []*string) []string {
 // compareKeys compares a leaf range row by row, in rounds like
 // compareRanges' but per key, and adds the real differences to tr.
 func (v *run) compareKeys(ctx context.Context, tb *table, tr *TableReport, r tablecopy.Range) error {
+	return v.compareRows(ctx, tb, tr, tb.src.where(r), tb.tgt.where(r))
+}
+
+// compareRows compares the rows that srcWhere selects on the source and
+// tgtWhere on the target, as compareKeys does.
+func (v *run) compareRows(ctx context.Context, tb *table, tr *TableReport, srcWhere, tgtWhere string) error {
 	found := map[string]bool{}
 	var unsettled []string
 	for round := 0; round < v.cfg.Rounds; round++ {
-		again, err := v.keyRound(ctx, tb, tr, r, found)
+		again, err := v.keyRound(ctx, tb, tr, srcWhere, tgtWhere, found)
 		if err != nil {
 			return err
 		}
@@ -150,7 +156,7 @@ func (v *run) compareKeys(ctx context.Context, tb *table, tr *TableReport, r tab
 
 // keyRound runs one round over a leaf and returns the keys (formatted)
 // still changing.
-func (v *run) keyRound(ctx context.Context, tb *table, tr *TableReport, r tablecopy.Range, found map[string]bool) ([]string, error) {
+func (v *run) keyRound(ctx context.Context, tb *table, tr *TableReport, srcWhere, tgtWhere string, found map[string]bool) ([]string, error) {
 	release, err := v.round(ctx)
 	if err != nil {
 		return nil, err
@@ -167,7 +173,7 @@ func (v *run) keyRound(ctx context.Context, tb *table, tr *TableReport, r tablec
 	hashed := make(chan struct{})
 	go func() {
 		defer close(hashed)
-		as, aerr = rowHashes(ctx, s1, tb.src, tb.src.where(r))
+		as, aerr = rowHashes(ctx, s1, tb.src, srcWhere)
 	}()
 	t, err := v.targetSnap(ctx, pos)
 	if err != nil {
@@ -175,7 +181,7 @@ func (v *run) keyRound(ctx context.Context, tb *table, tr *TableReport, r tablec
 		return nil, err
 	}
 	defer t.Close()
-	rs, err := rowHashes(ctx, t, tb.tgt, tb.tgt.where(r))
+	rs, err := rowHashes(ctx, t, tb.tgt, tgtWhere)
 	<-hashed
 	if err = errors.Join(aerr, err); err != nil {
 		return nil, err

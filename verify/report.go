@@ -60,8 +60,47 @@ func (r *Report) WriteText(w io.Writer) error {
 	default:
 		fmt.Fprintf(&b, "summary: %d tables equal (%s, %s)\n", len(r.Tables), mode, r.Elapsed.Round(time.Millisecond))
 	}
+	if r.Repair != nil {
+		r.Repair.writeText(&b)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeText prints what the repair wrote, then what comparing those keys
+// again found.
+func (r *RepairReport) writeText(b *strings.Builder) {
+	written, deleted := 0, 0
+	for _, t := range r.Tables {
+		written += len(t.Written)
+		deleted += len(t.Deleted)
+	}
+	fmt.Fprintf(b, "repair: wrote the source's rows of %d keys and deleted %d keys on the target, in one transaction\n", written, deleted)
+	for _, t := range r.Tables {
+		if len(t.Written) > 0 {
+			fmt.Fprintf(b, "  %s: written %s\n", t.Source, strings.Join(t.Written, ", "))
+		}
+		if len(t.Deleted) > 0 {
+			fmt.Fprintf(b, "  %s: deleted %s\n", t.Source, strings.Join(t.Deleted, ", "))
+		}
+	}
+	for _, t := range r.More {
+		fmt.Fprintf(b, "  %s has more differences than verify keeps: only those listed were repaired; run verify --repair again\n", t)
+	}
+	if r.After == nil {
+		return
+	}
+	if r.Equal {
+		fmt.Fprintf(b, "after repair: the %d repaired keys are equal (%s)\n", r.Keys(), r.After.Elapsed.Round(time.Millisecond))
+		return
+	}
+	b.WriteString("after repair: the repaired keys still differ:\n")
+	var after strings.Builder
+	if err := r.After.WriteText(&after); err == nil {
+		for _, l := range strings.Split(strings.TrimRight(after.String(), "\n"), "\n") {
+			b.WriteString("  " + l + "\n")
+		}
+	}
 }
 
 // WriteJSON prints the report as one JSON document.

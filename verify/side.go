@@ -305,6 +305,10 @@ type mySide struct {
 }
 
 func (s *mySide) Dialect() Dialect { return MySQL }
+
+// Database is the connection's database, which a MySQL reader names
+// unqualified tables with.
+func (s *mySide) Database() string { return s.database }
 func (s *mySide) Where() string    { return "MySQL " + s.where }
 func (s *mySide) Close()           { s.db.Close() }
 

@@ -111,6 +111,8 @@ type Report struct {
 	Tables  []*TableReport `json:"tables"`
 	Live    bool           `json:"live"`
 	Elapsed time.Duration  `json:"elapsed_ns"`
+	// Repair is what --repair wrote and found after, when it ran.
+	Repair *RepairReport `json:"repair,omitempty"`
 }
 
 // Differences counts the differing rows (and differing key-less tables).

@@ -147,22 +147,31 @@ func (t *Target) mapTable(ctx context.Context, tbl *sluice.Table) (*tableMap, er
 // target. A value the target cannot hold fails the batch with an error
 // naming the table, column and row key; nothing of the batch is applied.
 func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint) error {
+	out, err := t.convert(ctx, b)
+	if err != nil {
+		return err
+	}
+	return t.sourceNames(t.Inner.Apply(ctx, out, cp))
+}
+
+// convert returns b with its tables mapped and its values converted.
+func (t *Target) convert(ctx context.Context, b *apply.Batch) (*apply.Batch, error) {
 	out := &apply.Batch{Changes: b.Changes, Rows: b.Rows, Last: b.Last, Tables: make([]*apply.TableBatch, len(b.Tables))}
 	for i, tb := range b.Tables {
 		m, err := t.mapTable(ctx, tb.Table)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ob := &apply.TableBatch{Table: m.out, Truncate: tb.Truncate,
 			Deletes: make([]sluice.Row, len(tb.Deletes)), Upserts: make([]sluice.Row, len(tb.Upserts))}
 		for j, k := range tb.Deletes {
 			if ob.Deletes[j], err = m.key(k); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		for j, r := range tb.Upserts {
 			if ob.Upserts[j], err = m.row(r); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		out.Tables[i] = ob
@@ -173,26 +182,30 @@ func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 	for i, c := range b.Ordered {
 		m, err := t.mapTable(ctx, c.Table)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		oc := c
 		oc.Table = m.out
 		if c.Key != nil {
 			if oc.Key, err = m.key(c.Key); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if c.Row != nil {
 			if oc.Row, err = m.row(c.Row); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		out.Ordered[i] = oc
 	}
-	err := t.Inner.Apply(ctx, out, cp)
+	return out, nil
+}
+
+// sourceNames renames the tables of a constraint error to their source
+// names: the stream knows its tables by those.
+func (t *Target) sourceNames(err error) error {
 	var ce *apply.ConstraintError
 	if errors.As(err, &ce) {
-		// The stream knows its tables by their source names.
 		t.mu.Lock()
 		for i, n := range ce.Tables {
 			for _, m := range t.tables {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +34,7 @@ func verifyCommand() *cli.Command {
 			&cli.IntFlag{Name: "chunk-rows", Value: 10000, EnvVars: env("VERIFY_CHUNK_ROWS"), Usage: "rows per first range; a differing range is cut again down to 1000 rows, then compared key by key"},
 			&cli.IntFlag{Name: "workers", Value: 2, EnvVars: env("VERIFY_WORKERS"), Usage: "batches of ranges hashed at once, each on its own connection per side"},
 			&cli.StringFlag{Name: "resume", EnvVars: env("VERIFY_RESUME"), Usage: "keep the run's progress in this file as it goes; a run interrupted (killed, lost connection) continues from it when started again with the same file, source, target and tables; the file is removed when the run completes"},
+			&cli.BoolFlag{Name: "repair", EnvVars: env("VERIFY_REPAIR"), Usage: "write the source's current rows for the differing keys to the target (delete those the source lacks) through sluice's apply path, in one transaction, then verify those keys again; exit 0 when they are then equal. Against a running stream (--config/--stream or --stream-id) the transaction first locks the stream's fence row, so that no batch of the stream is in flight while the source's rows are read and written, and the stream converges on top of them; it never writes the stream's checkpoint"},
 			&cli.DurationFlag{Name: "catch-up", Value: 2 * time.Minute, EnvVars: env("VERIFY_CATCH_UP"), Usage: "live: how long to wait for the target to apply past the source position a range was hashed at"},
 		},
 		Action: runVerify,
@@ -153,6 +155,13 @@ func runVerify(c *cli.Context) error {
 	if err := cfg.State.Remove(); err != nil {
 		return cantRun(fmt.Errorf("verify is complete, but its state file stays: %w", err))
 	}
+	if c.Bool("repair") && rep.Differences() > 0 {
+		if rep.Repair, err = repairTarget(ctx, cfg, vt.stream, rep); err != nil {
+			// What verify found is still worth printing.
+			_ = rep.WriteText(c.App.ErrWriter)
+			return cantRun(err)
+		}
+	}
 	if c.Bool("json") {
 		err = rep.WriteJSON(c.App.Writer)
 	} else {
@@ -162,7 +171,11 @@ func runVerify(c *cli.Context) error {
 		return cantRun(err)
 	}
 	switch {
-	case rep.Differences() > 0:
+	case rep.Repair != nil && !rep.Repair.Equal:
+		return daemon.Fail(daemon.ExitFailure, fmt.Errorf("verify --repair: the repaired keys still differ (listed above): the target may refuse the source's values, or something else writes the target"))
+	case rep.Repair != nil && len(rep.Repair.More) > 0:
+		return daemon.Fail(daemon.ExitFailure, fmt.Errorf("verify --repair: %s had more differences than verify keeps; those found were repaired: run verify --repair again", strings.Join(rep.Repair.More, ", ")))
+	case rep.Differences() > 0 && rep.Repair == nil:
 		return daemon.Fail(daemon.ExitFailure, fmt.Errorf("verify: %d rows differ between source and target (listed above)", rep.Differences()))
 	case rep.Unsettled() > 0:
 		return cantRun(fmt.Errorf("verify: %d keys kept changing on the source and were neither proven equal nor different: run verify again (the stream may be far behind, or a hot row changes on every round)", rep.Unsettled()))
@@ -195,4 +208,16 @@ func (p *progressLine) done() {
 	if !p.last.IsZero() {
 		fmt.Fprint(p.w, "\r\x1b[K")
 	}
+}
+
+// repairTarget repairs rep's differing keys (verify.Repair) on the
+// target opened as sync start opens it.
+func repairTarget(ctx context.Context, cfg verify.Config, s config.Stream, rep *verify.Report) (*verify.RepairReport, error) {
+	rc, closeTarget, err := verify.OpenRepair(ctx, s.Source, s.Target, cfg.Source,
+		verify.RepairOptions{AllowCollationMerge: s.AllowCollationMerge, DisableFKChecks: s.DisableFKChecks})
+	if err != nil {
+		return nil, fmt.Errorf("--repair: %w", err)
+	}
+	defer closeTarget()
+	return verify.Repair(ctx, cfg, rc, rep)
 }

@@ -418,6 +418,12 @@ func (r *Reader) splitByRowNumber(ctx context.Context, t *sluice.Table, names, q
 // Read emits the rows of range rg of t in batches of at most 1000 rows or
 // about 1 MiB.
 func (r *Reader) Read(ctx context.Context, t *sluice.Table, rg tablecopy.Range, emit func([]sluice.Row) error) error {
+	return r.readWhere(ctx, t, rg, func(qk []string) string { return keyrange.My(qk, rg) }, emit)
+}
+
+// readWhere emits the rows of t that where(the quoted key columns)
+// selects; rg names them in errors.
+func (r *Reader) readWhere(ctx context.Context, t *sluice.Table, rg fmt.Stringer, where func(qk []string) string, emit func([]sluice.Row) error) error {
 	types, err := r.columnTypes(ctx, t)
 	if err != nil {
 		return err
@@ -427,7 +433,7 @@ func (r *Reader) Read(ctx context.Context, t *sluice.Table, rg tablecopy.Range, 
 		names[i] = c.Name
 	}
 	_, qk, _ := keyCols(t, types)
-	q := "SELECT " + r.selectList(names, types) + " FROM " + quoteTable(t.Name) + " WHERE " + keyrange.My(qk, rg)
+	q := "SELECT " + r.selectList(names, types) + " FROM " + quoteTable(t.Name) + " WHERE " + where(qk)
 	rows, err := r.conn.QueryContext(ctx, q)
 	if err != nil {
 		return fmt.Errorf("copy %s %s: %w", t.Name, rg, err)

@@ -29,70 +29,32 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // the source application, and a slot and publication named after the
 // database that are dropped when the test ends.
 type fixture struct {
-	url  string
-	db   string
-	conn *pgx.Conn
-	cfg  Config
+	*dbtest.Database
+	cfg Config
 }
 
 func newFixture(t *testing.T, tbls []string, ddl ...string) *fixture {
 	t.Helper()
-	db := dbtest.PGDatabase(t)
-	f := &fixture{url: dbtest.PG(t).URL(db), db: db}
-	f.cfg = Config{Tables: tables(tbls...), Slot: db, Publication: db, StatusInterval: 200 * time.Millisecond, ProgressInterval: time.Second,
+	f := &fixture{Database: dbtest.PGEngine.Database(t, ddl...)}
+	f.cfg = Config{Tables: tables(tbls...), Slot: f.Name, Publication: f.Name, StatusInterval: 200 * time.Millisecond, ProgressInterval: time.Second,
 		Logger: slog.New(slog.DiscardHandler)}
-	f.conn = f.connect(t, nil)
-	f.exec(t, ddl...)
 	t.Cleanup(func() {
 		// A slot left behind retains WAL on the shared server and blocks
 		// DROP DATABASE.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := Uninstall(ctx, f.url, f.cfg); err != nil {
+		if err := Uninstall(ctx, f.URL, f.cfg); err != nil {
 			t.Errorf("Uninstall: %v", err)
 		}
 	})
 	return f
 }
 
-func (f *fixture) connect(t *testing.T, settings map[string]string) *pgx.Conn {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(f.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range settings {
-		cfg.RuntimeParams[k] = v
-	}
-	conn, err := pgx.ConnectConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
-}
-
-func (f *fixture) exec(t *testing.T, sql ...string) {
-	t.Helper()
-	execOn(t, f.conn, sql...)
-}
-
-func execOn(t *testing.T, q interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, sql ...string) {
-	t.Helper()
-	for _, s := range sql {
-		if _, err := q.Exec(context.Background(), s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-}
-
 // open opens a reader that is closed when the test ends (or earlier by
 // the test).
 func (f *fixture) open(t *testing.T, cfg Config, from sluice.Position) *Reader {
 	t.Helper()
-	r, err := Open(context.Background(), f.url, cfg, from)
+	r, err := Open(context.Background(), f.URL, cfg, from)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -208,7 +170,7 @@ func lsnOf(t *testing.T, p sluice.Position) position {
 func (f *fixture) confirmedFlush(t *testing.T) pglogrepl.LSN {
 	t.Helper()
 	var s string
-	if err := f.conn.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, f.cfg.Slot).Scan(&s); err != nil {
+	if err := f.PG.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, f.cfg.Slot).Scan(&s); err != nil {
 		t.Fatal(err)
 	}
 	lsn, err := pglogrepl.ParseLSN(s)
@@ -240,13 +202,13 @@ func TestSetupIdempotentAndUninstall(t *testing.T) {
 	ctx := context.Background()
 	count := func(sql string, args ...any) int {
 		var n int
-		if err := f.conn.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		if err := f.PG.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
 	for range 2 {
-		if err := Setup(ctx, f.url, f.cfg); err != nil {
+		if err := Setup(ctx, f.URL, f.cfg); err != nil {
 			t.Fatalf("Setup: %v", err)
 		}
 	}
@@ -259,7 +221,7 @@ func TestSetupIdempotentAndUninstall(t *testing.T) {
 	// A table added to the configuration is added to the publication.
 	cfg := f.cfg
 	cfg.Tables = tables("a", "b")
-	if err := Setup(ctx, f.url, cfg); err != nil {
+	if err := Setup(ctx, f.URL, cfg); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(`SELECT count(*) FROM pg_publication_tables WHERE pubname = $1`, f.cfg.Publication); n != 2 {
@@ -269,7 +231,7 @@ func TestSetupIdempotentAndUninstall(t *testing.T) {
 	if got := DefaultName("Orders-EU 1"); got != "sluice_orders_eu_1" {
 		t.Errorf("DefaultName = %q", got)
 	}
-	if err := Uninstall(ctx, f.url, f.cfg); err != nil {
+	if err := Uninstall(ctx, f.URL, f.cfg); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, f.cfg.Slot); n != 0 {
@@ -278,7 +240,7 @@ func TestSetupIdempotentAndUninstall(t *testing.T) {
 	if n := count(`SELECT count(*) FROM pg_publication WHERE pubname = $1`, f.cfg.Publication); n != 0 {
 		t.Fatalf("publication still there after Uninstall")
 	}
-	if err := Uninstall(ctx, f.url, f.cfg); err != nil {
+	if err := Uninstall(ctx, f.URL, f.cfg); err != nil {
 		t.Fatalf("second Uninstall: %v", err)
 	}
 }
@@ -291,7 +253,7 @@ func TestPreflightErrors(t *testing.T) {
 		`CREATE TABLE nothing (id int PRIMARY KEY)`, `ALTER TABLE nothing REPLICA IDENTITY NOTHING`,
 		`CREATE ROLE norepl LOGIN PASSWORD 'pw'`, `GRANT ALL ON ALL TABLES IN SCHEMA public TO norepl`)
 	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), f.url)
+		c, err := pgx.Connect(context.Background(), f.URL)
 		if err == nil {
 			c.Exec(context.Background(), `DROP OWNED BY norepl`)
 			c.Exec(context.Background(), `DROP ROLE norepl`)
@@ -303,25 +265,25 @@ func TestPreflightErrors(t *testing.T) {
 		table string
 		want  []string
 	}{
-		{"missing", []string{"public.missing does not exist", f.db}},
+		{"missing", []string{"public.missing does not exist", f.Name}},
 		{"nopk", []string{"public.nopk has no primary key", "add one"}},
 		{"full_nopk", []string{"public.full_nopk has no primary key", "REPLICA IDENTITY FULL", "add a primary key"}},
 		{"nothing", []string{"REPLICA IDENTITY NOTHING", "REPLICA IDENTITY DEFAULT"}},
 	} {
 		cfg := f.cfg
 		cfg.Tables = tables("ok", tc.table)
-		err := Setup(ctx, f.url, cfg)
+		err := Setup(ctx, f.URL, cfg)
 		for _, w := range tc.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("Setup with table %s: %v, want an error with %q", tc.table, err, w)
 			}
 		}
-		if _, err := Open(ctx, f.url, cfg, sluice.Position{}); err == nil {
+		if _, err := Open(ctx, f.URL, cfg, sluice.Position{}); err == nil {
 			t.Errorf("Open with table %s succeeded", tc.table)
 		}
 	}
 	// A role without REPLICATION.
-	u, _ := url.Parse(f.url)
+	u, _ := url.Parse(f.URL)
 	u.User = url.UserPassword("norepl", "pw")
 	cfg := f.cfg
 	cfg.Tables = tables("ok")
@@ -329,13 +291,13 @@ func TestPreflightErrors(t *testing.T) {
 		t.Errorf("Setup as a role without REPLICATION: %v", err)
 	}
 	// A bad position.
-	if _, err := Open(ctx, f.url, cfg, sluice.Position{Kind: "pgtrigger", Token: "1:1:/"}); err == nil || !strings.Contains(err.Error(), "not a pglogical position") {
+	if _, err := Open(ctx, f.URL, cfg, sluice.Position{Kind: "pgtrigger", Token: "1:1:/"}); err == nil || !strings.Contains(err.Error(), "not a pglogical position") {
 		t.Errorf("Open with a pgtrigger position: %v", err)
 	}
-	if _, err := Open(ctx, f.url, cfg, sluice.Position{Kind: Kind, Token: "x/1"}); err == nil {
+	if _, err := Open(ctx, f.URL, cfg, sluice.Position{Kind: Kind, Token: "x/1"}); err == nil {
 		t.Errorf("Open with a bad token succeeded")
 	}
-	if err := Setup(ctx, f.url, Config{Tables: tables("ok")}); err == nil || !strings.Contains(err.Error(), "stream name") {
+	if err := Setup(ctx, f.URL, Config{Tables: tables("ok")}); err == nil || !strings.Contains(err.Error(), "stream name") {
 		t.Errorf("Setup without names: %v", err)
 	}
 }
@@ -356,7 +318,7 @@ func TestWalLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	execOn(t, conn, `ALTER SYSTEM SET wal_level = replica`, `CREATE TABLE t (id int PRIMARY KEY)`)
+	dbtest.ExecPG(t, conn, `ALTER SYSTEM SET wal_level = replica`, `CREATE TABLE t (id int PRIMARY KEY)`)
 	conn.Close(ctx)
 	if err := pg.Restart(ctx); err != nil {
 		t.Fatal(err)
@@ -389,7 +351,7 @@ func TestValuesExact(t *testing.T) {
 	f := newFixture(t, []string{"v"}, `CREATE DOMAIN boolish AS boolean`, ddl.String())
 	r := f.open(t, f.cfg, sluice.Position{})
 
-	writer := f.connect(t, map[string]string{
+	writer := f.ConnectPG(t, map[string]string{
 		"TimeZone": "Asia/Kathmandu", "DateStyle": "SQL, DMY", "IntervalStyle": "sql_standard",
 		"extra_float_digits": "-3", "bytea_output": "escape",
 	})
@@ -415,14 +377,14 @@ func TestValuesExact(t *testing.T) {
 	for _, c := range cols {
 		all = append(all, c.name)
 	}
-	execOn(t, writer, `INSERT INTO v (id, jn) VALUES (1, 'null')`)
+	dbtest.ExecPG(t, writer, `INSERT INTO v (id, jn) VALUES (1, 'null')`)
 	for _, row := range rows {
-		execOn(t, writer, `INSERT INTO v (`+strings.Join(all, ", ")+`) VALUES `+row)
+		dbtest.ExecPG(t, writer, `INSERT INTO v (`+strings.Join(all, ", ")+`) VALUES `+row)
 	}
-	execOn(t, writer, `UPDATE v SET num2 = 7.25, iv = '-1 days -02:03:04', j = ' { } ' WHERE id = 6`, `DELETE FROM v WHERE id = 5`)
+	dbtest.ExecPG(t, writer, `UPDATE v SET num2 = 7.25, iv = '-1 days -02:03:04', j = ' { } ' WHERE id = 6`, `DELETE FROM v WHERE id = 5`)
 	got := collect(t, r, len(rows)+3, 100)
 
-	check := f.connect(t, pgtrigger.SessionSettings())
+	check := f.ConnectPG(t, pgtrigger.SessionSettings())
 	sel := make([]string, len(all))
 	for i, c := range all {
 		sel[i] = c + "::text"
@@ -491,7 +453,7 @@ func TestTransactions(t *testing.T) {
 		`CREATE TABLE other (id int PRIMARY KEY)`)
 	r := f.open(t, f.cfg, sluice.Position{})
 	before := time.Now()
-	f.exec(t,
+	f.Exec(t,
 		`INSERT INTO t VALUES (1, 'x', 'one'), (2, 'y', 'two')`,
 		`BEGIN`,
 		`INSERT INTO u VALUES (1, 'u1')`,
@@ -563,10 +525,10 @@ func TestUnchangedToast(t *testing.T) {
 	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, big text, n int)`)
 	r := f.open(t, f.cfg, sluice.Position{})
 	big := md5chain("x", 20000)
-	if _, err := f.conn.Exec(context.Background(), `INSERT INTO t VALUES (1, $1, 1)`, big); err != nil {
+	if _, err := f.PG.Exec(context.Background(), `INSERT INTO t VALUES (1, $1, 1)`, big); err != nil {
 		t.Fatal(err)
 	}
-	f.exec(t, `UPDATE t SET n = 2 WHERE id = 1`, `UPDATE t SET id = 3 WHERE id = 1`)
+	f.Exec(t, `UPDATE t SET n = 2 WHERE id = 1`, `UPDATE t SET id = 3 WHERE id = 1`)
 	got := collect(t, r, 3, 10)
 	if got[0].Row[1].Text != big {
 		t.Fatalf("inserted big value has %d bytes, want the %d written", len(got[0].Row[1].Text), len(big))
@@ -587,7 +549,7 @@ func TestUnchangedToast(t *testing.T) {
 func TestAddColumn(t *testing.T) {
 	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
 	r := f.open(t, f.cfg, sluice.Position{})
-	f.exec(t, `INSERT INTO t VALUES (1, 'a')`,
+	f.Exec(t, `INSERT INTO t VALUES (1, 'a')`,
 		`BEGIN`, `INSERT INTO t VALUES (2, 'b')`, `ALTER TABLE t ADD COLUMN w numeric(5,1) DEFAULT 1.5`, `INSERT INTO t VALUES (3, 'c', 2)`, `COMMIT`,
 		`UPDATE t SET v = 'A' WHERE id = 1`)
 	got := collect(t, r, 4, 10)
@@ -637,7 +599,7 @@ func TestIncompatibleSchemaChanges(t *testing.T) {
 			cfg := f.cfg
 			cfg.Truncate = "refuse"
 			r := f.open(t, cfg, sluice.Position{})
-			f.exec(t, `INSERT INTO t VALUES (1, 1, 1)`, `BEGIN`, `INSERT INTO t VALUES (2, 2, 2)`, tc.ddl,
+			f.Exec(t, `INSERT INTO t VALUES (1, 1, 1)`, `BEGIN`, `INSERT INTO t VALUES (2, 2, 2)`, tc.ddl,
 				`INSERT INTO t VALUES (3, 3)`, `COMMIT`, `INSERT INTO t VALUES (4, 4)`)
 			got, err := readErr(t, r)
 			// The transaction with the change stops the stream where the
@@ -672,7 +634,7 @@ func TestIncompatibleSchemaChanges(t *testing.T) {
 func workload(t *testing.T, f *fixture, base int) int {
 	t.Helper()
 	b := func(i int) string { return fmt.Sprint(base + i) }
-	f.exec(t,
+	f.Exec(t,
 		`INSERT INTO t VALUES (`+b(1)+`, 'a')`,
 		`INSERT INTO other VALUES (`+b(1)+`)`,
 		`BEGIN`, `INSERT INTO t VALUES (`+b(2)+`, 'b')`, `UPDATE t SET v = 'bb' WHERE id = `+b(2), `INSERT INTO t VALUES (`+b(3)+`, 'c')`, `COMMIT`,
@@ -763,7 +725,7 @@ func TestAckMovesConfirmedFlush(t *testing.T) {
 	// The reader hands out a progress marker past them (after the
 	// progress interval), and only acking it moves the slot: the slot
 	// never moves past what the target's checkpoint holds.
-	f.exec(t, `INSERT INTO other SELECT generate_series(100, 200)`)
+	f.Exec(t, `INSERT INTO other SELECT generate_series(100, 200)`)
 	deadline := time.Now().Add(20 * time.Second)
 	var marker sluice.Change
 	for marker.Op != sluice.OpProgress {
@@ -789,51 +751,51 @@ func TestAckMovesConfirmedFlush(t *testing.T) {
 	}
 	f.waitFlush(t, "the marker", func(l pglogrepl.LSN) bool { return l > end4 })
 	// A change after the idle move is still streamed.
-	f.exec(t, `INSERT INTO t VALUES (100, 'z')`)
+	f.Exec(t, `INSERT INTO t VALUES (100, 'z')`)
 	expect(t, collect(t, r, 1, 10), `insert t [100 z]`)
 }
 
 func TestReconnect(t *testing.T) {
 	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY)`)
 	r := f.open(t, f.cfg, sluice.Position{})
-	f.exec(t, `INSERT INTO t SELECT generate_series(1, 5)`, `INSERT INTO t VALUES (6)`)
+	f.Exec(t, `INSERT INTO t SELECT generate_series(1, 5)`, `INSERT INTO t VALUES (6)`)
 	first := collectN(t, r, 2, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := dbtest.PG(t).Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.conn = f.connect(t, nil)
-	f.exec(t, `INSERT INTO t VALUES (7)`, `BEGIN`, `INSERT INTO t VALUES (8)`, `INSERT INTO t VALUES (9)`, `COMMIT`)
+	f.PG = f.ConnectPG(t, nil)
+	f.Exec(t, `INSERT INTO t VALUES (7)`, `BEGIN`, `INSERT INTO t VALUES (8)`, `INSERT INTO t VALUES (9)`, `COMMIT`)
 	rest := collect(t, r, 7, 3)
 	expect(t, append(first, rest...), `insert t [1]`, `insert t [2]`, `insert t [3]`, `insert t [4]`, `insert t [5]`, `insert t [6]`, `insert t [7]`, `insert t [8]`, `insert t [9]`)
 }
 
 func TestFromNow(t *testing.T) {
 	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY)`)
-	if err := Setup(context.Background(), f.url, f.cfg); err != nil {
+	if err := Setup(context.Background(), f.URL, f.cfg); err != nil {
 		t.Fatal(err)
 	}
-	f.exec(t, `INSERT INTO t VALUES (1)`)
+	f.Exec(t, `INSERT INTO t VALUES (1)`)
 	cfg := f.cfg
 	cfg.FromNow = true
 	r := f.open(t, cfg, sluice.Position{})
-	f.exec(t, `INSERT INTO t VALUES (2)`)
+	f.Exec(t, `INSERT INTO t VALUES (2)`)
 	expect(t, collect(t, r, 1, 10), `insert t [2]`)
 	// One reader per slot.
-	if _, err := Open(context.Background(), f.url, f.cfg, sluice.Position{}); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+	if _, err := Open(context.Background(), f.URL, f.cfg, sluice.Position{}); err == nil || !strings.Contains(err.Error(), "in use by another process") {
 		t.Fatalf("second Open on the slot: %v", err)
 	}
 	r.Close()
 	// Without FromNow the slot streams what it holds since Setup.
-	f.exec(t, `INSERT INTO t VALUES (3)`)
+	f.Exec(t, `INSERT INTO t VALUES (3)`)
 	f2 := *f
-	f2.cfg.Slot = f.db + "_b"
-	t.Cleanup(func() { Uninstall(context.Background(), f.url, f2.cfg) })
-	if err := Setup(context.Background(), f.url, f2.cfg); err != nil {
+	f2.cfg.Slot = f.Name + "_b"
+	t.Cleanup(func() { Uninstall(context.Background(), f.URL, f2.cfg) })
+	if err := Setup(context.Background(), f.URL, f2.cfg); err != nil {
 		t.Fatal(err)
 	}
-	f.exec(t, `INSERT INTO t VALUES (4)`)
+	f.Exec(t, `INSERT INTO t VALUES (4)`)
 	r2 := f.open(t, f2.cfg, sluice.Position{})
 	expect(t, collect(t, r2, 1, 10), `insert t [4]`)
 }
@@ -870,7 +832,7 @@ func TestSlotHealth(t *testing.T) {
 	cfg.Logger = slog.New(logs)
 	cfg.MaxRetainedWAL = 1000
 	r := f.open(t, cfg, sluice.Position{})
-	f.exec(t, `INSERT INTO t SELECT i, repeat('x', 100) FROM generate_series(1, 1000) i`)
+	f.Exec(t, `INSERT INTO t SELECT i, repeat('x', 100) FROM generate_series(1, 1000) i`)
 	n, err := r.SlotHealth(context.Background())
 	if err != nil || n < 100000 {
 		t.Fatalf("SlotHealth = %d, %v; want the WAL of 1000 rows", n, err)
@@ -894,14 +856,14 @@ func TestBackpressureAndDropMidTransaction(t *testing.T) {
 	cfg.Logger = slog.New(logs)
 	r := f.open(t, cfg, sluice.Position{})
 	const n = 3 * bufferChanges
-	f.exec(t, fmt.Sprintf(`INSERT INTO t SELECT i, 'v' || i FROM generate_series(1, %d) i`, n), `INSERT INTO t VALUES (0, 'last')`)
+	f.Exec(t, fmt.Sprintf(`INSERT INTO t SELECT i, 'v' || i FROM generate_series(1, %d) i`, n), `INSERT INTO t VALUES (0, 'last')`)
 	got := collectN(t, r, 100, 100)
 	// The receiver is blocked on the full buffer, holding the stream.
 	// Kill its walsender.
 	var pid int
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := f.conn.QueryRow(context.Background(), `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, f.cfg.Slot).Scan(&pid)
+		err := f.PG.QueryRow(context.Background(), `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, f.cfg.Slot).Scan(&pid)
 		if err == nil {
 			break
 		}
@@ -910,7 +872,7 @@ func TestBackpressureAndDropMidTransaction(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	execOn(t, f.conn, fmt.Sprintf(`SELECT pg_terminate_backend(%d)`, pid))
+	dbtest.ExecPG(t, f.PG, fmt.Sprintf(`SELECT pg_terminate_backend(%d)`, pid))
 	got = append(got, collect(t, r, n+1-100, 1000)...)
 	for i, c := range got[:n] {
 		if c.Row[0].Text != fmt.Sprint(i+1) {
@@ -943,7 +905,7 @@ func TestReadAheadBoundedByBytes(t *testing.T) {
 	cfg.BufferBytes = 4 << 20
 	r := f.open(t, cfg, sluice.Position{})
 	const rows, size = 40, 1 << 20
-	f.exec(t, fmt.Sprintf(`INSERT INTO t SELECT g, repeat(md5(g::text), %d) FROM generate_series(1, %d) g`, size/32, rows))
+	f.Exec(t, fmt.Sprintf(`INSERT INTO t SELECT g, repeat(md5(g::text), %d) FROM generate_series(1, %d) g`, size/32, rows))
 	// Wait until the read-ahead is full, then watch it stay bounded.
 	deadline := time.Now().Add(20 * time.Second)
 	for r.budget.Used() < 3<<20 {
@@ -972,7 +934,7 @@ func TestReadAheadBoundedByBytes(t *testing.T) {
 func TestDroppedSlotIsLost(t *testing.T) {
 	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY)`)
 	r := f.open(t, f.cfg, sluice.Position{})
-	f.exec(t, `INSERT INTO t VALUES (1)`)
+	f.Exec(t, `INSERT INTO t VALUES (1)`)
 	got := collectN(t, r, 1, 1)
 	r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -980,7 +942,7 @@ func TestDroppedSlotIsLost(t *testing.T) {
 	// The walsender lets the slot go a moment after Close: poll until the
 	// drop is taken.
 	for {
-		_, err := f.conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", f.cfg.Slot)
+		_, err := f.PG.Exec(ctx, "SELECT pg_drop_replication_slot($1)", f.cfg.Slot)
 		if err == nil {
 			break
 		}
@@ -990,7 +952,7 @@ func TestDroppedSlotIsLost(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	r2, err := Open(ctx, f.url, f.cfg, got[0].Pos)
+	r2, err := Open(ctx, f.URL, f.cfg, got[0].Pos)
 	if err == nil {
 		_, err = readErr(t, r2)
 		r2.Close()

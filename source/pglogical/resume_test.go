@@ -20,7 +20,7 @@ import (
 func TestResumeWithOtherTables(t *testing.T) {
 	f := newFixture(t, []string{"a", "b"}, `CREATE TABLE a (id int PRIMARY KEY)`, `CREATE TABLE b (id int PRIMARY KEY)`)
 	r := f.open(t, f.cfg, sluice.Position{})
-	f.exec(t, `BEGIN`,
+	f.Exec(t, `BEGIN`,
 		`INSERT INTO a VALUES (1)`, `INSERT INTO b VALUES (1)`, `INSERT INTO a VALUES (2)`, `INSERT INTO b VALUES (2)`,
 		`INSERT INTO b VALUES (3)`, `INSERT INTO a VALUES (3)`, `COMMIT`,
 		`INSERT INTO a VALUES (4)`)
@@ -50,21 +50,21 @@ func TestResumeWithOtherTables(t *testing.T) {
 func TestSlotAheadOfCheckpoint(t *testing.T) {
 	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY)`)
 	r := f.open(t, f.cfg, sluice.Position{})
-	f.exec(t, `INSERT INTO t VALUES (1)`, `INSERT INTO t VALUES (2)`, `INSERT INTO t VALUES (3)`)
+	f.Exec(t, `INSERT INTO t VALUES (1)`, `INSERT INTO t VALUES (2)`, `INSERT INTO t VALUES (3)`)
 	got := collect(t, r, 3, 10)
 	if err := r.Ack(context.Background(), got[2].Pos); err != nil {
 		t.Fatal(err)
 	}
 	f.waitFlush(t, "the last insert", func(l pglogrepl.LSN) bool { return l == lsnOf(t, got[2].Pos).lsn })
 	r.Close()
-	_, err := Open(context.Background(), f.url, f.cfg, got[0].Pos)
+	_, err := Open(context.Background(), f.URL, f.cfg, got[0].Pos)
 	if err == nil || !strings.Contains(err.Error(), "past the stream's position") || !strings.Contains(err.Error(), got[0].Pos.Token) {
 		t.Fatalf("Open at a position the slot passed: err = %v", err)
 	}
 	old := f.cfg
 	old.AcceptSlotAhead = true
 	r2 := f.open(t, old, got[0].Pos)
-	f.exec(t, `INSERT INTO t VALUES (4)`)
+	f.Exec(t, `INSERT INTO t VALUES (4)`)
 	expect(t, collect(t, r2, 1, 10), `insert t [4]`)
 }
 
@@ -73,7 +73,7 @@ func TestSlotAheadOfCheckpoint(t *testing.T) {
 func TestTruncateIsAChange(t *testing.T) {
 	f := newFixture(t, []string{"a", "b"}, `CREATE TABLE a (id int PRIMARY KEY)`, `CREATE TABLE b (id int PRIMARY KEY)`, `CREATE TABLE c (id int PRIMARY KEY)`)
 	r := f.open(t, f.cfg, sluice.Position{})
-	f.exec(t, `INSERT INTO a VALUES (1)`, `BEGIN`, `INSERT INTO b VALUES (1)`, `TRUNCATE a, b, c`, `INSERT INTO a VALUES (2)`, `COMMIT`)
+	f.Exec(t, `INSERT INTO a VALUES (1)`, `BEGIN`, `INSERT INTO b VALUES (1)`, `TRUNCATE a, b, c`, `INSERT INTO a VALUES (2)`, `COMMIT`)
 	got := collect(t, r, 5, 10)
 	expect(t, got, `insert a [1]`, `insert b [1]`, `truncate a`, `truncate b`, `insert a [2]`)
 	r.Close()
@@ -87,13 +87,13 @@ func TestStartIsRecordable(t *testing.T) {
 	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY)`)
 	cfg := f.cfg
 	cfg.FromNow = true
-	f.exec(t, `SELECT 1`)
+	f.Exec(t, `SELECT 1`)
 	r := f.open(t, cfg, sluice.Position{})
 	start := r.Start()
 	if start.Kind != Kind || lsnOf(t, start).inTx() {
 		t.Fatalf("Start = %v, want a boundary", start)
 	}
-	f.exec(t, `INSERT INTO t VALUES (1)`)
+	f.Exec(t, `INSERT INTO t VALUES (1)`)
 	expect(t, collect(t, r, 1, 10), `insert t [1]`)
 	r.Close()
 	r2 := f.open(t, f.cfg, start)

@@ -36,11 +36,11 @@ func TestFloatExact(t *testing.T) {
 		if i < len(doubles) {
 			dv = doubles[i]
 		}
-		if _, err := f.sql.Exec("INSERT INTO n VALUES (?, ?, ?)", i, fv, dv); err != nil {
+		if _, err := f.My.Exec("INSERT INTO n VALUES (?, ?, ?)", i, fv, dv); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.exec(t, "UPDATE n SET f = f * 3, d = d / 7 WHERE id IN (0, 2, 9, 10)")
+	f.Exec(t, "UPDATE n SET f = f * 3, d = d / 7 WHERE id IN (0, 2, 9, 10)")
 	got := collect(t, r, n+4, 100)
 
 	// The source's values, by id, through the binary protocol.
@@ -49,7 +49,7 @@ func TestFloatExact(t *testing.T) {
 		d *float64
 	}
 	want := map[string]*pair{}
-	rows, err := f.sql.Query("SELECT id, f, d FROM n WHERE id >= ?", 0)
+	rows, err := f.My.Query("SELECT id, f, d FROM n WHERE id >= ?", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,14 +111,14 @@ func TestTwoStreams(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}, sluice.Position{})
 	b := f.open(t, Config{Tables: tables("u", "w"), Install: true, Stream: "b"}, sluice.Position{})
 	a.pruneEvery, b.pruneEvery = 0, 0
-	f.exec(t, "INSERT INTO t VALUES (1)", "INSERT INTO u VALUES (1)", "INSERT INTO w VALUES (1)", "UPDATE u SET id = 2", "DELETE FROM t")
+	f.Exec(t, "INSERT INTO t VALUES (1)", "INSERT INTO u VALUES (1)", "INSERT INTO w VALUES (1)", "UPDATE u SET id = 2", "DELETE FROM t")
 	ga := collect(t, a, 4, 2)
 	for _, c := range ga {
 		if err := a.Ack(ctx, c.Pos); err != nil {
 			t.Fatal(err)
 		}
 	}
-	logRows := func() int { return f.count(t, "SELECT COUNT(*) FROM sluice_changelog") }
+	logRows := func() int { return f.QueryInt(t, "SELECT COUNT(*) FROM sluice_changelog") }
 	if n := logRows(); n != 5 {
 		t.Fatalf("%d changelog rows after stream a acknowledged everything, want all 5 (stream b has read none)", n)
 	}
@@ -141,7 +141,7 @@ func TestTwoStreams(t *testing.T) {
 	if n := logRows(); n != 1 {
 		t.Fatalf("%d changelog rows after both acknowledged their changes, want 1", n)
 	}
-	if err := Unregister(ctx, f.sql, "b"); err != nil {
+	if err := Unregister(ctx, f.My, "b"); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Ack(ctx, ga[3].Pos); err != nil {
@@ -150,7 +150,7 @@ func TestTwoStreams(t *testing.T) {
 	if n := logRows(); n != 0 {
 		t.Fatalf("%d changelog rows after b was unregistered, want 0", n)
 	}
-	if n := f.count(t, "SELECT COUNT(*) FROM sluice_consumer"); n != 1 {
+	if n := f.QueryInt(t, "SELECT COUNT(*) FROM sluice_consumer"); n != 1 {
 		t.Fatalf("%d consumers after unregistering b, want 1", n)
 	}
 	// b's reader notices it was unregistered rather than read on unprotected.
@@ -216,11 +216,11 @@ func TestTruncate(t *testing.T) {
 			ctx := context.Background()
 			cfg := Config{Tables: tables("t", "o"), Install: true, PollInterval: 50 * time.Millisecond, Stream: "s"}
 			r := f.open(t, cfg, sluice.Position{})
-			f.exec(t, "INSERT INTO t VALUES (1), (2)", "INSERT INTO o VALUES (1)")
+			f.Exec(t, "INSERT INTO t VALUES (1), (2)", "INSERT INTO o VALUES (1)")
 			got := collect(t, r, 3, 10)
-			f.exec(t, tt.stmt, "INSERT INTO o VALUES (2)")
+			f.Exec(t, tt.stmt, "INSERT INTO o VALUES (2)")
 			err := readErr(t, r)
-			if !errors.Is(err, ErrTableRewritten) || !strings.Contains(err.Error(), "source table "+f.db+".t ") || !strings.Contains(err.Error(), "re-sync") {
+			if !errors.Is(err, ErrTableRewritten) || !strings.Contains(err.Error(), "source table "+f.Name+".t ") || !strings.Contains(err.Error(), "re-sync") {
 				t.Fatalf("Read after %s: %v, want ErrTableRewritten naming the table and the fix", tt.stmt, err)
 			}
 			if tn, ok := sluice.ErrTable(err); !ok || tn.Name != "t" {
@@ -229,12 +229,12 @@ func TestTruncate(t *testing.T) {
 			r.Close()
 			if tt.name == "swapped" {
 				// The triggers went with the old table: reinstall on the new.
-				if err := Install(ctx, f.sql, tables("t")); err != nil {
+				if err := Install(ctx, f.My, tables("t")); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// Restarted, at its last position: still stopped.
-			_, err = Open(ctx, f.url, Config{Tables: cfg.Tables, Stream: "s", Logger: slog.New(slog.DiscardHandler)}, got[2].Pos)
+			_, err = Open(ctx, f.URL, Config{Tables: cfg.Tables, Stream: "s", Logger: slog.New(slog.DiscardHandler)}, got[2].Pos)
 			if !errors.Is(err, ErrTableRewritten) {
 				t.Fatalf("Open after %s: %v, want ErrTableRewritten", tt.stmt, err)
 			}
@@ -243,7 +243,7 @@ func TestTruncate(t *testing.T) {
 			expect(t, collect(t, other, 1, 10), "insert o [2]")
 			// Once the operator has re-synced t and unregistered the
 			// stream, it starts again.
-			if err := Unregister(ctx, f.sql, "s"); err != nil {
+			if err := Unregister(ctx, f.My, "s"); err != nil {
 				t.Fatal(err)
 			}
 			r2 := f.open(t, Config{Tables: cfg.Tables, Stream: "s"}, got[2].Pos)
@@ -259,24 +259,24 @@ func TestChangelogTruncated(t *testing.T) {
 	ctx := context.Background()
 	cfg := Config{Tables: tables("t"), Install: true, PollInterval: 50 * time.Millisecond, Stream: "s"}
 	r := f.open(t, cfg, sluice.Position{})
-	f.exec(t, "INSERT INTO t VALUES (1), (2), (3)")
+	f.Exec(t, "INSERT INTO t VALUES (1), (2), (3)")
 	got := collect(t, r, 3, 10)
-	f.exec(t, "TRUNCATE sluice_changelog", "INSERT INTO t VALUES (4)")
+	f.Exec(t, "TRUNCATE sluice_changelog", "INSERT INTO t VALUES (4)")
 	if err := readErr(t, r); !errors.Is(err, ErrPositionLost) || !strings.Contains(err.Error(), "sluice_changelog was truncated") {
 		t.Fatalf("Read after the changelog was truncated: %v, want ErrPositionLost", err)
 	}
 	r.Close()
 	cfg.Install = false
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	if _, err := Open(ctx, f.url, cfg, got[2].Pos); !errors.Is(err, ErrPositionLost) {
+	if _, err := Open(ctx, f.URL, cfg, got[2].Pos); !errors.Is(err, ErrPositionLost) {
 		t.Fatalf("Open after the changelog was truncated: %v, want ErrPositionLost", err)
 	}
 	// Unregistered, the stream has no record of the changelog's identity:
 	// the ids handed out again below its position give it away.
-	if err := Unregister(ctx, f.sql, "s"); err != nil {
+	if err := Unregister(ctx, f.My, "s"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(ctx, f.url, cfg, got[2].Pos)
+	_, err := Open(ctx, f.URL, cfg, got[2].Pos)
 	if !errors.Is(err, ErrPositionLost) || !strings.Contains(err.Error(), "hands out ids from 2") {
 		t.Fatalf("Open of an unregistered stream after the changelog was truncated: %v, want ErrPositionLost", err)
 	}
@@ -289,7 +289,7 @@ func TestPositionLost(t *testing.T) {
 	ctx := context.Background()
 	r := f.open(t, Config{Tables: tables("t"), Install: true, Stream: "a"}, sluice.Position{})
 	r.pruneEvery = 0
-	f.exec(t, "INSERT INTO t VALUES (1), (2), (3)")
+	f.Exec(t, "INSERT INTO t VALUES (1), (2), (3)")
 	got := collect(t, r, 3, 10)
 	if err := r.Ack(ctx, got[1].Pos); err != nil {
 		t.Fatal(err)
@@ -310,7 +310,7 @@ func TestPositionLost(t *testing.T) {
 		{"new stream after the pruned ids", "c", got[1].Pos, "", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := Open(ctx, f.url, Config{Tables: tables("t"), Stream: tt.stream, Logger: quiet}, tt.from)
+			r, err := Open(ctx, f.URL, Config{Tables: tables("t"), Stream: tt.stream, Logger: quiet}, tt.from)
 			if !tt.lost {
 				if err != nil {
 					t.Fatalf("Open: %v", err)
@@ -340,7 +340,7 @@ func TestProgress(t *testing.T) {
 	const interval = 300 * time.Millisecond
 	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 20 * time.Millisecond, ProgressInterval: interval}, sluice.Position{})
 	r.pruneEvery = 0
-	if err := Install(ctx, f.sql, tables("o")); err != nil {
+	if err := Install(ctx, f.My, tables("o")); err != nil {
 		t.Fatal(err)
 	}
 	// Nothing moves: no progress.
@@ -349,7 +349,7 @@ func TestProgress(t *testing.T) {
 			t.Fatalf("Read on an idle changelog = %s, %v; want nothing", describe(cs), err)
 		}
 	}
-	f.exec(t, "INSERT INTO t VALUES (1)")
+	f.Exec(t, "INSERT INTO t VALUES (1)")
 	expect(t, collect(t, r, 1, 10), "insert t [1]")
 	var marks []sluice.Change
 	var at []time.Time
@@ -358,7 +358,7 @@ func TestProgress(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d progress changes before the deadline, want 3", len(marks))
 		}
-		f.exec(t, "INSERT INTO o VALUES ("+strconv.Itoa(i)+")")
+		f.Exec(t, "INSERT INTO o VALUES ("+strconv.Itoa(i)+")")
 		cs, err := r.Read(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
@@ -385,7 +385,7 @@ func TestProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := parsePosition(marks[2].Pos)
-	if n := f.count(t, "SELECT COUNT(*) FROM sluice_changelog WHERE id <= "+strconv.FormatUint(p.last, 10)); n != 0 {
+	if n := f.QueryInt(t, "SELECT COUNT(*) FROM sluice_changelog WHERE id <= "+strconv.FormatUint(p.last, 10)); n != 0 {
 		t.Fatalf("%d changelog rows at or below the acknowledged progress position, want 0", n)
 	}
 }
@@ -396,7 +396,7 @@ func TestStart(t *testing.T) {
 	if got, want := r.Start(), (sluice.Position{Kind: Kind, Token: "0"}); got != want {
 		t.Fatalf("Start() of a reader opened without a position = %v, want %v", got, want)
 	}
-	f.exec(t, "INSERT INTO t VALUES (1), (2)")
+	f.Exec(t, "INSERT INTO t VALUES (1), (2)")
 	got := collect(t, r, 2, 10)
 	if r.Start() != (sluice.Position{Kind: Kind, Token: "0"}) {
 		t.Fatalf("Start() moved to %v after reading", r.Start())

@@ -46,16 +46,16 @@ func TestJSONNulls(t *testing.T) {
 	var want []change
 	for i := range vals {
 		set, row := image(i+1, i)
-		f.exec(t, fmt.Sprintf("INSERT INTO j SET id = %d, %s", i+1, set))
+		f.Exec(t, fmt.Sprintf("INSERT INTO j SET id = %d, %s", i+1, set))
 		want = append(want, change{sluice.OpInsert, row})
 	}
 	// Every value becomes the next one, the last one SQL NULL.
 	for i := range vals {
 		set, row := image(i+1, (i+1)%n)
-		f.exec(t, fmt.Sprintf("UPDATE j SET %s WHERE id = %d", set, i+1))
+		f.Exec(t, fmt.Sprintf("UPDATE j SET %s WHERE id = %d", set, i+1))
 		want = append(want, change{sluice.OpUpdate, row})
 	}
-	f.exec(t, "DELETE FROM j")
+	f.Exec(t, "DELETE FROM j")
 	for range vals {
 		want = append(want, change{sluice.OpDelete, nil})
 	}

@@ -29,19 +29,8 @@ func testDB(t *testing.T, ddl ...string) (string, *sql.DB) {
 	if testing.Short() {
 		t.Skip("needs MariaDB")
 	}
-	m := dbtest.Maria(t)
-	name := dbtest.MariaDatabase(t)
-	db, err := sql.Open("mysql", m.DSN(name)+"?multiStatements=true&time_zone=%27%2B00%3A00%27")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	for _, s := range ddl {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	return m.DSN(name), db
+	d := dbtest.MariaEngine.DatabaseWith(t, map[string]string{"multiStatements": "true", "time_zone": "'+00:00'"}, ddl...)
+	return d.DSN, d.My
 }
 
 func boolp(b bool) *bool { return &b }

@@ -28,20 +28,8 @@ func testDB(t *testing.T, ddl ...string) (string, *pgx.Conn) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL")
 	}
-	pg := dbtest.PG(t)
-	db := dbtest.PGDatabase(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pg.URL(db)+"&timezone=UTC")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	for _, s := range ddl {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	return pg.URL(db), conn
+	d := dbtest.PGEngine.DatabaseWith(t, map[string]string{"timezone": "UTC"}, ddl...)
+	return d.URL, d.PG
 }
 
 func openTarget(t *testing.T, connString string, mode Mode) *Target {

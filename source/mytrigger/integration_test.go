@@ -44,80 +44,12 @@ func (f *fixture) open(t *testing.T, cfg Config, from sluice.Position) *Reader {
 	return r
 }
 
-func tables(names ...string) []sluice.TableName {
-	out := make([]sluice.TableName, len(names))
-	for i, n := range names {
-		out[i] = sluice.TableName{Name: n}
-	}
-	return out
-}
-
 // collect reads until it holds n row changes, failing after a deadline,
 // then checks that nothing more comes. Progress markers are dropped (see
 // TestProgress).
 func collect(t *testing.T, r *Reader, n, max int) []sluice.Change {
 	t.Helper()
-	ctx := context.Background()
-	var got []sluice.Change
-	deadline := time.Now().Add(20 * time.Second)
-	for len(got) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("read %d changes before the deadline, want %d: %s", len(got), n, describe(got))
-		}
-		c, err := r.Read(ctx, max)
-		if err != nil {
-			t.Fatalf("Read: %v", err)
-		}
-		if len(c) > max {
-			t.Fatalf("Read(%d) returned %d changes", max, len(c))
-		}
-		got = append(got, withoutProgress(c)...)
-	}
-	if len(got) > n {
-		t.Fatalf("read %d changes, want %d: %s", len(got), n, describe(got))
-	}
-	if c, err := r.Read(ctx, max); err != nil || len(withoutProgress(c)) != 0 {
-		t.Fatalf("Read after the last change = %s, %v; want nothing", describe(c), err)
-	}
-	return got
-}
-
-func withoutProgress(cs []sluice.Change) []sluice.Change {
-	var out []sluice.Change
-	for _, c := range cs {
-		if c.Op != sluice.OpProgress {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func describe(cs []sluice.Change) string {
-	var b strings.Builder
-	for i, c := range cs {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		if c.Table == nil {
-			fmt.Fprintf(&b, "%s %s", c.Op, c.Pos)
-			continue
-		}
-		fmt.Fprintf(&b, "%s %s", c.Op, c.Table.Name.Name)
-		if c.Key != nil {
-			b.WriteString(c.Table.FormatKey(c.Key))
-		}
-		if c.Row != nil {
-			fmt.Fprint(&b, " ", []sluice.Value(c.Row))
-		}
-	}
-	return b.String()
-}
-
-func expect(t *testing.T, got []sluice.Change, want ...string) {
-	t.Helper()
-	if g, w := describe(got), strings.Join(want, "; "); g != w {
-		t.Fatalf("changes:\n got %s\nwant %s", g, w)
-	}
+	return dbtest.CollectChanges(t, r, n, max, 20*time.Second)
 }
 
 func TestInstallIdempotent(t *testing.T) {
@@ -164,7 +96,7 @@ func TestInstallIdempotent(t *testing.T) {
 		t.Errorf("columns of %s = %v, want %v", odd.Name, odd.Columns, want)
 	}
 	f.Exec(t, "INSERT INTO a VALUES (1, 'x')", "INSERT INTO `Odd ``name'` VALUES ('b', 2, 'y')")
-	expect(t, collect(t, r, 2, 10), "insert a [1 x]", "insert Odd `name' [b 2 y]")
+	dbtest.ExpectChanges(t, collect(t, r, 2, 10), "insert a [1 x]", "insert Odd `name' [b 2 y]")
 
 	// A new column makes the triggers stale: Open says so, Install fixes
 	// it while the table is in use, Open with Install fixes it too.
@@ -176,7 +108,7 @@ func TestInstallIdempotent(t *testing.T) {
 	f.Exec(t, "ALTER TABLE a MODIFY v varchar(20)")
 	r2 := f.open(t, Config{Tables: tbls, Install: true}, r.pos.sluice())
 	f.Exec(t, "INSERT INTO a VALUES (3, 'z', 7)")
-	expect(t, collect(t, r2, 1, 10), "insert a [3 z 7]")
+	dbtest.ExpectChanges(t, collect(t, r2, 1, 10), "insert a [3 z 7]")
 	if n := triggers(); n != 6 {
 		t.Fatalf("%d capture triggers after the reinstall, want 6", n)
 	}
@@ -221,7 +153,7 @@ func TestValuesExact(t *testing.T) {
 	}
 	ddl.WriteString(")")
 	f := newFixture(t, ddl.String())
-	r := f.open(t, Config{Tables: tables("v"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("v"), Install: true}, sluice.Position{})
 
 	writer := f.Session(t)
 	dbtest.ExecSQL(t, writer, "SET time_zone = '-07:00'", "SET NAMES latin1", "SET sql_mode = ''")
@@ -350,8 +282,8 @@ func TestInsertUpdateDelete(t *testing.T) {
 		"CREATE TABLE t (a int, b varchar(5), v text, PRIMARY KEY (b, a))",
 		"CREATE TABLE u (id int PRIMARY KEY, v text)",
 		"CREATE TABLE other (id int PRIMARY KEY)")
-	r := f.open(t, Config{Tables: tables("t", "u"), Install: true}, sluice.Position{})
-	if err := Install(context.Background(), f.My, tables("other")); err != nil {
+	r := f.open(t, Config{Tables: dbtest.Tables("t", "u"), Install: true}, sluice.Position{})
+	if err := Install(context.Background(), f.My, dbtest.Tables("other")); err != nil {
 		t.Fatal(err)
 	}
 	before := time.Now()
@@ -365,7 +297,7 @@ func TestInsertUpdateDelete(t *testing.T) {
 		"DELETE FROM u",
 	)
 	got := collect(t, r, 7, 3)
-	expect(t, got,
+	dbtest.ExpectChanges(t, got,
 		"insert t [1 x one]", "insert t [2 y two]", "insert u [1 u1]",
 		"update t(b=x, a=1) [1 x uno]",
 		"update t(b=y, a=2) [10 y moved]",
@@ -381,7 +313,7 @@ func TestInsertUpdateDelete(t *testing.T) {
 // open, and must read it once it commits, after N+1.
 func TestLateVisibleID(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY, v varchar(10))")
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
 	long := f.Session(t)
 	dbtest.ExecSQL(t, long, "START TRANSACTION", "INSERT INTO t VALUES (1, 'long')")
 	f.Exec(t, "INSERT INTO t VALUES (2, 'short')", "UPDATE t SET v = 'short2' WHERE id = 2")
@@ -389,12 +321,12 @@ func TestLateVisibleID(t *testing.T) {
 	// nothing may be returned yet.
 	for range 5 {
 		if c, err := r.Read(context.Background(), 10); err != nil || len(c) != 0 {
-			t.Fatalf("Read while a lower id is open = %s, %v; want nothing", describe(c), err)
+			t.Fatalf("Read while a lower id is open = %s, %v; want nothing", dbtest.DescribeChanges(c), err)
 		}
 	}
 	dbtest.ExecSQL(t, long, "UPDATE t SET v = 'long2' WHERE id = 1", "COMMIT")
 	got := collect(t, r, 4, 10)
-	expect(t, got, "insert t [1 long]", "insert t [2 short]", "update t(id=2) [2 short2]", "update t(id=1) [1 long2]")
+	dbtest.ExpectChanges(t, got, "insert t [1 long]", "insert t [2 short]", "update t(id=2) [2 short2]", "update t(id=1) [1 long2]")
 	for i := 1; i < len(got); i++ {
 		if got[i].Pos.Token <= got[i-1].Pos.Token && len(got[i].Pos.Token) <= len(got[i-1].Pos.Token) {
 			t.Fatalf("positions not increasing: %v then %v", got[i-1].Pos, got[i].Pos)
@@ -406,7 +338,7 @@ func TestLateVisibleID(t *testing.T) {
 // second waits for the first's row lock. The changes come in commit order.
 func TestRowOrderAcrossTransactions(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY, v int)", "CREATE TABLE o (id int PRIMARY KEY)")
-	r := f.open(t, Config{Tables: tables("t", "o"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t", "o"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
 	f.Exec(t, "INSERT INTO t VALUES (1, 0)")
 	first, second := f.Session(t), f.Session(t)
 	// second starts first and takes a low id on another table.
@@ -423,7 +355,7 @@ func TestRowOrderAcrossTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	dbtest.ExecSQL(t, second, "COMMIT")
-	expect(t, collect(t, r, 4, 10), "insert t [1 0]", "insert o [1]", "update t(id=1) [1 1]", "update t(id=1) [1 2]")
+	dbtest.ExpectChanges(t, collect(t, r, 4, 10), "insert t [1 0]", "insert o [1]", "update t(id=1) [1 1]", "update t(id=1) [1 2]")
 }
 
 // TestRolledBackGap: the ids of a rolled-back transaction never appear;
@@ -431,20 +363,20 @@ func TestRowOrderAcrossTransactions(t *testing.T) {
 // saw the gap have ended, even while new transactions keep running.
 func TestRolledBackGap(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)")
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
 	rb := f.Session(t)
 	dbtest.ExecSQL(t, rb, "START TRANSACTION", "INSERT INTO t VALUES (1), (2)")
 	f.Exec(t, "INSERT INTO t VALUES (3)")
 	if c, err := r.Read(context.Background(), 10); err != nil || len(c) != 0 {
-		t.Fatalf("Read with an open gap = %s, %v", describe(c), err)
+		t.Fatalf("Read with an open gap = %s, %v", dbtest.DescribeChanges(c), err)
 	}
 	// A transaction that starts after the gap was seen must not hold it.
 	later := f.Session(t)
 	dbtest.ExecSQL(t, later, "START TRANSACTION", "INSERT INTO t VALUES (10)")
 	dbtest.ExecSQL(t, rb, "ROLLBACK")
-	expect(t, collect(t, r, 1, 10), "insert t [3]")
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), "insert t [3]")
 	dbtest.ExecSQL(t, later, "COMMIT")
-	expect(t, collect(t, r, 1, 10), "insert t [10]")
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), "insert t [10]")
 
 	// A statement rolled back inside a transaction that commits.
 	f.Exec(t, "INSERT INTO t VALUES (20)")
@@ -452,15 +384,15 @@ func TestRolledBackGap(t *testing.T) {
 		t.Fatal("duplicate key insert succeeded")
 	}
 	f.Exec(t, "INSERT INTO t VALUES (22)")
-	expect(t, collect(t, r, 2, 10), "insert t [20]", "insert t [22]")
+	dbtest.ExpectChanges(t, collect(t, r, 2, 10), "insert t [20]", "insert t [22]")
 }
 
 // TestResume opens a reader at every position the first one emitted and
 // checks it reads exactly the rest.
 func TestResume(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY, v varchar(5))", "CREATE TABLE o (id int PRIMARY KEY)")
-	r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
-	if err := Install(context.Background(), f.My, tables("o")); err != nil {
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
+	if err := Install(context.Background(), f.My, dbtest.Tables("o")); err != nil {
 		t.Fatal(err)
 	}
 	f.Exec(t, "INSERT INTO t VALUES (1,'a'),(2,'a'),(3,'a'),(4,'a'),(5,'a'),(6,'a'),(7,'a')", "INSERT INTO o VALUES (1)")
@@ -472,9 +404,9 @@ func TestResume(t *testing.T) {
 	f.Exec(t, "DELETE FROM t WHERE id > 6")
 	all = append(all, collect(t, r, 2, 100)...)
 	for i, c := range all {
-		r2 := f.open(t, Config{Tables: tables("t")}, c.Pos)
+		r2 := f.open(t, Config{Tables: dbtest.Tables("t")}, c.Pos)
 		rest := collect(t, r2, len(all)-i-1, 2)
-		if g, w := describe(rest), describe(all[i+1:]); g != w {
+		if g, w := dbtest.DescribeChanges(rest), dbtest.DescribeChanges(all[i+1:]); g != w {
 			t.Fatalf("resumed after change %d (%s):\n got %s\nwant %s", i, c.Pos, g, w)
 		}
 		r2.Close()
@@ -484,7 +416,7 @@ func TestResume(t *testing.T) {
 func TestPruneAfterAck(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)")
 	ctx := context.Background()
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
 	r.pruneEvery = 0
 	f.Exec(t, "INSERT INTO t VALUES (1),(2),(3),(4),(5)")
 	got := collect(t, r, 5, 2)
@@ -508,7 +440,7 @@ func TestPruneAfterAck(t *testing.T) {
 	}
 	dbtest.ExecSQL(t, open, "COMMIT")
 	last := collect(t, r, 2, 10)
-	expect(t, last, "insert t [100]", "insert t [6]")
+	dbtest.ExpectChanges(t, last, "insert t [100]", "insert t [6]")
 	r.pruneEvery = time.Hour
 	if err := r.Ack(ctx, last[1].Pos); err != nil {
 		t.Fatal(err)
@@ -531,7 +463,7 @@ func TestOpenErrors(t *testing.T) {
 		"CREATE TABLE nopk (id int)",
 		"CREATE TABLE notrig (id int PRIMARY KEY)")
 	ctx := context.Background()
-	if err := Install(ctx, f.My, tables("ok")); err != nil {
+	if err := Install(ctx, f.My, dbtest.Tables("ok")); err != nil {
 		t.Fatal(err)
 	}
 	m := dbtest.Maria(t)
@@ -553,25 +485,25 @@ func TestOpenErrors(t *testing.T) {
 		from sluice.Position
 		want []string
 	}{
-		{"missing table", f.URL, Config{Tables: tables("nope")}, sluice.Position{},
+		{"missing table", f.URL, Config{Tables: dbtest.Tables("nope")}, sluice.Position{},
 			[]string{"source table " + f.Name + ".nope does not exist in database " + f.Name}},
-		{"missing table with install", f.DSN, Config{Tables: tables("nope"), Install: true}, sluice.Position{},
+		{"missing table with install", f.DSN, Config{Tables: dbtest.Tables("nope"), Install: true}, sluice.Position{},
 			[]string{"source table " + f.Name + ".nope does not exist"}},
-		{"no primary key", f.URL, Config{Tables: tables("nopk"), Install: true}, sluice.Position{},
+		{"no primary key", f.URL, Config{Tables: dbtest.Tables("nopk"), Install: true}, sluice.Position{},
 			[]string{"table " + f.Name + ".nopk has no primary key; sluice needs one to apply changes idempotently: add one"}},
-		{"trigger missing", f.URL, Config{Tables: tables("notrig")}, sluice.Position{},
+		{"trigger missing", f.URL, Config{Tables: dbtest.Tables("notrig")}, sluice.Position{},
 			[]string{f.Name + ".notrig has no capture trigger sluice_notrig_ai", "run `sluice source install`"}},
-		{"changelog missing", other.URL, Config{Tables: tables("ok")}, sluice.Position{},
+		{"changelog missing", other.URL, Config{Tables: dbtest.Tables("ok")}, sluice.Position{},
 			[]string{"changelog " + other.Name + ".sluice_changelog is missing", "run `sluice source install`"}},
-		{"wrong password", badPassword, Config{Tables: tables("ok")}, sluice.Position{},
+		{"wrong password", badPassword, Config{Tables: dbtest.Tables("ok")}, sluice.Position{},
 			[]string{"access denied for user root", "check the user and password"}},
-		{"unreachable", unreachable, Config{Tables: tables("ok")}, sluice.Position{},
+		{"unreachable", unreachable, Config{Tables: dbtest.Tables("ok")}, sluice.Position{},
 			[]string{"cannot reach MySQL source at " + closed, "check the host and port"}},
-		{"unknown database", fmt.Sprintf("mysql://%s:%s@%s/nodb_here", m.User, m.Password, m.Addr()), Config{Tables: tables("ok")}, sluice.Position{},
+		{"unknown database", fmt.Sprintf("mysql://%s:%s@%s/nodb_here", m.User, m.Password, m.Addr()), Config{Tables: dbtest.Tables("ok")}, sluice.Position{},
 			[]string{"has no database nodb_here"}},
-		{"no database", fmt.Sprintf("mysql://%s:%s@%s/", m.User, m.Password, m.Addr()), Config{Tables: tables("ok")}, sluice.Position{},
+		{"no database", fmt.Sprintf("mysql://%s:%s@%s/", m.User, m.Password, m.Addr()), Config{Tables: dbtest.Tables("ok")}, sluice.Position{},
 			[]string{"names no database"}},
-		{"foreign position", f.URL, Config{Tables: tables("ok")}, sluice.Position{Kind: "binlog", Token: "mysql-bin.000001:4"},
+		{"foreign position", f.URL, Config{Tables: dbtest.Tables("ok")}, sluice.Position{Kind: "binlog", Token: "mysql-bin.000001:4"},
 			[]string{"not a mytrigger position"}},
 	}
 	for _, tt := range tests {
@@ -596,7 +528,7 @@ func TestOpenErrors(t *testing.T) {
 
 func TestNoProcessPrivilege(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)")
-	if err := Install(context.Background(), f.My, tables("t")); err != nil {
+	if err := Install(context.Background(), f.My, dbtest.Tables("t")); err != nil {
 		t.Fatal(err)
 	}
 	user := "mytrig_" + f.Name[len(f.Name)-4:]
@@ -605,7 +537,7 @@ func TestNoProcessPrivilege(t *testing.T) {
 	t.Cleanup(func() { f.My.Exec("DROP USER '" + user + "'@'%'") })
 	m := dbtest.Maria(t)
 	_, err := Open(context.Background(), fmt.Sprintf("mysql://%s:pw@%s/%s", user, m.Addr(), f.Name),
-		Config{Tables: tables("t"), Logger: slog.New(slog.DiscardHandler)}, sluice.Position{})
+		Config{Tables: dbtest.Tables("t"), Logger: slog.New(slog.DiscardHandler)}, sluice.Position{})
 	if err == nil || !strings.Contains(err.Error(), "GRANT PROCESS") {
 		t.Fatalf("Open without PROCESS: %v, want an error asking for it", err)
 	}
@@ -614,7 +546,7 @@ func TestNoProcessPrivilege(t *testing.T) {
 func TestUninstall(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE a (id int PRIMARY KEY)", "CREATE TABLE b (id int PRIMARY KEY)")
 	ctx := context.Background()
-	if err := Install(ctx, f.My, tables("a", "b")); err != nil {
+	if err := Install(ctx, f.My, dbtest.Tables("a", "b")); err != nil {
 		t.Fatal(err)
 	}
 	triggers := func() int {
@@ -623,7 +555,7 @@ func TestUninstall(t *testing.T) {
 	changelog := func() int {
 		return f.QueryInt(t, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'sluice_changelog'")
 	}
-	if err := Uninstall(ctx, f.My, tables("a", "gone")); err != nil {
+	if err := Uninstall(ctx, f.My, dbtest.Tables("a", "gone")); err != nil {
 		t.Fatal(err)
 	}
 	if n := triggers(); n != 3 {
@@ -637,7 +569,7 @@ func TestUninstall(t *testing.T) {
 		t.Fatalf("%d changelog rows, want 1 (b only)", n)
 	}
 	for range 2 {
-		if err := Uninstall(ctx, f.My, tables("b")); err != nil {
+		if err := Uninstall(ctx, f.My, dbtest.Tables("b")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -652,7 +584,7 @@ func TestUninstall(t *testing.T) {
 
 func TestReadIdle(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)")
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 100 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 100 * time.Millisecond}, sluice.Position{})
 	start := time.Now()
 	c, err := r.Read(context.Background(), 10)
 	if err != nil || len(c) != 0 {
@@ -673,7 +605,7 @@ func TestReadIdle(t *testing.T) {
 // pages; replaying what it read must give exactly the source's rows.
 func TestConcurrentWritersConverge(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, w varchar(10))")
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 20 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 20 * time.Millisecond}, sluice.Position{})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -749,7 +681,7 @@ func TestConcurrentWritersConverge(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Read: %v", err)
 		}
-		cs = withoutProgress(cs)
+		cs = dbtest.WithoutProgress(cs)
 		apply(cs)
 		read += len(cs)
 	}

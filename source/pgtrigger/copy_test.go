@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/source/internal/pgcopy/pgcopytest"
 )
 
@@ -19,7 +20,7 @@ import (
 // changes are streamed, not copied.
 func TestCopyBoundary(t *testing.T) {
 	f := newFixture(t, pgcopytest.DDL...)
-	cfg := Config{Tables: tables(pgcopytest.Tables...), Stream: "copy", Logger: slog.New(slog.DiscardHandler)}
+	cfg := Config{Tables: dbtest.Tables(pgcopytest.Tables...), Stream: "copy", Logger: slog.New(slog.DiscardHandler)}
 	src := NewCopySource(f.URL, cfg)
 	var prev position
 	for i := range 2 {

@@ -42,82 +42,12 @@ func (f *fixture) open(t *testing.T, cfg Config, from sluice.Position) *Reader {
 	return r
 }
 
-func tables(names ...string) []sluice.TableName {
-	out := make([]sluice.TableName, len(names))
-	for i, n := range names {
-		out[i] = sluice.TableName{Name: n}
-	}
-	return out
-}
-
 // collect reads until it holds n row changes, failing after a deadline,
 // then checks that nothing more comes. Progress markers are dropped (see
 // TestProgress).
 func collect(t *testing.T, r *Reader, n, max int) []sluice.Change {
 	t.Helper()
-	ctx := context.Background()
-	var got []sluice.Change
-	deadline := time.Now().Add(15 * time.Second)
-	for len(got) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("read %d changes before the deadline, want %d: %s", len(got), n, describe(got))
-		}
-		c, err := r.Read(ctx, max)
-		if err != nil {
-			t.Fatalf("Read: %v", err)
-		}
-		if len(c) > max {
-			t.Fatalf("Read(%d) returned %d changes", max, len(c))
-		}
-		got = append(got, withoutProgress(c)...)
-	}
-	if len(got) > n {
-		t.Fatalf("read %d changes, want %d: %s", len(got), n, describe(got))
-	}
-	if c, err := r.Read(ctx, max); err != nil || len(withoutProgress(c)) != 0 {
-		t.Fatalf("Read after the last change = %s, %v; want nothing", describe(c), err)
-	}
-	return got
-}
-
-func withoutProgress(cs []sluice.Change) []sluice.Change {
-	var out []sluice.Change
-	for _, c := range cs {
-		if c.Op != sluice.OpProgress {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// describe renders changes as "insert t(id=1) [1 a]; delete …" for
-// comparisons and failure messages.
-func describe(cs []sluice.Change) string {
-	var b strings.Builder
-	for i, c := range cs {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		if c.Table == nil {
-			fmt.Fprintf(&b, "%s %s", c.Op, c.Pos)
-			continue
-		}
-		fmt.Fprintf(&b, "%s %s", c.Op, c.Table.Name.Name)
-		if c.Key != nil {
-			b.WriteString(c.Table.FormatKey(c.Key))
-		}
-		if c.Row != nil {
-			fmt.Fprint(&b, " ", []sluice.Value(c.Row))
-		}
-	}
-	return b.String()
-}
-
-func expect(t *testing.T, got []sluice.Change, want ...string) {
-	t.Helper()
-	if g, w := describe(got), strings.Join(want, "; "); g != w {
-		t.Fatalf("changes:\n got %s\nwant %s", g, w)
-	}
+	return dbtest.CollectChanges(t, r, n, max, 15*time.Second)
 }
 
 func count(t *testing.T, conn *pgx.Conn, sql string) int {
@@ -153,7 +83,7 @@ func TestInstallIdempotent(t *testing.T) {
 		t.Errorf("columns of %s = %v, want %v", odd.Name, odd.Columns, want)
 	}
 	f.Exec(t, `INSERT INTO a VALUES (1, 'x')`, `INSERT INTO "Odd ""name""" VALUES ('b', 2, 'y')`)
-	expect(t, collect(t, r, 2, 10), `insert a [1 x]`, `insert Odd "name" [b 2 y]`)
+	dbtest.ExpectChanges(t, collect(t, r, 2, 10), `insert a [1 x]`, `insert Odd "name" [b 2 y]`)
 
 	// A changed primary key makes Open ask for a reinstall, which fixes it.
 	f.Exec(t, `ALTER TABLE a DROP CONSTRAINT a_pkey`, `ALTER TABLE a ADD PRIMARY KEY (v)`)
@@ -185,7 +115,7 @@ func TestValuesExact(t *testing.T) {
 	}
 	ddl.WriteString(")")
 	f := newFixture(t, ddl.String())
-	r := f.open(t, Config{Tables: tables("v"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("v"), Install: true}, sluice.Position{})
 
 	writer := f.ConnectPG(t, map[string]string{
 		"TimeZone": "Asia/Kathmandu", "DateStyle": "SQL, DMY", "IntervalStyle": "sql_standard",
@@ -293,7 +223,7 @@ func TestInsertUpdateDelete(t *testing.T) {
 	f := newFixture(t,
 		`CREATE TABLE t (a int, b text, v text, PRIMARY KEY (b, a))`,
 		`CREATE TABLE u (id int PRIMARY KEY, v text)`)
-	r := f.open(t, Config{Tables: tables("t", "u"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t", "u"), Install: true}, sluice.Position{})
 	f.Exec(t,
 		`INSERT INTO t VALUES (1, 'x', 'one'), (2, 'y', 'two')`,
 		`INSERT INTO u VALUES (1, 'u1')`,
@@ -302,7 +232,7 @@ func TestInsertUpdateDelete(t *testing.T) {
 		`DELETE FROM t WHERE a = 1`,
 		`DELETE FROM u`,
 	)
-	expect(t, collect(t, r, 7, 3),
+	dbtest.ExpectChanges(t, collect(t, r, 7, 3),
 		`insert t [1 x one]`, `insert t [2 y two]`, `insert u [1 u1]`,
 		`update t(b=x, a=1) [1 x uno]`,
 		`update t(b=y, a=2) [10 y moved]`,
@@ -312,7 +242,7 @@ func TestInsertUpdateDelete(t *testing.T) {
 
 func TestChangeTime(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY)`)
-	r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
 	before := time.Now()
 	f.Exec(t, `INSERT INTO t VALUES (1)`)
 	c := collect(t, r, 1, 10)[0]
@@ -325,12 +255,12 @@ func TestChangeTime(t *testing.T) {
 // the next one reconnects and goes on where the last change left off.
 func TestReconnect(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY)`)
-	r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
 	f.Exec(t, `INSERT INTO t SELECT generate_series(1, 5)`)
 	ctx := context.Background()
 	first, err := r.Read(ctx, 2)
 	if err != nil || len(first) != 2 {
-		t.Fatalf("Read = %s, %v", describe(first), err)
+		t.Fatalf("Read = %s, %v", dbtest.DescribeChanges(first), err)
 	}
 	pid := r.conn.PgConn().PID()
 	f.Exec(t, fmt.Sprintf(`SELECT pg_terminate_backend(%d)`, pid))
@@ -341,16 +271,16 @@ func TestReconnect(t *testing.T) {
 		}
 	}
 	if c, err := r.Read(ctx, 1); err == nil {
-		t.Fatalf("Read on a terminated session = %s, want an error", describe(c))
+		t.Fatalf("Read on a terminated session = %s, want an error", dbtest.DescribeChanges(c))
 	}
-	expect(t, collect(t, r, 3, 10), `insert t [3]`, `insert t [4]`, `insert t [5]`)
+	dbtest.ExpectChanges(t, collect(t, r, 3, 10), `insert t [3]`, `insert t [4]`, `insert t [5]`)
 }
 
 // TestLongTransaction: a transaction that wrote first (lower changelog id)
 // and commits last is read, after the others.
 func TestLongTransaction(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
-	r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
 	ctx := context.Background()
 	long, err := f.ConnectPG(t, nil).Begin(ctx)
 	if err != nil {
@@ -358,11 +288,11 @@ func TestLongTransaction(t *testing.T) {
 	}
 	dbtest.ExecPG(t, long, `INSERT INTO t VALUES (1, 'long')`)
 	f.Exec(t, `INSERT INTO t VALUES (2, 'short')`)
-	expect(t, collect(t, r, 1, 10), `insert t [2 short]`)
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), `insert t [2 short]`)
 	if err := long.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, collect(t, r, 1, 10), `insert t [1 long]`)
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), `insert t [1 long]`)
 }
 
 // TestOlderXidModifiesLater: a transaction with an older xid modifies a row
@@ -373,9 +303,9 @@ func TestOlderXidModifiesLater(t *testing.T) {
 	for _, readBetween := range []bool{false, true} {
 		t.Run(fmt.Sprintf("readBetween=%v", readBetween), func(t *testing.T) {
 			f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY, v text)`, `CREATE TABLE other (id int)`)
-			r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
+			r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
 			f.Exec(t, `INSERT INTO t VALUES (1, 'initial')`)
-			expect(t, collect(t, r, 1, 10), `insert t [1 initial]`)
+			dbtest.ExpectChanges(t, collect(t, r, 1, 10), `insert t [1 initial]`)
 			ctx := context.Background()
 			older, err := f.ConnectPG(t, nil).Begin(ctx)
 			if err != nil {
@@ -408,7 +338,7 @@ func TestOlderXidModifiesLater(t *testing.T) {
 				t.Fatal(err)
 			}
 			got = append(got, collect(t, r, 2-len(got), 10)...)
-			expect(t, got, `update t(id=1) [1 newer]`, `update t(id=1) [1 older]`)
+			dbtest.ExpectChanges(t, got, `update t(id=1) [1 newer]`, `update t(id=1) [1 older]`)
 		})
 	}
 }
@@ -417,7 +347,7 @@ func TestOlderXidModifiesLater(t *testing.T) {
 // several windows and pages, and checks it reads exactly the rest.
 func TestResume(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
-	r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
 	f.Exec(t, `INSERT INTO t SELECT g, 'a' FROM generate_series(1, 7) g`)
 	all := collect(t, r, 7, 3) // one window, three pages
 	f.Exec(t, `INSERT INTO t VALUES (8, 'b')`, `UPDATE t SET v = 'c' WHERE id < 3`)
@@ -425,9 +355,9 @@ func TestResume(t *testing.T) {
 	f.Exec(t, `DELETE FROM t WHERE id > 6`)
 	all = append(all, collect(t, r, 2, 100)...)
 	for i, c := range all {
-		r2 := f.open(t, Config{Tables: tables("t")}, c.Pos)
+		r2 := f.open(t, Config{Tables: dbtest.Tables("t")}, c.Pos)
 		rest := collect(t, r2, len(all)-i-1, 2)
-		if g, w := describe(rest), describe(all[i+1:]); g != w {
+		if g, w := dbtest.DescribeChanges(rest), dbtest.DescribeChanges(all[i+1:]); g != w {
 			t.Fatalf("resumed after change %d (%s):\n got %s\nwant %s", i, c.Pos, g, w)
 		}
 		r2.Close()
@@ -437,7 +367,7 @@ func TestResume(t *testing.T) {
 func TestPositionAt(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY)`)
 	ctx := context.Background()
-	if err := Install(ctx, f.PG, "", tables("t")); err != nil {
+	if err := Install(ctx, f.PG, "", dbtest.Tables("t")); err != nil {
 		t.Fatal(err)
 	}
 	f.Exec(t, `INSERT INTO t VALUES (1)`)
@@ -455,14 +385,14 @@ func TestPositionAt(t *testing.T) {
 		t.Fatalf("copy sees %d rows, want 1", n)
 	}
 	tx.Rollback(ctx)
-	r := f.open(t, Config{Tables: tables("t")}, pos)
-	expect(t, collect(t, r, 1, 10), `insert t [2]`)
+	r := f.open(t, Config{Tables: dbtest.Tables("t")}, pos)
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), `insert t [2]`)
 }
 
 func TestPruneAfterAck(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY)`)
 	ctx := context.Background()
-	r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
 	r.pruneEvery = 0
 	f.Exec(t, `INSERT INTO t SELECT generate_series(1, 5)`)
 	got := collect(t, r, 5, 2)
@@ -495,7 +425,7 @@ func TestPruneAfterAck(t *testing.T) {
 		t.Fatalf("%d changelog rows after the open transaction committed, want 1", n)
 	}
 	last := collect(t, r, 1, 10)
-	expect(t, last, `insert t [100]`)
+	dbtest.ExpectChanges(t, last, `insert t [100]`)
 
 	// Rate limit: an Ack right after a prune waits for the next one.
 	r.pruneEvery = time.Hour
@@ -520,7 +450,7 @@ func TestOpenErrors(t *testing.T) {
 		`CREATE TABLE nopk (id int)`,
 		`CREATE TABLE notrig (id int PRIMARY KEY)`)
 	ctx := context.Background()
-	if err := Install(ctx, f.PG, "", tables("ok")); err != nil {
+	if err := Install(ctx, f.PG, "", dbtest.Tables("ok")); err != nil {
 		t.Fatal(err)
 	}
 	badPassword := func() string {
@@ -546,21 +476,21 @@ func TestOpenErrors(t *testing.T) {
 		want    []string
 		install bool
 	}{
-		{"missing table", f.URL, Config{Tables: tables("nope")},
+		{"missing table", f.URL, Config{Tables: dbtest.Tables("nope")},
 			[]string{"source table public.nope does not exist in database " + f.Name}, false},
-		{"missing table with install", f.URL, Config{Tables: tables("nope"), Install: true},
+		{"missing table with install", f.URL, Config{Tables: dbtest.Tables("nope"), Install: true},
 			[]string{"source table public.nope does not exist in database " + f.Name}, false},
-		{"no primary key", f.URL, Config{Tables: tables("nopk"), Install: true},
+		{"no primary key", f.URL, Config{Tables: dbtest.Tables("nopk"), Install: true},
 			[]string{"table public.nopk has no primary key; sluice needs one to apply changes idempotently: add one"}, false},
-		{"trigger missing", f.URL, Config{Tables: tables("notrig")},
+		{"trigger missing", f.URL, Config{Tables: dbtest.Tables("notrig")},
 			[]string{"public.notrig", "run `sluice source install`"}, false},
-		{"changelog missing", f.URL, Config{Tables: tables("ok"), Schema: "other"},
+		{"changelog missing", f.URL, Config{Tables: dbtest.Tables("ok"), Schema: "other"},
 			[]string{"other.changelog", "run `sluice source install`"}, false},
-		{"wrong password", badPassword, Config{Tables: tables("ok")},
+		{"wrong password", badPassword, Config{Tables: dbtest.Tables("ok")},
 			[]string{"password authentication failed", "check the password"}, false},
-		{"unreachable", closedPort, Config{Tables: tables("ok")},
+		{"unreachable", closedPort, Config{Tables: dbtest.Tables("ok")},
 			[]string{"cannot reach PostgreSQL source at 127.0.0.1:", "check the host and port"}, false},
-		{"foreign position", f.URL, Config{Tables: tables("ok")},
+		{"foreign position", f.URL, Config{Tables: dbtest.Tables("ok")},
 			[]string{"not a pgtrigger position"}, false},
 	}
 	for _, tt := range tests {
@@ -594,7 +524,7 @@ func TestSourceWritesSurviveChanges(t *testing.T) {
 		f.PG.Exec(context.Background(), `DROP OWNED BY app_writer_pgtrigger_test`)
 		f.PG.Exec(context.Background(), `DROP ROLE app_writer_pgtrigger_test`)
 	})
-	if err := Install(context.Background(), f.PG, "", tables("t")); err != nil {
+	if err := Install(context.Background(), f.PG, "", dbtest.Tables("t")); err != nil {
 		t.Fatal(err)
 	}
 	f.Exec(t,
@@ -623,11 +553,11 @@ func TestSourceWritesSurviveChanges(t *testing.T) {
 func TestUninstall(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE a (id int PRIMARY KEY)`, `CREATE TABLE b (id int PRIMARY KEY)`)
 	ctx := context.Background()
-	if err := Install(ctx, f.PG, "", tables("a", "b")); err != nil {
+	if err := Install(ctx, f.PG, "", dbtest.Tables("a", "b")); err != nil {
 		t.Fatal(err)
 	}
 	triggers := func() int { return f.QueryInt(t, `SELECT count(*) FROM pg_trigger WHERE tgname = 'sluice_capture'`) }
-	if err := Uninstall(ctx, f.PG, "", tables("a", "gone")); err != nil {
+	if err := Uninstall(ctx, f.PG, "", dbtest.Tables("a", "gone")); err != nil {
 		t.Fatal(err)
 	}
 	if n := triggers(); n != 1 {
@@ -641,7 +571,7 @@ func TestUninstall(t *testing.T) {
 		t.Fatalf("%d changelog rows, want 1 (b only)", n)
 	}
 	for range 2 {
-		if err := Uninstall(ctx, f.PG, "", tables("b")); err != nil {
+		if err := Uninstall(ctx, f.PG, "", dbtest.Tables("b")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -656,7 +586,7 @@ func TestUninstall(t *testing.T) {
 
 func TestReadIdle(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY)`)
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 100 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 100 * time.Millisecond}, sluice.Position{})
 	start := time.Now()
 	c, err := r.Read(context.Background(), 10)
 	if err != nil || len(c) != 0 {
@@ -678,7 +608,7 @@ func TestReadIdle(t *testing.T) {
 // change must be read once.
 func TestConcurrentWritersConverge(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, w text)`)
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 20 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 20 * time.Millisecond}, sluice.Position{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -755,7 +685,7 @@ func TestConcurrentWritersConverge(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Read: %v", err)
 		}
-		cs = withoutProgress(cs)
+		cs = dbtest.WithoutProgress(cs)
 		apply(cs)
 		read += len(cs)
 	}

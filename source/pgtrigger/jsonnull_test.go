@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/internal/dbtest"
 )
 
 // jsonValue is a value written into json and jsonb columns, with what the
@@ -48,7 +49,7 @@ type wantChange struct {
 func checkChanges(t *testing.T, got []sluice.Change, want []wantChange) {
 	t.Helper()
 	if len(got) != len(want) {
-		t.Fatalf("%d changes, want %d: %s", len(got), len(want), describe(got))
+		t.Fatalf("%d changes, want %d: %s", len(got), len(want), dbtest.DescribeChanges(got))
 	}
 	for i, w := range want {
 		c := got[i]
@@ -87,7 +88,7 @@ func TestJSONNulls(t *testing.T) {
 		`CREATE TABLE j (id int PRIMARY KEY, v text, j json, jb jsonb, jd jdom2, jn json NOT NULL, pad text)`,
 		// A jsonb key column holds the JSON value, never SQL NULL.
 		`CREATE TABLE jk (k jsonb, n int, j json, PRIMARY KEY (k, n))`)
-	r := f.open(t, Config{Tables: tables("j", "jk"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("j", "jk"), Install: true}, sluice.Position{})
 
 	vals := jsonValues
 	n := len(vals)
@@ -251,8 +252,8 @@ func TestInstallUpgradesJSONNulls(t *testing.T) {
 		`CREATE TABLE p (id int PRIMARY KEY, v text)`,
 		`CREATE TABLE other (id int PRIMARY KEY, j json)`)
 	ctx := context.Background()
-	tbls := tables("j", "p")
-	installLegacy(t, f, tables("j", "p", "other"))
+	tbls := dbtest.Tables("j", "p")
+	installLegacy(t, f, dbtest.Tables("j", "p", "other"))
 
 	// Captured by the legacy install.
 	f.Exec(t, `INSERT INTO j VALUES (1, NULL, NULL), (2, 'null', 'null'), (3, '{}', '"null"')`)
@@ -349,7 +350,7 @@ func TestJSONNullsAfterAlter(t *testing.T) {
 		`CREATE TABLE pt1 (jb jsonb, x int, j json, id int NOT NULL)`,
 		`ALTER TABLE pt1 DROP COLUMN x`,
 		`ALTER TABLE pt ATTACH PARTITION pt1 FOR VALUES FROM (0) TO (100)`)
-	if err := Install(context.Background(), f.PG, "", tables("a", "pt")); err != nil {
+	if err := Install(context.Background(), f.PG, "", dbtest.Tables("a", "pt")); err != nil {
 		t.Fatal(err)
 	}
 	// Rows 5 and 6 have long images, in which every column is tested.

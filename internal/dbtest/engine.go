@@ -34,14 +34,55 @@ var Engines = []Engine{PGEngine, MariaEngine}
 
 func (e Engine) String() string { return string(e) }
 
-// Addr starts the engine's shared server if need be and returns its TCP
-// address, host:port (to put a proxy in front of it).
-func (e Engine) Addr(tb testing.TB) string {
+// Server is a throwaway server of either engine.
+type Server interface {
+	// URL is the address sluice takes for database db as the superuser.
+	URL(db string) string
+	// Addr is the server's TCP address, host:port (to put a proxy in
+	// front of it).
+	Addr() string
+	CreateDatabase(ctx context.Context, name string) error
+	DropDatabase(ctx context.Context, name string) error
+	// Restart stops the server cleanly and starts it again.
+	Restart(ctx context.Context) error
+	// Crash kills the server as a crash would, and starts it again (its
+	// next start runs crash recovery).
+	Crash(ctx context.Context) error
+	Stop() error
+}
+
+var (
+	_ Server = (*Postgres)(nil)
+	_ Server = (*MariaDB)(nil)
+)
+
+// Shared returns the engine's shared server, starting it on first use
+// (see PG and Maria).
+func (e Engine) Shared(tb testing.TB) Server {
 	tb.Helper()
 	if e == PGEngine {
-		return PG(tb).Addr()
+		return PG(tb)
 	}
-	return Maria(tb).Addr()
+	return Maria(tb)
+}
+
+// Start starts a private server of the engine, for a test that must not
+// disturb the shared one and for the bench and chaos binaries. The caller
+// stops it.
+func (e Engine) Start(ctx context.Context) (Server, error) {
+	// A nil *Postgres in a Server would not compare equal to nil.
+	if e == PGEngine {
+		p, err := StartPostgres(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	m, err := StartMariaDB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Quote quotes an identifier in the engine's dialect.

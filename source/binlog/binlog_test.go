@@ -52,22 +52,12 @@ func readN(t testing.TB, r *Reader, n int, quiet bool) []sluice.Change {
 		if err != nil {
 			t.Fatalf("Read after %d changes: %v", len(out), err)
 		}
-		out = append(out, withoutMarkers(cs)...)
+		out = append(out, dbtest.WithoutProgress(cs)...)
 	}
 	if quiet {
 		cs, err := r.Read(ctx, 100)
-		if cs = withoutMarkers(cs); err != nil || len(cs) != 0 {
+		if cs = dbtest.WithoutProgress(cs); err != nil || len(cs) != 0 {
 			t.Fatalf("after %d changes: got %d more (%v), err %v", n, len(cs), summary(cs), err)
-		}
-	}
-	return out
-}
-
-func withoutMarkers(cs []sluice.Change) []sluice.Change {
-	out := cs[:0:0]
-	for _, c := range cs {
-		if c.Op != sluice.OpProgress {
-			out = append(out, c)
 		}
 	}
 	return out

@@ -19,7 +19,7 @@ func readUntilErr(t testing.TB, r *Reader) ([]sluice.Change, error) {
 	var got []sluice.Change
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		cs, err := r.Read(context.Background(), 100)
-		got = append(got, withoutMarkers(cs)...)
+		got = append(got, dbtest.WithoutProgress(cs)...)
 		if err != nil {
 			return got, err
 		}

@@ -36,7 +36,7 @@ type fixture struct {
 func newFixture(t *testing.T, tbls []string, ddl ...string) *fixture {
 	t.Helper()
 	f := &fixture{Database: dbtest.PGEngine.Database(t, ddl...)}
-	f.cfg = Config{Tables: tables(tbls...), Slot: f.Name, Publication: f.Name, StatusInterval: 200 * time.Millisecond, ProgressInterval: time.Second,
+	f.cfg = Config{Tables: dbtest.Tables(tbls...), Slot: f.Name, Publication: f.Name, StatusInterval: 200 * time.Millisecond, ProgressInterval: time.Second,
 		Logger: slog.New(slog.DiscardHandler)}
 	t.Cleanup(func() {
 		// A slot left behind retains WAL on the shared server and blocks
@@ -62,14 +62,6 @@ func (f *fixture) open(t *testing.T, cfg Config, from sluice.Position) *Reader {
 	return r
 }
 
-func tables(names ...string) []sluice.TableName {
-	out := make([]sluice.TableName, len(names))
-	for i, n := range names {
-		out[i] = sluice.TableName{Name: n}
-	}
-	return out
-}
-
 // collect reads until it holds n changes, failing after a deadline, then
 // checks that nothing more comes.
 func collect(t *testing.T, r *Reader, n, max int) []sluice.Change {
@@ -78,7 +70,7 @@ func collect(t *testing.T, r *Reader, n, max int) []sluice.Change {
 	c, err := r.Read(context.Background(), max)
 	c = slices.DeleteFunc(c, func(c sluice.Change) bool { return c.Op == sluice.OpProgress })
 	if err != nil || len(c) != 0 {
-		t.Fatalf("Read after the last change = %s, %v; want nothing", describeChanges(c), err)
+		t.Fatalf("Read after the last change = %s, %v; want nothing", dbtest.DescribeChanges(c), err)
 	}
 	return got
 }
@@ -89,12 +81,12 @@ func collectN(t *testing.T, r *Reader, n, max int) []sluice.Change {
 	deadline := time.Now().Add(20 * time.Second)
 	for len(got) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("read %d changes before the deadline, want %d: %s", len(got), n, describeChanges(got))
+			t.Fatalf("read %d changes before the deadline, want %d: %s", len(got), n, dbtest.DescribeChanges(got))
 		}
 		m := min(max, n-len(got))
 		c, err := r.Read(context.Background(), m)
 		if err != nil {
-			t.Fatalf("Read after %s: %v", describeChanges(got), err)
+			t.Fatalf("Read after %s: %v", dbtest.DescribeChanges(got), err)
 		}
 		if len(c) > m {
 			t.Fatalf("Read(%d) returned %d changes", max, len(c))
@@ -108,7 +100,7 @@ func collectN(t *testing.T, r *Reader, n, max int) []sluice.Change {
 		}
 	}
 	if len(got) > n {
-		t.Fatalf("read %d changes, want %d: %s", len(got), n, describeChanges(got))
+		t.Fatalf("read %d changes, want %d: %s", len(got), n, dbtest.DescribeChanges(got))
 	}
 	return got
 }
@@ -125,37 +117,8 @@ func readErr(t *testing.T, r *Reader) ([]sluice.Change, error) {
 			return got, err
 		}
 	}
-	t.Fatalf("no error before the deadline; read %s", describeChanges(got))
+	t.Fatalf("no error before the deadline; read %s", dbtest.DescribeChanges(got))
 	return nil, nil
-}
-
-// describe renders changes as "insert t [1 a]; update t(id=1) [1 b]; …".
-func describeChanges(cs []sluice.Change) string {
-	var b strings.Builder
-	for i, c := range cs {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		if c.Table == nil {
-			fmt.Fprintf(&b, "%s %s", c.Op, c.Pos.Token)
-			continue
-		}
-		fmt.Fprintf(&b, "%s %s", c.Op, c.Table.Name.Name)
-		if c.Key != nil {
-			b.WriteString(c.Table.FormatKey(c.Key))
-		}
-		if c.Row != nil {
-			fmt.Fprint(&b, " ", []sluice.Value(c.Row))
-		}
-	}
-	return b.String()
-}
-
-func expect(t *testing.T, got []sluice.Change, want ...string) {
-	t.Helper()
-	if g, w := describeChanges(got), strings.Join(want, "; "); g != w {
-		t.Fatalf("changes:\n got %s\nwant %s", g, w)
-	}
 }
 
 func lsnOf(t *testing.T, p sluice.Position) position {
@@ -220,7 +183,7 @@ func TestSetupIdempotentAndUninstall(t *testing.T) {
 	}
 	// A table added to the configuration is added to the publication.
 	cfg := f.cfg
-	cfg.Tables = tables("a", "b")
+	cfg.Tables = dbtest.Tables("a", "b")
 	if err := Setup(ctx, f.URL, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +234,7 @@ func TestPreflightErrors(t *testing.T) {
 		{"nothing", []string{"REPLICA IDENTITY NOTHING", "REPLICA IDENTITY DEFAULT"}},
 	} {
 		cfg := f.cfg
-		cfg.Tables = tables("ok", tc.table)
+		cfg.Tables = dbtest.Tables("ok", tc.table)
 		err := Setup(ctx, f.URL, cfg)
 		for _, w := range tc.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
@@ -286,7 +249,7 @@ func TestPreflightErrors(t *testing.T) {
 	u, _ := url.Parse(f.URL)
 	u.User = url.UserPassword("norepl", "pw")
 	cfg := f.cfg
-	cfg.Tables = tables("ok")
+	cfg.Tables = dbtest.Tables("ok")
 	if err := Setup(ctx, u.String(), cfg); err == nil || !strings.Contains(err.Error(), "lacks the REPLICATION attribute") || !strings.Contains(err.Error(), `ALTER ROLE "norepl" REPLICATION`) {
 		t.Errorf("Setup as a role without REPLICATION: %v", err)
 	}
@@ -297,7 +260,7 @@ func TestPreflightErrors(t *testing.T) {
 	if _, err := Open(ctx, f.URL, cfg, sluice.Position{Kind: Kind, Token: "x/1"}); err == nil {
 		t.Errorf("Open with a bad token succeeded")
 	}
-	if err := Setup(ctx, f.URL, Config{Tables: tables("ok")}); err == nil || !strings.Contains(err.Error(), "stream name") {
+	if err := Setup(ctx, f.URL, Config{Tables: dbtest.Tables("ok")}); err == nil || !strings.Contains(err.Error(), "stream name") {
 		t.Errorf("Setup without names: %v", err)
 	}
 }
@@ -323,7 +286,7 @@ func TestWalLevel(t *testing.T) {
 	if err := pg.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	err = Setup(ctx, pg.URL("postgres"), Config{Tables: tables("t"), Stream: "s"})
+	err = Setup(ctx, pg.URL("postgres"), Config{Tables: dbtest.Tables("t"), Stream: "s"})
 	if err == nil || !strings.Contains(err.Error(), "wal_level=replica") || !strings.Contains(err.Error(), "set wal_level=logical") || !strings.Contains(err.Error(), "restart") {
 		t.Fatalf("Setup with wal_level=replica: %v", err)
 	}
@@ -465,7 +428,7 @@ func TestTransactions(t *testing.T) {
 		`DELETE FROM u`,
 	)
 	got := collect(t, r, 7, 3)
-	expect(t, got,
+	dbtest.ExpectChanges(t, got,
 		`insert t [1 x one]`, `insert t [2 y two]`, `insert u [1 u1]`,
 		`update t(b=x, a=1) [1 x uno]`,
 		`update t(b=y, a=2) [10 y moved]`,
@@ -539,10 +502,10 @@ func TestUnchangedToast(t *testing.T) {
 		}
 	}
 	if got[1].Row[2].Text != "2" || got[1].Key[0].Text != "1" {
-		t.Fatalf("update = %s", describeChanges(got[1:2]))
+		t.Fatalf("update = %s", dbtest.DescribeChanges(got[1:2]))
 	}
 	if got[2].Key[0].Text != "1" || got[2].Row[0].Text != "3" {
-		t.Fatalf("key change = %s", describeChanges(got[2:3]))
+		t.Fatalf("key change = %s", dbtest.DescribeChanges(got[2:3]))
 	}
 }
 
@@ -553,7 +516,7 @@ func TestAddColumn(t *testing.T) {
 		`BEGIN`, `INSERT INTO t VALUES (2, 'b')`, `ALTER TABLE t ADD COLUMN w numeric(5,1) DEFAULT 1.5`, `INSERT INTO t VALUES (3, 'c', 2)`, `COMMIT`,
 		`UPDATE t SET v = 'A' WHERE id = 1`)
 	got := collect(t, r, 4, 10)
-	expect(t, got, `insert t [1 a]`, `insert t [2 b]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
+	dbtest.ExpectChanges(t, got, `insert t [1 a]`, `insert t [2 b]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
 	orig := r.Tables()[0]
 	if got[0].Table != orig || got[1].Table != orig {
 		t.Fatalf("changes before the ALTER carry a new table")
@@ -577,7 +540,7 @@ func TestAddColumn(t *testing.T) {
 	r.Close()
 	r2 := f.open(t, f.cfg, got[0].Pos)
 	again := collect(t, r2, 3, 10)
-	expect(t, again, `insert t [2 b]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
+	dbtest.ExpectChanges(t, again, `insert t [2 b]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
 	if len(again[0].Table.Columns) != 2 || len(again[1].Table.Columns) != 3 {
 		t.Fatalf("resumed reader: tables %v then %v", again[0].Table.Columns, again[1].Table.Columns)
 	}
@@ -604,7 +567,7 @@ func TestIncompatibleSchemaChanges(t *testing.T) {
 			got, err := readErr(t, r)
 			// The transaction with the change stops the stream where the
 			// change is: its first insert came before it.
-			expect(t, got, `insert t [1 1 1]`, `insert t [2 2 2]`)
+			dbtest.ExpectChanges(t, got, `insert t [1 1 1]`, `insert t [2 2 2]`)
 			last := got[len(got)-1].Pos.String()
 			for _, w := range append(tc.want, last) {
 				if !strings.Contains(err.Error(), w) {
@@ -623,7 +586,7 @@ func TestIncompatibleSchemaChanges(t *testing.T) {
 			r2 := f.open(t, f.cfg, got[len(got)-1].Pos)
 			rest := collect(t, r2, 2, 10)
 			if rest[0].Row[0].Text != "3" || rest[1].Row[0].Text != "4" || len(rest[0].Row) != len(rest[0].Table.Columns) {
-				t.Fatalf("after restart: %s", describeChanges(rest))
+				t.Fatalf("after restart: %s", dbtest.DescribeChanges(rest))
 			}
 		})
 	}
@@ -651,7 +614,7 @@ func TestResumeFromEveryPosition(t *testing.T) {
 	n := workload(t, f, 0)
 	all := collect(t, r, n, 3)
 	r.Close()
-	want := describeChanges(all)
+	want := dbtest.DescribeChanges(all)
 	for i := -1; i < n; i++ {
 		from := sluice.Position{}
 		if i >= 0 {
@@ -659,7 +622,7 @@ func TestResumeFromEveryPosition(t *testing.T) {
 		}
 		r := f.open(t, f.cfg, from)
 		got := collect(t, r, n-i-1, 2)
-		if g, w := describeChanges(got), describeChanges(all[i+1:]); g != w {
+		if g, w := dbtest.DescribeChanges(got), dbtest.DescribeChanges(all[i+1:]); g != w {
 			t.Fatalf("resumed from %s:\n got %s\nwant %s", from, g, w)
 		}
 		for j := range got {
@@ -734,7 +697,7 @@ func TestAckMovesConfirmedFlush(t *testing.T) {
 		}
 		c, err := r.Read(ctx, 10)
 		if err != nil || (len(c) > 0 && c[0].Op != sluice.OpProgress) {
-			t.Fatalf("Read = %s, %v", describeChanges(c), err)
+			t.Fatalf("Read = %s, %v", dbtest.DescribeChanges(c), err)
 		}
 		if len(c) > 0 {
 			marker = c[0]
@@ -752,7 +715,7 @@ func TestAckMovesConfirmedFlush(t *testing.T) {
 	f.waitFlush(t, "the marker", func(l pglogrepl.LSN) bool { return l > end4 })
 	// A change after the idle move is still streamed.
 	f.Exec(t, `INSERT INTO t VALUES (100, 'z')`)
-	expect(t, collect(t, r, 1, 10), `insert t [100 z]`)
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), `insert t [100 z]`)
 }
 
 func TestReconnect(t *testing.T) {
@@ -768,7 +731,7 @@ func TestReconnect(t *testing.T) {
 	f.PG = f.ConnectPG(t, nil)
 	f.Exec(t, `INSERT INTO t VALUES (7)`, `BEGIN`, `INSERT INTO t VALUES (8)`, `INSERT INTO t VALUES (9)`, `COMMIT`)
 	rest := collect(t, r, 7, 3)
-	expect(t, append(first, rest...), `insert t [1]`, `insert t [2]`, `insert t [3]`, `insert t [4]`, `insert t [5]`, `insert t [6]`, `insert t [7]`, `insert t [8]`, `insert t [9]`)
+	dbtest.ExpectChanges(t, append(first, rest...), `insert t [1]`, `insert t [2]`, `insert t [3]`, `insert t [4]`, `insert t [5]`, `insert t [6]`, `insert t [7]`, `insert t [8]`, `insert t [9]`)
 }
 
 func TestFromNow(t *testing.T) {
@@ -781,7 +744,7 @@ func TestFromNow(t *testing.T) {
 	cfg.FromNow = true
 	r := f.open(t, cfg, sluice.Position{})
 	f.Exec(t, `INSERT INTO t VALUES (2)`)
-	expect(t, collect(t, r, 1, 10), `insert t [2]`)
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), `insert t [2]`)
 	// One reader per slot.
 	if _, err := Open(context.Background(), f.URL, f.cfg, sluice.Position{}); err == nil || !strings.Contains(err.Error(), "in use by another process") {
 		t.Fatalf("second Open on the slot: %v", err)
@@ -797,7 +760,7 @@ func TestFromNow(t *testing.T) {
 	}
 	f.Exec(t, `INSERT INTO t VALUES (4)`)
 	r2 := f.open(t, f2.cfg, sluice.Position{})
-	expect(t, collect(t, r2, 1, 10), `insert t [4]`)
+	dbtest.ExpectChanges(t, collect(t, r2, 1, 10), `insert t [4]`)
 }
 
 type logCapture struct {
@@ -876,7 +839,7 @@ func TestBackpressureAndDropMidTransaction(t *testing.T) {
 	got = append(got, collect(t, r, n+1-100, 1000)...)
 	for i, c := range got[:n] {
 		if c.Row[0].Text != fmt.Sprint(i+1) {
-			t.Fatalf("change %d is %s", i, describeChanges([]sluice.Change{c}))
+			t.Fatalf("change %d is %s", i, dbtest.DescribeChanges([]sluice.Change{c}))
 		}
 		if p := lsnOf(t, c.Pos); p.inTx() != (i < n-1) {
 			t.Fatalf("change %d at %s", i, c.Pos)
@@ -891,7 +854,7 @@ func TestBackpressureAndDropMidTransaction(t *testing.T) {
 		t.Errorf("the connection was not dropped: %v", logs.msgs)
 	}
 	if got[n].Row[1].Text != "last" {
-		t.Fatalf("last change %s", describeChanges(got[n:]))
+		t.Fatalf("last change %s", dbtest.DescribeChanges(got[n:]))
 	}
 }
 

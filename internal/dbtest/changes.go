@@ -99,3 +99,39 @@ func ExpectChanges(tb testing.TB, got []sluice.Change, want ...string) {
 		tb.Fatalf("changes:\n got %s\nwant %s", g, w)
 	}
 }
+
+// TextRowsPG runs query, whose columns are text (cast with ::text), on a
+// PostgreSQL session and returns its rows as a reader returns them: each
+// value sluice.Text, or sluice.Null for NULL.
+func TextRowsPG(tb testing.TB, q Querier, query string, args ...any) []sluice.Row {
+	tb.Helper()
+	res, err := q.Query(context.Background(), query, args...)
+	if err != nil {
+		tb.Fatalf("%s: %v", query, err)
+	}
+	defer res.Close()
+	var out []sluice.Row
+	for res.Next() {
+		vals, err := res.Values()
+		if err != nil {
+			tb.Fatalf("%s: %v", query, err)
+		}
+		row := make(sluice.Row, len(vals))
+		for i, v := range vals {
+			s, ok := v.(string)
+			switch {
+			case v == nil:
+				row[i] = sluice.Null
+			case ok:
+				row[i] = sluice.Text(s)
+			default:
+				tb.Fatalf("%s: column %d is %T, not text", query, i, v)
+			}
+		}
+		out = append(out, row)
+	}
+	if err := res.Err(); err != nil {
+		tb.Fatalf("%s: %v", query, err)
+	}
+	return out
+}

@@ -178,13 +178,20 @@ func (d *Database) Side() DB {
 	return DB{My: d.My}
 }
 
+// require fails the test unless d is on engine e; call names the method
+// that needs it.
+func (d *Database) require(tb testing.TB, e Engine, call string) {
+	tb.Helper()
+	if d.Engine != e {
+		tb.Fatalf("%s on a %s database; it needs %s", call, d.Engine, e)
+	}
+}
+
 // ConnectPG opens another session on a PostgreSQL database with run-time
 // parameters params, closed when the test ends.
 func (d *Database) ConnectPG(tb testing.TB, params map[string]string) *pgx.Conn {
 	tb.Helper()
-	if d.Engine != PGEngine {
-		tb.Fatalf("ConnectPG on a %s database", d.Engine)
-	}
+	d.require(tb, PGEngine, "ConnectPG")
 	return ConnectPG(tb, d.URL, params)
 }
 
@@ -211,9 +218,7 @@ func ConnectPG(tb testing.TB, url string, params map[string]string) *pgx.Conn {
 // params, closed when the test ends.
 func (d *Database) OpenMy(tb testing.TB, params map[string]string) *sql.DB {
 	tb.Helper()
-	if d.Engine != MariaEngine {
-		tb.Fatalf("OpenMy on a %s database", d.Engine)
-	}
+	d.require(tb, MariaEngine, "OpenMy")
 	return OpenMy(tb, d.DSN, params)
 }
 
@@ -244,9 +249,7 @@ func OpenMy(tb testing.TB, dsn string, params map[string]string) *sql.DB {
 // span statements, closed when the test ends.
 func (d *Database) Session(tb testing.TB) *sql.Conn {
 	tb.Helper()
-	if d.My == nil {
-		tb.Fatalf("Session on a %s database", d.Engine)
-	}
+	d.require(tb, MariaEngine, "Session")
 	c, err := d.My.Conn(context.Background())
 	if err != nil {
 		tb.Fatal(err)

@@ -110,24 +110,8 @@ func TestReadText(t *testing.T) {
 		sel[i] = c + "::text"
 	}
 	got := readAll(t, r, tbl, tablecopy.Range{})
-	res, err := f.ConnectPG(t, settings).Query(context.Background(), `SELECT `+strings.Join(sel, ", ")+` FROM v ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var want []string
-	for res.Next() {
-		vals, err := res.Values()
-		if err != nil {
-			t.Fatal(err)
-		}
-		row := make(sluice.Row, len(vals))
-		for i, v := range vals {
-			if v == nil {
-				row[i] = sluice.Null
-			} else {
-				row[i] = sluice.Text(v.(string))
-			}
-		}
+	for _, row := range dbtest.TextRowsPG(t, f.ConnectPG(t, settings), `SELECT `+strings.Join(sel, ", ")+` FROM v ORDER BY id`) {
 		want = append(want, fmt.Sprint(row))
 	}
 	if !slices.Equal(got, want) {

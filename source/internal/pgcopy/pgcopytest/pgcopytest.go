@@ -329,28 +329,9 @@ func Check(t *testing.T, url string, tables []*sluice.Table, settings map[string
 		for i, c := range tbl.Columns {
 			sel[i] = pgx.Identifier{c.Name}.Sanitize() + "::text"
 		}
-		res, err := conn.Query(context.Background(), `SELECT `+strings.Join(sel, ", ")+` FROM `+pgx.Identifier{tbl.Name.Schema, tbl.Name.Name}.Sanitize())
-		if err != nil {
-			t.Fatal(err)
-		}
 		want := map[string]string{}
-		for res.Next() {
-			vals, err := res.Values()
-			if err != nil {
-				t.Fatal(err)
-			}
-			row := make(sluice.Row, len(vals))
-			for i, v := range vals {
-				if v == nil {
-					row[i] = sluice.Null
-				} else {
-					row[i] = sluice.Text(v.(string))
-				}
-			}
+		for _, row := range dbtest.TextRowsPG(t, conn, `SELECT `+strings.Join(sel, ", ")+` FROM `+pgx.Identifier{tbl.Name.Schema, tbl.Name.Name}.Sanitize()) {
 			want[keyString(tbl.KeyOf(row))] = fmt.Sprint([]sluice.Value(row))
-		}
-		if err := res.Err(); err != nil {
-			t.Fatal(err)
 		}
 		got := rep[tbl.Name.String()]
 		var diffs []string

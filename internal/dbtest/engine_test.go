@@ -59,3 +59,29 @@ func TestEngineDatabase(t *testing.T) {
 		})
 	}
 }
+
+// TestViaProxy: the address ViaProxy returns reaches the same database
+// through the proxy (its round trips count), on each engine.
+func TestViaProxy(t *testing.T) {
+	for _, engine := range Engines {
+		t.Run(engine.String(), func(t *testing.T) {
+			t.Parallel()
+			d := engine.Database(t, "CREATE TABLE t (id int PRIMARY KEY)", "INSERT INTO t VALUES (7)")
+			// The DSN is the URL on PostgreSQL.
+			via, proxy := ViaProxy(t, d.DSN, engine.Shared(t).Addr(), 0)
+			var got int
+			var err error
+			if engine == PGEngine {
+				err = ConnectPG(t, via, nil).QueryRow(context.Background(), "SELECT id FROM t").Scan(&got)
+			} else {
+				err = OpenMy(t, via, nil).QueryRow("SELECT id FROM t").Scan(&got)
+			}
+			if err != nil || got != 7 {
+				t.Errorf("read %d, %v through the proxy; want 7", got, err)
+			}
+			if proxy.RoundTrips() == 0 {
+				t.Error("the proxy counted no round trips")
+			}
+		})
+	}
+}

@@ -3,7 +3,6 @@ package diagnose
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -30,18 +29,7 @@ type server struct {
 func newServer(t *testing.T, engine dbtest.Engine) *server {
 	t.Helper()
 	s := &server{Database: engine.Database(t)}
-	proxy, err := wanproxy.Start(engine.Shared(t).Addr(), oneWay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	s.proxy = proxy
-	u, err := url.Parse(s.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = proxy.Addr()
-	s.viaProxy = u.String()
+	s.viaProxy, s.proxy = dbtest.ViaProxy(t, s.URL, engine.Shared(t).Addr(), oneWay)
 	return s
 }
 

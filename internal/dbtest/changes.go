@@ -135,3 +135,15 @@ func TextRowsPG(tb testing.TB, q Querier, query string, args ...any) []sluice.Ro
 	}
 	return out
 }
+
+// OpenReader opens a source reader with open, failing the test with the
+// error, and closes it when the test ends (or earlier, by the test).
+func OpenReader[R interface{ Close() error }](tb testing.TB, open func(context.Context) (R, error)) R {
+	tb.Helper()
+	r, err := open(context.Background())
+	if err != nil {
+		tb.Fatalf("Open: %v", err)
+	}
+	tb.Cleanup(func() { r.Close() })
+	return r
+}

@@ -26,14 +26,11 @@ func utcDatabase(t testing.TB, ddl ...string) *dbtest.Database {
 
 func open(t testing.TB, dsn string, cfg Config, from sluice.Position) *Reader {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	r, err := Open(ctx, dsn, cfg, from)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
+	return dbtest.OpenReader(t, func(ctx context.Context) (*Reader, error) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return Open(ctx, dsn, cfg, from)
+	})
 }
 
 // readN reads until n changes arrived (or the deadline), then checks for a

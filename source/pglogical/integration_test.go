@@ -54,12 +54,7 @@ func newFixture(t *testing.T, tbls []string, ddl ...string) *fixture {
 // the test).
 func (f *fixture) open(t *testing.T, cfg Config, from sluice.Position) *Reader {
 	t.Helper()
-	r, err := Open(context.Background(), f.URL, cfg, from)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
+	return dbtest.OpenReader(t, func(ctx context.Context) (*Reader, error) { return Open(ctx, f.URL, cfg, from) })
 }
 
 // collect reads until it holds n changes, failing after a deadline, then

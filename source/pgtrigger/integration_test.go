@@ -34,12 +34,7 @@ func (f *fixture) open(t *testing.T, cfg Config, from sluice.Position) *Reader {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r, err := Open(context.Background(), f.URL, cfg, from)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
+	return dbtest.OpenReader(t, func(ctx context.Context) (*Reader, error) { return Open(ctx, f.URL, cfg, from) })
 }
 
 // collect reads until it holds n row changes, failing after a deadline,

@@ -2,15 +2,10 @@ package diagnose
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/internal/wanproxy"
@@ -26,119 +21,32 @@ const (
 // server is a throwaway database on a harness server, reached directly
 // (for checks) and through a WAN delay proxy (for the diagnosis).
 type server struct {
-	engine   string
-	direct   string // URL without the proxy
+	*dbtest.Database
 	viaProxy string
 	proxy    *wanproxy.Proxy
 }
 
-func newServer(t *testing.T, engine string) *server {
+func newServer(t *testing.T, engine dbtest.Engine) *server {
 	t.Helper()
-	s := &server{engine: engine}
-	var addr string
-	switch engine {
-	case "postgres":
-		pg := dbtest.PG(t)
-		s.direct, addr = pg.URL(dbtest.PGDatabase(t)), pg.Addr()
-	case "mariadb":
-		m := dbtest.Maria(t)
-		s.direct, addr = m.URL(dbtest.MariaDatabase(t)), m.Addr()
-	}
-	proxy, err := wanproxy.Start(addr, oneWay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	s.proxy = proxy
-	u, err := url.Parse(s.direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = proxy.Addr()
-	s.viaProxy = u.String()
+	s := &server{Database: engine.Database(t)}
+	s.viaProxy, s.proxy = dbtest.ViaProxy(t, s.URL, engine.Shared(t).Addr(), oneWay)
 	return s
-}
-
-// exec runs statements directly on the server.
-func (s *server) exec(t *testing.T, stmts ...string) {
-	t.Helper()
-	ctx := context.Background()
-	switch s.engine {
-	case "postgres":
-		conn, err := pgx.Connect(ctx, s.direct)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(ctx)
-		for _, q := range stmts {
-			if _, err := conn.Exec(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
-	case "mariadb":
-		db := s.mysqlDB(t)
-		defer db.Close()
-		for _, q := range stmts {
-			if _, err := db.ExecContext(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
-	}
-}
-
-func (s *server) mysqlDB(t *testing.T) *sql.DB {
-	t.Helper()
-	u, _ := url.Parse(s.direct)
-	cfg := mysql.NewConfig()
-	cfg.User = u.User.Username()
-	cfg.Passwd, _ = u.User.Password()
-	cfg.Net, cfg.Addr, cfg.DBName = "tcp", u.Host, strings.TrimPrefix(u.Path, "/")
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
-// count returns a single number from a query run directly on the server.
-func (s *server) count(t *testing.T, q string) int {
-	t.Helper()
-	ctx := context.Background()
-	var n int
-	switch s.engine {
-	case "postgres":
-		conn, err := pgx.Connect(ctx, s.direct)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(ctx)
-		if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	case "mariadb":
-		db := s.mysqlDB(t)
-		defer db.Close()
-		if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	return n
 }
 
 // scratchTables counts the tables diagnose may have left behind, and
 // checkpointRows the checkpoint rows of its streams.
 func (s *server) scratchTables(t *testing.T) int {
-	if s.engine == "postgres" {
-		return s.count(t, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'sluice\\_diag%'")
+	if s.Engine == dbtest.PGEngine {
+		return s.QueryInt(t, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'sluice\\_diag%'")
 	}
-	return s.count(t, "SELECT count(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE 'sluice\\_diag%'")
+	return s.QueryInt(t, "SELECT count(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE 'sluice\\_diag%'")
 }
 
 func (s *server) checkpointRows(t *testing.T) int {
-	if s.engine == "postgres" {
-		return s.count(t, "SELECT count(*) FROM sluice.checkpoint WHERE stream LIKE 'sluice-diagnose-%'")
+	if s.Engine == dbtest.PGEngine {
+		return s.QueryInt(t, "SELECT count(*) FROM sluice.checkpoint WHERE stream LIKE 'sluice-diagnose-%'")
 	}
-	return s.count(t, "SELECT count(*) FROM sluice_checkpoint WHERE stream LIKE 'sluice-diagnose-%'")
+	return s.QueryInt(t, "SELECT count(*) FROM sluice_checkpoint WHERE stream LIKE 'sluice-diagnose-%'")
 }
 
 func within(got, want time.Duration, frac float64) bool {
@@ -154,8 +62,8 @@ func measuredNear(got, want time.Duration) bool {
 }
 
 func TestStaticBatch(t *testing.T) {
-	for _, engine := range []string{"postgres", "mariadb"} {
-		t.Run(engine, func(t *testing.T) {
+	for _, engine := range dbtest.Engines {
+		t.Run(engine.String(), func(t *testing.T) {
 			t.Parallel()
 			s := newServer(t, engine)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -206,7 +114,7 @@ func TestStaticBatch(t *testing.T) {
 				t.Errorf("per-row round trips %v: want one more per change (steps 9 and 90)", perRow)
 			}
 			maxPiped := int64(2)
-			if engine == "mariadb" {
+			if engine == dbtest.MariaEngine {
 				maxPiped = 1 // one multi-statement packet
 			}
 			if piped[0] != piped[1] || piped[1] != piped[2] || piped[2] > maxPiped {
@@ -255,7 +163,7 @@ func TestStaticBatch(t *testing.T) {
 // skipped, and a cancelled run (Ctrl-C) still drops the scratch table.
 func TestStaticBatchSkipsAndCancels(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, "postgres")
+	s := newServer(t, dbtest.PGEngine)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rep, err := StaticBatch(ctx, StaticBatchOptions{
@@ -283,24 +191,24 @@ func TestStaticBatchSkipsAndCancels(t *testing.T) {
 
 func TestStaticBatchRefusesExistingTable(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{"postgres", "mariadb"} {
-		t.Run(engine, func(t *testing.T) {
+	for _, engine := range dbtest.Engines {
+		t.Run(engine.String(), func(t *testing.T) {
 			s := newServer(t, engine)
-			s.exec(t, "CREATE TABLE mine (id bigint PRIMARY KEY)", "INSERT INTO mine VALUES (42)")
-			_, err := StaticBatch(context.Background(), StaticBatchOptions{Target: s.direct, Table: "mine", Sizes: []int{1}})
+			s.Exec(t, "CREATE TABLE mine (id bigint PRIMARY KEY)", "INSERT INTO mine VALUES (42)")
+			_, err := StaticBatch(context.Background(), StaticBatchOptions{Target: s.URL, Table: "mine", Sizes: []int{1}})
 			if err == nil || !strings.Contains(err.Error(), "mine already exists and was not created by sluice diagnose") {
 				t.Fatalf("err = %v, want a refusal naming the table", err)
 			}
-			if n := s.count(t, "SELECT count(*) FROM mine"); n != 1 {
+			if n := s.QueryInt(t, "SELECT count(*) FROM mine"); n != 1 {
 				t.Errorf("the user's table was touched: %d rows", n)
 			}
 			// A scratch table an interrupted run left behind is named as such.
-			if engine == "postgres" {
-				s.exec(t, "CREATE TABLE old (id bigint PRIMARY KEY)", "COMMENT ON TABLE old IS '"+scratchMarker+", created earlier; safe to drop'")
+			if engine == dbtest.PGEngine {
+				s.Exec(t, "CREATE TABLE old (id bigint PRIMARY KEY)", "COMMENT ON TABLE old IS '"+scratchMarker+", created earlier; safe to drop'")
 			} else {
-				s.exec(t, "CREATE TABLE old (id bigint PRIMARY KEY) COMMENT='"+scratchMarker+", created earlier; safe to drop'")
+				s.Exec(t, "CREATE TABLE old (id bigint PRIMARY KEY) COMMENT='"+scratchMarker+", created earlier; safe to drop'")
 			}
-			_, err = StaticBatch(context.Background(), StaticBatchOptions{Target: s.direct, Table: "old", Sizes: []int{1}})
+			_, err = StaticBatch(context.Background(), StaticBatchOptions{Target: s.URL, Table: "old", Sizes: []int{1}})
 			if err == nil || !strings.Contains(err.Error(), "left over from an interrupted `sluice diagnose`") {
 				t.Fatalf("err = %v, want it to say the table is left over", err)
 			}
@@ -309,8 +217,8 @@ func TestStaticBatchRefusesExistingTable(t *testing.T) {
 }
 
 func TestRTT(t *testing.T) {
-	for _, engine := range []string{"postgres", "mariadb"} {
-		t.Run(engine, func(t *testing.T) {
+	for _, engine := range dbtest.Engines {
+		t.Run(engine.String(), func(t *testing.T) {
 			t.Parallel()
 			s := newServer(t, engine)
 			rep, err := RTT(context.Background(), RTTOptions{Target: s.viaProxy, Count: 10, Interval: 20 * time.Millisecond})

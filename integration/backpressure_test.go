@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -117,16 +116,5 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 	if peak > limit {
 		t.Fatalf("peak RSS %d KiB exceeds %d KiB: memory follows the backlog, not the configured queue", peak, limit)
 	}
-	if err := proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-proc.done:
-		proc.done <- err
-		if err != nil {
-			t.Fatalf("sluice exited %v after SIGTERM:\n%s", err, proc.logText())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("sluice did not stop within 60 s of SIGTERM")
-	}
+	sigtermWithin(t, proc, 60*time.Second)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
@@ -25,6 +23,7 @@ import (
 // harness's PostgreSQL or MariaDB.
 type endpoint struct {
 	engine daemon.Engine
+	server dbtest.Server // the harness's shared server of the engine
 	pg     *pgxpool.Pool
 	my     *sql.DB
 	url    string // for sluice, direct
@@ -36,44 +35,23 @@ func newEndpoint(t *testing.T, engine daemon.Engine) *endpoint {
 	e := &endpoint{engine: engine}
 	switch engine {
 	case daemon.EnginePostgres:
-		pg := dbtest.PG(t)
-		db := dbtest.PGDatabase(t)
-		e.url, e.addr = pg.URL(db), pg.Addr()
+		e.server = dbtest.PGEngine.Shared(t)
+		e.url = e.server.URL(dbtest.PGDatabase(t))
 		e.pg = pool(t, e.url)
 	case daemon.EngineMySQL:
-		m := dbtest.Maria(t)
-		db := dbtest.MariaDatabase(t)
-		e.url, e.addr = m.URL(db), m.Addr()
-		cfg, err := mysql.ParseDSN(m.DSN(db))
-		if err != nil {
-			t.Fatal(err)
-		}
+		e.server = dbtest.MariaEngine.Shared(t)
 		// TIMESTAMP values are written and read in UTC, as sluice does.
-		cfg.Params = map[string]string{"time_zone": "'+00:00'"}
-		connector, err := mysql.NewConnector(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.my = sql.OpenDB(connector)
-		t.Cleanup(func() { e.my.Close() })
+		d := dbtest.MariaEngine.DatabaseWith(t, map[string]string{"time_zone": "'+00:00'"})
+		e.url, e.my = d.URL, d.My
 	}
+	e.addr = e.server.Addr()
 	return e
 }
 
 // viaProxy returns the endpoint's URL through a WAN proxy.
 func (e *endpoint) viaProxy(t *testing.T, oneWay time.Duration) (string, *wanproxy.Proxy) {
 	t.Helper()
-	proxy, err := wanproxy.Start(e.addr, oneWay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	u, err := url.Parse(e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = proxy.Addr()
-	return u.String(), proxy
+	return dbtest.ViaProxy(t, e.url, e.addr, oneWay)
 }
 
 func (e *endpoint) exec(ctx context.Context, q string, args ...any) error {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,15 +87,11 @@ func newPair(t *testing.T, oneWay time.Duration, ddl ...string) *pair {
 	t.Helper()
 	pg := dbtest.PG(t)
 	srcDB, dstDB := dbtest.PGDatabase(t), dbtest.PGDatabase(t)
-	proxy, err := wanproxy.Start(pg.Addr(), oneWay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	dstURL, proxy := dbtest.ViaProxy(t, pg.URL(dstDB), pg.Addr(), oneWay)
 	p := &pair{
 		srcURL:    pg.URL(srcDB),
 		dstDirect: pg.URL(dstDB),
-		dstURL:    viaProxy(t, pg.URL(dstDB), proxy.Addr()),
+		dstURL:    dstURL,
 		proxy:     proxy,
 	}
 	p.src = pool(t, p.srcURL)
@@ -106,15 +101,6 @@ func newPair(t *testing.T, oneWay time.Duration, ddl ...string) *pair {
 		exec1(t, p.dst, stmt)
 	}
 	return p
-}
-
-func viaProxy(t *testing.T, raw, addr string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = addr
-	return u.String()
 }
 
 func pool(t *testing.T, url string) *pgxpool.Pool {

@@ -122,18 +122,7 @@ func TestKill9AndRestart(t *testing.T) {
 	}
 	proc := startSluice(t, bin, args...)
 	waitConverged(t, p, schemaTables, 90*time.Second, nil)
-	if err := proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-proc.done:
-		proc.done <- err
-		if err != nil {
-			t.Fatalf("sluice exited with %v after SIGTERM; log:\n%s", err, proc.logText())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("sluice did not exit within 60 s of SIGTERM")
-	}
+	sigtermWithin(t, proc, 60*time.Second)
 	out, err := exec.Command(bin, "sync", "status", "--state-dir", dir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "k9") || !strings.Contains(string(out), "stopped") {
 		t.Fatalf("sync status: %v\n%s", err, out)

@@ -284,17 +284,6 @@ func TestLogReadKill9(t *testing.T) {
 	}
 	proc := startSluice(t, bin, args...)
 	waitConverged(t, p, tables, 90*time.Second, nil)
-	if err := proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-proc.done:
-		proc.done <- err
-		if err != nil {
-			t.Fatalf("sluice exited with %v after SIGTERM; log:\n%s", err, proc.logText())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("sluice did not exit within 60 s of SIGTERM")
-	}
+	sigtermWithin(t, proc, 60*time.Second)
 	t.Logf("10 kills; %d transactions; confirmed_flush never past the target's checkpoint", len(l.committed()))
 }

@@ -585,13 +585,7 @@ func TestLogReadSourceRestart(t *testing.T) {
 			}()
 			run.waitApplied(t, 300, 60*time.Second)
 			before := run.current.Load().Stats()
-			var err error
-			if eng == daemon.EnginePostgres {
-				err = dbtest.PG(t).Restart(ctx)
-			} else {
-				err = dbtest.Maria(t).Restart(ctx)
-			}
-			if err != nil {
+			if err := src.server.Restart(ctx); err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("source restarted; the stream had applied %d changes, queue %d", before.Applied, before.QueueLen)

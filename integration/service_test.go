@@ -125,7 +125,14 @@ func startNotified(t *testing.T, p *pair, ns *notifySocket, extra ...string) (*s
 	return startSluice(t, bin, args...), dir
 }
 
+// sigterm stops sluice with SIGTERM and fails the test unless it exits
+// cleanly within 30 s.
 func sigterm(t *testing.T, proc *sluiceProc) {
+	t.Helper()
+	sigtermWithin(t, proc, 30*time.Second)
+}
+
+func sigtermWithin(t *testing.T, proc *sluiceProc, within time.Duration) {
 	t.Helper()
 	if err := proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -136,8 +143,8 @@ func sigterm(t *testing.T, proc *sluiceProc) {
 		if err != nil {
 			t.Fatalf("sluice exited with %v after SIGTERM; log:\n%s", err, proc.logText())
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("sluice did not exit within 30 s of SIGTERM")
+	case <-time.After(within):
+		t.Fatalf("sluice did not exit within %s of SIGTERM", within)
 	}
 }
 

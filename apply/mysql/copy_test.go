@@ -13,7 +13,6 @@ import (
 	"github.com/sluice-cdc/sluice/apply"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/internal/keyrange"
-	"github.com/sluice-cdc/sluice/internal/wanproxy"
 	"github.com/sluice-cdc/sluice/tablecopy"
 )
 
@@ -70,12 +69,8 @@ func TestCopyPlan(t *testing.T) {
 	m := dbtest.Maria(t)
 	eachCopy(t, func(t *testing.T, v variant) {
 		dsn, db := testDB(t, "CREATE TABLE t1 (id int PRIMARY KEY, v text)", "CREATE TABLE t2 (a int, b varchar(20), PRIMARY KEY (a, b))")
-		proxy, err := wanproxy.Start(m.Addr(), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { proxy.Close() })
-		tg := openTarget(t, strings.Replace(dsn, m.Addr(), proxy.Addr(), 1), v.mode, v.multi)
+		proxied, proxy := dbtest.ViaProxy(t, dsn, m.Addr(), 0)
+		tg := openTarget(t, proxied, v.mode, v.multi)
 		ctx := context.Background()
 		if n := count(t, db, "SELECT count(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE 'sluice_copy%'"); n != 0 {
 			t.Fatalf("Open created %d plan tables", n)
@@ -382,12 +377,8 @@ func TestCopyChunkAtomic(t *testing.T) {
 		dsn, db := testDB(t, "CREATE TABLE big (id int PRIMARY KEY, v varchar(200) NOT NULL CHECK (v <> 'bad'))",
 			"CREATE TABLE parent (id int PRIMARY KEY)",
 			"CREATE TABLE child (id int PRIMARY KEY, p int NOT NULL, FOREIGN KEY (p) REFERENCES parent (id))")
-		proxy, err := wanproxy.Start(m.Addr(), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { proxy.Close() })
-		tg := openTarget(t, strings.Replace(dsn, m.Addr(), proxy.Addr(), 1), v.mode, v.multi)
+		proxied, proxy := dbtest.ViaProxy(t, dsn, m.Addr(), 0)
+		tg := openTarget(t, proxied, v.mode, v.multi)
 		tg.maxPacket = 8192 // statements of at most 4 KiB
 		big := table("big", []int{0}, "id int", "v varchar(200)")
 		big.Columns[1].Nullable = false
@@ -425,7 +416,7 @@ func TestCopyChunkAtomic(t *testing.T) {
 		}
 		// The connection drops mid-chunk: a retryable error, nothing
 		// committed, and the next chunk runs on a new connection.
-		_, err = tg.WriteChunk(ctx, "a", 1, big, chunk, false, func(emit func([]sluice.Row) error) error {
+		_, err := tg.WriteChunk(ctx, "a", 1, big, chunk, false, func(emit func([]sluice.Row) error) error {
 			if err := emit(rows[:250]); err != nil {
 				return err
 			}

@@ -17,7 +17,6 @@ import (
 	"github.com/sluice-cdc/sluice/apply"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/internal/txkiller"
-	"github.com/sluice-cdc/sluice/internal/wanproxy"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -29,19 +28,8 @@ func testDB(t *testing.T, ddl ...string) (string, *sql.DB) {
 	if testing.Short() {
 		t.Skip("needs MariaDB")
 	}
-	m := dbtest.Maria(t)
-	name := dbtest.MariaDatabase(t)
-	db, err := sql.Open("mysql", m.DSN(name)+"?multiStatements=true&time_zone=%27%2B00%3A00%27")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	for _, s := range ddl {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	return m.DSN(name), db
+	d := dbtest.MariaEngine.DatabaseWith(t, map[string]string{"multiStatements": "true", "time_zone": "'+00:00'"}, ddl...)
+	return d.DSN, d.My
 }
 
 func boolp(b bool) *bool { return &b }
@@ -391,12 +379,7 @@ func TestRoundTrips(t *testing.T) {
 		"INSERT INTO accounts SELECT seq, CONCAT('owner ', seq), seq * 10 FROM seq_1_to_300",
 		"INSERT INTO events SELECT seq, 1, 'seed' FROM seq_1_to_200",
 		"INSERT INTO users SELECT seq, CONCAT('u', seq, '@x'), 'n' FROM seq_1_to_100")
-	proxy, err := wanproxy.Start(m.Addr(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	proxied := strings.Replace(dsn, m.Addr(), proxy.Addr(), 1)
+	proxied, proxy := dbtest.ViaProxy(t, dsn, m.Addr(), 0)
 
 	accounts := table("accounts", []int{0}, "id bigint", "owner varchar(50)", "balance decimal(12,2)")
 	events := table("events", []int{0, 1}, "account_id bigint", "n int", "kind varchar(10)")
@@ -623,13 +606,9 @@ func TestKilledTransaction(t *testing.T) {
 func TestDroppedConnection(t *testing.T) {
 	m := dbtest.Maria(t)
 	dsn, db := testDB(t, "CREATE TABLE d (id int PRIMARY KEY)")
-	proxy, err := wanproxy.Start(m.Addr(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxied, proxy := dbtest.ViaProxy(t, dsn, m.Addr(), 0)
 	d := table("d", []int{0}, "id int")
-	tg := openTarget(t, strings.Replace(dsn, m.Addr(), proxy.Addr(), 1), Pipelined, nil)
+	tg := openTarget(t, proxied, Pipelined, nil)
 	ctx := context.Background()
 	for i := 1; i <= 3; i++ {
 		proxy.DropConnections()

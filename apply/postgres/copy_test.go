@@ -15,7 +15,6 @@ import (
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/internal/keyrange"
-	"github.com/sluice-cdc/sluice/internal/wanproxy"
 	"github.com/sluice-cdc/sluice/tablecopy"
 )
 
@@ -123,12 +122,8 @@ func TestCopyPlan(t *testing.T) {
 	url, conn := testDB(t,
 		"CREATE TABLE a (id int PRIMARY KEY, v text)",
 		"CREATE TABLE b (k text, n int, v text, PRIMARY KEY (k, n))")
-	proxy, err := wanproxy.Start(pg.Addr(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	tg := openTarget(t, strings.Replace(url, pg.Addr(), proxy.Addr(), 1), Pipelined)
+	proxied, proxy := dbtest.ViaProxy(t, url, pg.Addr(), 0)
+	tg := openTarget(t, proxied, Pipelined)
 	ctx := context.Background()
 
 	var reg *string
@@ -655,12 +650,8 @@ func TestCopyRoundTrips(t *testing.T) {
 	pg := dbtest.PG(t)
 	url, conn := testDB(t, "CREATE TABLE rt (id int PRIMARY KEY, v text)", "INSERT INTO rt SELECT g, 'old' FROM generate_series(1, 100) g")
 	const oneWay = 20 * time.Millisecond
-	proxy, err := wanproxy.Start(pg.Addr(), oneWay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	tg := openTarget(t, strings.Replace(url, pg.Addr(), proxy.Addr(), 1), Pipelined)
+	proxied, proxy := dbtest.ViaProxy(t, url, pg.Addr(), oneWay)
+	tg := openTarget(t, proxied, Pipelined)
 	ctx := context.Background()
 	rt := pgTable("rt", "id int*", "v text")
 	var rows []sluice.Row

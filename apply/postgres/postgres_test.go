@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
-	"github.com/sluice-cdc/sluice/internal/wanproxy"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -28,20 +27,8 @@ func testDB(t *testing.T, ddl ...string) (string, *pgx.Conn) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL")
 	}
-	pg := dbtest.PG(t)
-	db := dbtest.PGDatabase(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pg.URL(db)+"&timezone=UTC")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	for _, s := range ddl {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	return pg.URL(db), conn
+	d := dbtest.PGEngine.DatabaseWith(t, map[string]string{"timezone": "UTC"}, ddl...)
+	return d.URL, d.PG
 }
 
 func openTarget(t *testing.T, connString string, mode Mode) *Target {
@@ -358,12 +345,7 @@ func TestRoundTrips(t *testing.T) {
 		"CREATE TABLE events (account_id bigint, n integer, kind text, PRIMARY KEY (account_id, n))",
 		"INSERT INTO accounts SELECT g, 'owner ' || g, g * 10 FROM generate_series(1, 300) g",
 		"INSERT INTO events SELECT g, 1, 'seed' FROM generate_series(1, 200) g")
-	proxy, err := wanproxy.Start(pg.Addr(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	proxied := strings.Replace(url, pg.Addr(), proxy.Addr(), 1)
+	proxied, proxy := dbtest.ViaProxy(t, url, pg.Addr(), 0)
 
 	accounts := &sluice.Table{Name: sluice.TableName{Schema: "public", Name: "accounts"}, Key: []int{0},
 		Columns: []sluice.Column{{Name: "id", Type: "bigint"}, {Name: "owner", Type: "text", Nullable: true}, {Name: "balance", Type: "numeric(12,2)", Nullable: true}}}
@@ -619,13 +601,9 @@ func TestKilledTransaction(t *testing.T) {
 func TestDroppedConnection(t *testing.T) {
 	pg := dbtest.PG(t)
 	url, admin := testDB(t, "CREATE TABLE d (id int PRIMARY KEY)")
-	proxy, err := wanproxy.Start(pg.Addr(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
+	proxied, proxy := dbtest.ViaProxy(t, url, pg.Addr(), 0)
 	d := &sluice.Table{Name: sluice.TableName{Name: "d"}, Key: []int{0}, Columns: []sluice.Column{{Name: "id", Type: "integer"}}}
-	tg := openTarget(t, strings.Replace(url, pg.Addr(), proxy.Addr(), 1), Pipelined)
+	tg := openTarget(t, proxied, Pipelined)
 	ctx := context.Background()
 	for i := 1; i <= 3; i++ {
 		proxy.DropConnections()

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
@@ -190,27 +189,13 @@ func TestExitDataLost(t *testing.T) {
 		t.Skip("needs the test databases")
 	}
 	bin := buildSluice(t)
-	pg := dbtest.PG(t)
-	srcDB, tgtDB := dbtest.PGDatabase(t), dbtest.PGDatabase(t)
+	srcDB := dbtest.PGEngine.Database(t, "CREATE TABLE lost (id int PRIMARY KEY)")
+	tgtDB := dbtest.PGEngine.Database(t, "CREATE TABLE lost (id int PRIMARY KEY)")
+	src, tgt := srcDB.PG, tgtDB.PG
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	src, err := pgx.Connect(ctx, pg.URL(srcDB))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close(ctx)
-	tgt, err := pgx.Connect(ctx, pg.URL(tgtDB))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tgt.Close(ctx)
-	for _, c := range []*pgx.Conn{src, tgt} {
-		if _, err := c.Exec(ctx, "CREATE TABLE lost (id int PRIMARY KEY)"); err != nil {
-			t.Fatal(err)
-		}
-	}
 	state := t.TempDir()
-	args := []string{"sync", "start", "--state-dir", state, "--stream-id", "lost", "--source", pg.URL(srcDB), "--target", pg.URL(tgtDB), "--tables", "lost", "--source-mode", "logical"}
+	args := []string{"sync", "start", "--state-dir", state, "--stream-id", "lost", "--source", srcDB.URL, "--target", tgtDB.URL, "--tables", "lost", "--source-mode", "logical"}
 	first := exec.CommandContext(ctx, bin, append(args, "--from-now")...)
 	var firstOut bytes.Buffer
 	first.Stdout, first.Stderr = &firstOut, &firstOut

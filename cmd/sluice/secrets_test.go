@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/urfave/cli/v2"
 )
@@ -135,17 +134,9 @@ func TestKeyValueConnects(t *testing.T) {
 	}
 	bin := buildSluice(t)
 	pg := dbtest.PG(t)
-	db := dbtest.PGDatabase(t)
+	db := dbtest.PGEngine.Database(t, "CREATE TABLE kv (id int PRIMARY KEY, v text)").Name
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, pg.URL(db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE TABLE kv (id int PRIMARY KEY, v text)"); err != nil {
-		t.Fatal(err)
-	}
 	q := strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(pg.Password)
 	kv := fmt.Sprintf("host=%s port=%d user=%s password='%s' dbname=%s sslmode=disable", pg.Host, pg.Port, pg.User, q, db)
 	cmd := exec.CommandContext(ctx, bin, "preflight", "--state-dir", t.TempDir(), "--source", kv, "--target", kv, "--tables", "kv", "--from-now", "--source-mode", "logical")

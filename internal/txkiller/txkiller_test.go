@@ -2,7 +2,6 @@ package txkiller
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 	"time"
 
@@ -80,19 +79,10 @@ func TestPostgres(t *testing.T) {
 
 func TestMariaDB(t *testing.T) {
 	t.Parallel()
-	m := dbtest.Maria(t)
-	dsn := m.DSN(dbtest.MariaDatabase(t))
+	d := dbtest.MariaEngine.Database(t, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
+	dsn, db := d.DSN, d.My
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB"); err != nil {
-		t.Fatal(err)
-	}
 
 	// InnoDB's trx_started has whole seconds, hence a 1 s limit.
 	const maxAge = time.Second

@@ -2,7 +2,6 @@ package workload
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 )
@@ -186,17 +184,8 @@ func source(t *testing.T, e Engine) (DB, dbtest.DB) {
 		t.Cleanup(pool.Close)
 		return DB{PG: pool}, dbtest.DB{PG: pool}
 	}
-	cfg, err := mysql.ParseDSN(dbtest.Maria(t).DSN(dbtest.MariaDatabase(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(conn)
-	t.Cleanup(func() { db.Close() })
-	return DB{My: db}, dbtest.DB{My: db}
+	d := dbtest.MariaEngine.Database(t)
+	return DB{My: d.My}, d.Side()
 }
 
 func createTables(t *testing.T, ctx context.Context, w *Workload, e Engine, db DB) {

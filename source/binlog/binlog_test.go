@@ -11,50 +11,26 @@ import (
 	"testing"
 	"time"
 
-	gomysql "github.com/go-sql-driver/mysql"
-
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-// sqlDB opens db with the session in UTC, the convention for TIMESTAMP.
-func sqlDB(t testing.TB, dsn string) *sql.DB {
+// utcDatabase is a fresh database whose session is in UTC, the convention
+// for TIMESTAMP, and runs multi-statement strings.
+func utcDatabase(t testing.TB, ddl ...string) *dbtest.Database {
 	t.Helper()
-	c, err := gomysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Params = map[string]string{"time_zone": "'+00:00'"}
-	c.MultiStatements = true
-	db, err := sql.Open("mysql", c.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-func exec(t testing.TB, db *sql.DB, stmts ...string) {
-	t.Helper()
-	for _, s := range stmts {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	return dbtest.MariaEngine.DatabaseWith(t, map[string]string{"time_zone": "'+00:00'", "multiStatements": "true"}, ddl...)
 }
 
 func open(t testing.TB, dsn string, cfg Config, from sluice.Position) *Reader {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	r, err := Open(ctx, dsn, cfg, from)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
+	return dbtest.OpenReader(t, func(ctx context.Context) (*Reader, error) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return Open(ctx, dsn, cfg, from)
+	})
 }
 
 // readN reads until n changes arrived (or the deadline), then checks for a
@@ -73,22 +49,12 @@ func readN(t testing.TB, r *Reader, n int, quiet bool) []sluice.Change {
 		if err != nil {
 			t.Fatalf("Read after %d changes: %v", len(out), err)
 		}
-		out = append(out, withoutMarkers(cs)...)
+		out = append(out, dbtest.WithoutProgress(cs)...)
 	}
 	if quiet {
 		cs, err := r.Read(ctx, 100)
-		if cs = withoutMarkers(cs); err != nil || len(cs) != 0 {
+		if cs = dbtest.WithoutProgress(cs); err != nil || len(cs) != 0 {
 			t.Fatalf("after %d changes: got %d more (%v), err %v", n, len(cs), summary(cs), err)
-		}
-	}
-	return out
-}
-
-func withoutMarkers(cs []sluice.Change) []sluice.Change {
-	out := cs[:0:0]
-	for _, c := range cs {
-		if c.Op != sluice.OpProgress {
-			out = append(out, c)
 		}
 	}
 	return out
@@ -105,10 +71,9 @@ func summary(cs []sluice.Change) string {
 func tn(db, name string) sluice.TableName { return sluice.TableName{Schema: db, Name: name} }
 
 func TestTypesMatchTextProtocol(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, `CREATE TABLE ty (
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, `CREATE TABLE ty (
 		id INT PRIMARY KEY,
 		ti TINYINT, tiu TINYINT UNSIGNED, si SMALLINT, siu SMALLINT UNSIGNED,
 		mi MEDIUMINT, miu MEDIUMINT UNSIGNED, i INT, iu INT UNSIGNED, bi BIGINT, biu BIGINT UNSIGNED,
@@ -117,8 +82,8 @@ func TestTypesMatchTextProtocol(t *testing.T) {
 		dt DATE, dtm DATETIME(6), dtm0 DATETIME, dtm3 DATETIME(3), ts TIMESTAMP(6) NULL, ts0 TIMESTAMP NULL, tm TIME(6), tm0 TIME, tm2 TIME(2), yr YEAR,
 		js JSON, en ENUM('a','b c','ü'), st SET('x','y','z'), b1 BIT(1), b10 BIT(10), b64 BIT(64), bool1 TINYINT(1)
 	) DEFAULT CHARSET=utf8mb4`)
-	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "ty")}}, sluice.Position{})
-	exec(t, db,
+	r := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "ty")}}, sluice.Position{})
+	dbtest.ExecSQL(t, db,
 		`INSERT INTO ty VALUES (1, -128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295,
 			-9223372036854775808, 18446744073709551615, -123456789.125, 42, 12345678901234567890.000000000000000000000000000001,
 			3.14159, 2.718281828459045, 'ab', 'héllo ✓', 'long text', 'ab', x'00ff10', x'deadbeef',
@@ -189,7 +154,7 @@ func TestTypesMatchTextProtocol(t *testing.T) {
 // inserts, updates, deletes and a primary key change, a rolled back one, a
 // DDL on another table and single statements.
 func workload(t testing.TB, db *sql.DB) {
-	exec(t, db,
+	dbtest.ExecSQL(t, db,
 		"BEGIN; INSERT INTO a VALUES (1,'one'),(2,'two'),(3,'three'); UPDATE a SET v='TWO' WHERE id=2; INSERT INTO b VALUES (10, 1); DELETE FROM a WHERE id=3; COMMIT",
 		"INSERT INTO other VALUES (1)",
 		"BEGIN; UPDATE a SET id=20 WHERE id=2; UPDATE b SET n=n+1; INSERT INTO other VALUES (2); INSERT INTO a VALUES (4,'four'); COMMIT",
@@ -205,7 +170,7 @@ func workload(t testing.TB, db *sql.DB) {
 const workloadChanges = 14
 
 func setupWorkloadTables(t testing.TB, db *sql.DB) {
-	exec(t, db,
+	dbtest.ExecSQL(t, db,
 		"CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))",
 		"CREATE TABLE b (id INT PRIMARY KEY, n INT)",
 		"CREATE TABLE other (id INT PRIMARY KEY)")
@@ -220,8 +185,8 @@ func describe(c sluice.Change) string {
 
 func testResumeEverywhere(t *testing.T, filePos bool) {
 	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
 	setupWorkloadTables(t, db)
 	cfg := Config{Tables: []sluice.TableName{tn(dbn, "a"), tn(dbn, "b")}, FilePositions: filePos}
 	r := open(t, m.URL(dbn), cfg, sluice.Position{})
@@ -252,7 +217,7 @@ func testResumeEverywhere(t *testing.T, filePos bool) {
 	// (another binlog) is refused, not silently misapplied.
 	tok := strings.Split(all[1].Pos.Token, "|")
 	tok[1] = "0-1-999999"
-	r3 := open(t, m.DSN(dbn), cfg, sluice.Position{Kind: Kind, Token: strings.Join(tok, "|")})
+	r3 := open(t, d.DSN, cfg, sluice.Position{Kind: Kind, Token: strings.Join(tok, "|")})
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		cs, err := r3.Read(context.Background(), 100)
 		if err != nil {
@@ -270,7 +235,7 @@ func testResumeEverywhere(t *testing.T, filePos bool) {
 	}
 	r3.Close()
 	for i := range all {
-		r2 := open(t, m.DSN(dbn), cfg, all[i].Pos)
+		r2 := open(t, d.DSN, cfg, all[i].Pos)
 		rest := readN(t, r2, len(all)-i-1, true)
 		for j, c := range rest {
 			if describe(c) != describe(all[i+1+j]) || c.Pos != all[i+1+j].Pos {
@@ -285,12 +250,11 @@ func TestResumeFromEveryPositionGTID(t *testing.T) { testResumeEverywhere(t, fal
 func TestResumeFromEveryPositionFile(t *testing.T) { testResumeEverywhere(t, true) }
 
 func TestAddColumnFollowedDropColumnStops(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE z (id INT PRIMARY KEY)")
-	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a"), tn(dbn, "z")}}, sluice.Position{})
-	exec(t, db, "INSERT INTO a VALUES (1,'x')",
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE z (id INT PRIMARY KEY)")
+	r := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "a"), tn(dbn, "z")}}, sluice.Position{})
+	dbtest.ExecSQL(t, db, "INSERT INTO a VALUES (1,'x')",
 		"ALTER TABLE a ADD COLUMN w INT NOT NULL DEFAULT 7",
 		"INSERT INTO a VALUES (2,'y',8)", "UPDATE a SET v='xx' WHERE id=1")
 	cs := readN(t, r, 3, true)
@@ -304,7 +268,7 @@ func TestAddColumnFollowedDropColumnStops(t *testing.T) {
 	if describe(cs[1]) != "insert a key=[] row=[2 y 8]" || describe(cs[2]) != "update a key=[1] row=[1 xx 7]" || cs[2].Table != nt {
 		t.Errorf("after ADD COLUMN: %s; %s", describe(cs[1]), describe(cs[2]))
 	}
-	exec(t, db, "INSERT INTO a VALUES (3,'z',9)", "ALTER TABLE a DROP COLUMN v", "INSERT INTO z VALUES (1)", "INSERT INTO a VALUES (4,10)")
+	dbtest.ExecSQL(t, db, "INSERT INTO a VALUES (3,'z',9)", "ALTER TABLE a DROP COLUMN v", "INSERT INTO z VALUES (1)", "INSERT INTO a VALUES (4,10)")
 	got := readN(t, r, 1, false)
 	if describe(got[0]) != "insert a key=[] row=[3 z 9]" {
 		t.Errorf("before DROP: %s", describe(got[0]))
@@ -327,11 +291,9 @@ func TestAddColumnFollowedDropColumnStops(t *testing.T) {
 		}
 	}
 	// A type change caught from the table map (MODIFY keeps the name).
-	dbn2 := dbtest.MariaDatabase(t)
-	db2 := sqlDB(t, m.DSN(dbn2))
-	exec(t, db2, "CREATE TABLE a (id INT PRIMARY KEY, v INT)")
-	r2 := open(t, m.DSN(dbn2), Config{Tables: []sluice.TableName{tn(dbn2, "a")}}, sluice.Position{})
-	exec(t, db2, "INSERT INTO a VALUES (1,1)", "ALTER TABLE a MODIFY v BIGINT", "INSERT INTO a VALUES (2,2)")
+	d2 := utcDatabase(t, "CREATE TABLE a (id INT PRIMARY KEY, v INT)")
+	r2 := open(t, d2.DSN, Config{Tables: []sluice.TableName{tn(d2.Name, "a")}}, sluice.Position{})
+	d2.Exec(t, "INSERT INTO a VALUES (1,1)", "ALTER TABLE a MODIFY v BIGINT", "INSERT INTO a VALUES (2,2)")
 	readN(t, r2, 1, false)
 	for {
 		cs, err := r2.Read(context.Background(), 10)
@@ -352,15 +314,14 @@ func TestAddColumnFollowedDropColumnStops(t *testing.T) {
 }
 
 func TestRotation(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))")
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))")
 	for _, filePos := range []bool{false, true} {
-		exec(t, db, "DELETE FROM a")
+		dbtest.ExecSQL(t, db, "DELETE FROM a")
 		cfg := Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos}
-		r := open(t, m.DSN(dbn), cfg, sluice.Position{})
-		exec(t, db, "INSERT INTO a VALUES (1,'a')", "FLUSH BINARY LOGS", "INSERT INTO a VALUES (2,'b')", "FLUSH BINARY LOGS", "FLUSH BINARY LOGS", "INSERT INTO a VALUES (3,'c')")
+		r := open(t, d.DSN, cfg, sluice.Position{})
+		dbtest.ExecSQL(t, db, "INSERT INTO a VALUES (1,'a')", "FLUSH BINARY LOGS", "INSERT INTO a VALUES (2,'b')", "FLUSH BINARY LOGS", "FLUSH BINARY LOGS", "INSERT INTO a VALUES (3,'c')")
 		cs := readN(t, r, 3, true)
 		for i, c := range cs {
 			if c.Row[0].Text != fmt.Sprint(i+1) {
@@ -368,7 +329,7 @@ func TestRotation(t *testing.T) {
 			}
 		}
 		// Resume from before the rotations.
-		r2 := open(t, m.DSN(dbn), cfg, cs[0].Pos)
+		r2 := open(t, d.DSN, cfg, cs[0].Pos)
 		rest := readN(t, r2, 2, true)
 		if rest[0].Pos != cs[1].Pos || rest[1].Pos != cs[2].Pos {
 			t.Errorf("file=%v resume across rotation: %s %s, want %s %s", filePos, rest[0].Pos, rest[1].Pos, cs[1].Pos, cs[2].Pos)
@@ -381,17 +342,17 @@ func TestRotation(t *testing.T) {
 
 func TestReconnectAfterRestart(t *testing.T) {
 	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))")
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))")
 	const big = 20000
 	for _, filePos := range []bool{false, true} {
-		exec(t, db, "DELETE FROM a")
+		dbtest.ExecSQL(t, db, "DELETE FROM a")
 		// A small buffer, so that the reader is in the middle of the big
 		// transaction's events when the server goes away.
-		r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos,
+		r := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos,
 			HeartbeatPeriod: time.Second, BufferChanges: 256}, sluice.Position{})
-		exec(t, db, fmt.Sprintf("INSERT INTO a SELECT seq, 'x' FROM seq_1_to_%d", big))
+		dbtest.ExecSQL(t, db, fmt.Sprintf("INSERT INTO a SELECT seq, 'x' FROM seq_1_to_%d", big))
 		got := readN(t, r, 300, false)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		if err := m.Restart(ctx); err != nil {
@@ -399,7 +360,7 @@ func TestReconnectAfterRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		cancel()
-		exec(t, db, "INSERT INTO a VALUES (0,'f')", "UPDATE a SET v='y' WHERE id=1")
+		dbtest.ExecSQL(t, db, "INSERT INTO a VALUES (0,'f')", "UPDATE a SET v='y' WHERE id=1")
 		got = append(got, readN(t, r, big+2-300, true)...)
 		for i := 0; i < big; i++ {
 			if c := got[i]; c.Op != sluice.OpInsert || c.Row[0].Text != fmt.Sprint(i+1) {
@@ -415,9 +376,9 @@ func TestReconnectAfterRestart(t *testing.T) {
 
 func TestPreflight(t *testing.T) {
 	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE nopk (v INT)", "CREATE TABLE a (id INT PRIMARY KEY)",
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE nopk (v INT)", "CREATE TABLE a (id INT PRIMARY KEY)",
 		"DROP USER IF EXISTS 'norepl'@'%'", "CREATE USER 'norepl'@'%' IDENTIFIED BY 'pw'",
 		"GRANT SELECT ON "+dbn+".* TO 'norepl'@'%'")
 	t.Cleanup(func() { db.Exec("DROP USER IF EXISTS 'norepl'@'%'") })
@@ -437,9 +398,9 @@ func TestPreflight(t *testing.T) {
 		want []string
 	}{
 		{"privileges", restricted, Config{Tables: []sluice.TableName{{Name: "a"}}}, []string{"REPLICATION SLAVE", "REPLICATION CLIENT", "GRANT"}},
-		{"no pk", m.DSN(dbn), Config{Tables: []sluice.TableName{{Name: "nopk"}}}, []string{dbn + ".nopk", "no primary key"}},
-		{"missing", m.DSN(dbn), Config{Tables: []sluice.TableName{{Name: "nope"}}}, []string{dbn + ".nope", "does not exist"}},
-		{"server id", m.DSN(dbn), Config{Tables: []sluice.TableName{{Name: "a"}}, ServerID: 1}, []string{"server_id 1", "the source itself"}},
+		{"no pk", d.DSN, Config{Tables: []sluice.TableName{{Name: "nopk"}}}, []string{dbn + ".nopk", "no primary key"}},
+		{"missing", d.DSN, Config{Tables: []sluice.TableName{{Name: "nope"}}}, []string{dbn + ".nope", "does not exist"}},
+		{"server id", d.DSN, Config{Tables: []sluice.TableName{{Name: "a"}}, ServerID: 1}, []string{"server_id 1", "the source itself"}},
 	}
 	for _, c := range cases {
 		err := try(c.dsn, c.cfg)
@@ -455,11 +416,11 @@ func TestPreflight(t *testing.T) {
 		t.Logf("%s: %v", c.name, err)
 	}
 	// With only REPLICATION CLIENT the privilege check still names SLAVE.
-	exec(t, db, "GRANT REPLICATION CLIENT ON *.* TO 'norepl'@'%'")
+	dbtest.ExecSQL(t, db, "GRANT REPLICATION CLIENT ON *.* TO 'norepl'@'%'")
 	if err := try(restricted, Config{Tables: []sluice.TableName{{Name: "a"}}}); err == nil || !strings.Contains(err.Error(), "REPLICATION SLAVE") || strings.Contains(err.Error(), "REPLICATION CLIENT privilege") {
 		t.Errorf("REPLICATION CLIENT only: %v", err)
 	}
-	exec(t, db, "GRANT REPLICATION SLAVE ON *.* TO 'norepl'@'%'")
+	dbtest.ExecSQL(t, db, "GRANT REPLICATION SLAVE ON *.* TO 'norepl'@'%'")
 	if err := try(restricted, Config{Tables: []sluice.TableName{{Name: "a"}}}); err != nil {
 		t.Errorf("with both privileges: %v", err)
 	}
@@ -625,12 +586,11 @@ func TestThroughput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(40), n BIGINT, d DECIMAL(10,2), ts DATETIME(6))")
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(40), n BIGINT, d DECIMAL(10,2), ts DATETIME(6))")
 	cfg := Config{Tables: []sluice.TableName{tn(dbn, "a")}}
-	r := open(t, m.DSN(dbn), cfg, sluice.Position{})
+	r := open(t, d.DSN, cfg, sluice.Position{})
 	const total = 100000
 	for i := 0; i < total; i += 1000 {
 		var b strings.Builder
@@ -641,13 +601,13 @@ func TestThroughput(t *testing.T) {
 			}
 			fmt.Fprintf(&b, "(%d,'value number %d',%d,%d.25,'2024-01-01 00:00:00.%06d')", j, j, j*7, j, j%1000000)
 		}
-		exec(t, db, b.String())
+		dbtest.ExecSQL(t, db, b.String())
 	}
 	// Read the backlog from the start with a fresh reader.
 	first := readN(t, r, 1, false)
 	r.Close()
 	_ = first
-	r2 := open(t, m.DSN(dbn), cfg, sluice.Position{Kind: Kind, Token: strings.SplitN(first[0].Pos.Token, "|", 2)[0]})
+	r2 := open(t, d.DSN, cfg, sluice.Position{Kind: Kind, Token: strings.SplitN(first[0].Pos.Token, "|", 2)[0]})
 	start := time.Now()
 	n := 0
 	for n < total {
@@ -667,11 +627,10 @@ func TestThroughput(t *testing.T) {
 // An idle source keeps the connection through heartbeats: no reconnect
 // while nothing happens for several read timeouts.
 func TestHeartbeatKeepsIdleConnection(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY)")
-	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a")}, HeartbeatPeriod: 500 * time.Millisecond}, sluice.Position{})
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY)")
+	r := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "a")}, HeartbeatPeriod: 500 * time.Millisecond}, sluice.Position{})
 	end := time.Now().Add(4 * time.Second) // 8 heartbeat periods, > 2 read timeouts
 	for time.Now().Before(end) {
 		cs, err := r.Read(context.Background(), 10)
@@ -682,7 +641,7 @@ func TestHeartbeatKeepsIdleConnection(t *testing.T) {
 	if n := r.reconnects.Load(); n != 0 {
 		t.Errorf("%d reconnects while idle", n)
 	}
-	exec(t, db, "INSERT INTO a VALUES (1)")
+	dbtest.ExecSQL(t, db, "INSERT INTO a VALUES (1)")
 	readN(t, r, 1, true)
 	if err := r.Ack(context.Background(), sluice.Position{Kind: Kind, Token: "x"}); err != nil || r.Acked().Token != "x" {
 		t.Errorf("Ack: %v %v", err, r.Acked())
@@ -691,12 +650,11 @@ func TestHeartbeatKeepsIdleConnection(t *testing.T) {
 
 // A position the server no longer (or never) had fails Open with a hint.
 func TestUnknownPositionRefused(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY)")
+	d := utcDatabase(t)
+	db := d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY)")
 	for _, tok := range []string{"mariadb:0-1-999999999", "file:mysql-bin.999999:4"} {
-		r, err := Open(context.Background(), m.DSN(dbn), Config{Tables: []sluice.TableName{{Name: "a"}}}, sluice.Position{Kind: Kind, Token: tok})
+		r, err := Open(context.Background(), d.DSN, Config{Tables: []sluice.TableName{{Name: "a"}}}, sluice.Position{Kind: Kind, Token: tok})
 		if err == nil {
 			r.Close()
 			t.Errorf("%s: no error", tok)
@@ -712,12 +670,11 @@ func TestUnknownPositionRefused(t *testing.T) {
 // A consumer slower than the heartbeat timeout (backpressure) does not
 // make the reader think the source is gone.
 func TestBackpressureNoReconnect(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))")
-	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a")}, HeartbeatPeriod: 300 * time.Millisecond, BufferChanges: 256}, sluice.Position{})
-	exec(t, db, "INSERT INTO a SELECT seq, 'x' FROM seq_1_to_50000")
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))")
+	r := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "a")}, HeartbeatPeriod: 300 * time.Millisecond, BufferChanges: 256}, sluice.Position{})
+	dbtest.ExecSQL(t, db, "INSERT INTO a SELECT seq, 'x' FROM seq_1_to_50000")
 	readN(t, r, 100, false)
 	time.Sleep(2 * time.Second) // the consumer stalls for > 6 heartbeat periods
 	cs := readN(t, r, 50000-100, true)
@@ -733,15 +690,14 @@ func TestBackpressureNoReconnect(t *testing.T) {
 // read-ahead budget, the reader decodes at most the budget (plus one
 // batch) while nothing is read, and every row still arrives when they are.
 func TestReadAheadBoundedByBytes(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE big (id INT PRIMARY KEY, v LONGTEXT)")
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE big (id INT PRIMARY KEY, v LONGTEXT)")
 	const rows, size, budget = 40, 256 << 10, 2 << 20
-	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "big")}, BufferBytes: budget}, sluice.Position{})
+	r := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "big")}, BufferBytes: budget}, sluice.Position{})
 	for i := 1; i <= rows; i++ {
 		// One transaction per row: each is its own batch.
-		exec(t, db, fmt.Sprintf("INSERT INTO big VALUES (%d, REPEAT('x', %d))", i, size))
+		dbtest.ExecSQL(t, db, fmt.Sprintf("INSERT INTO big VALUES (%d, REPEAT('x', %d))", i, size))
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for r.budget.Used() < budget-2*size {

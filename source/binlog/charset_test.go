@@ -19,7 +19,7 @@ func readUntilErr(t testing.TB, r *Reader) ([]sluice.Change, error) {
 	var got []sluice.Change
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		cs, err := r.Read(context.Background(), 100)
-		got = append(got, withoutMarkers(cs)...)
+		got = append(got, dbtest.WithoutProgress(cs)...)
 		if err != nil {
 			return got, err
 		}
@@ -43,16 +43,15 @@ func hexBytes(from, to int) string {
 // server gives a utf8mb4 connection (latin1 as the server's Windows-1252,
 // every byte of it), and fill in the columns' collations.
 func TestCharsetsConverted(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, `CREATE TABLE cs (
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, `CREATE TABLE cs (
 		id INT PRIMARY KEY,
 		l1 VARCHAR(300) CHARACTER SET latin1, c1 CHAR(5) CHARACTER SET latin1, t1 TEXT CHARACTER SET latin1 COLLATE latin1_bin,
 		a1 VARCHAR(200) CHARACTER SET ascii, u3 VARCHAR(50) CHARACTER SET utf8mb3, u4 VARCHAR(50) CHARACTER SET utf8mb4,
 		bn VARBINARY(300), e1 ENUM('é','€uro','x') CHARACTER SET latin1, s1 SET('ä','b') CHARACTER SET latin1, js JSON
 	) DEFAULT CHARSET=utf8mb4`)
-	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "cs")}}, sluice.Position{})
+	r := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "cs")}}, sluice.Position{})
 	wantColl := map[string]string{"id": "", "l1": "latin1_swedish_ci", "c1": "latin1_swedish_ci", "t1": "latin1_bin",
 		"a1": "ascii_general_ci", "u3": "utf8mb3_general_ci", "u4": "utf8mb4_general_ci", "bn": "", "e1": "latin1_swedish_ci",
 		"s1": "latin1_swedish_ci", "js": "utf8mb4_bin"}
@@ -69,7 +68,7 @@ func TestCharsetsConverted(t *testing.T) {
 		}
 	}
 	checkColl("Tables()", r.Tables()[0])
-	exec(t, db,
+	dbtest.ExecSQL(t, db,
 		"INSERT INTO cs (id, l1, t1, bn) VALUES (1, "+hexBytes(0, 255)+", "+hexBytes(1, 255)+", "+hexBytes(0, 255)+")",
 		"INSERT INTO cs VALUES (2, 'àé€ŸŽ', 'àé€', 'Größe €5', ' ~azAZ09!', 'héllo ✓', '😀 ü', x'00ff80', '€uro', 'ä,b', '{\"k\": \"ü€\"}')",
 		"INSERT INTO cs (id, l1, e1) VALUES (3, CONCAT('plain ascii ', REPEAT('x', 10)), 'é')",
@@ -123,13 +122,12 @@ func TestCharsetsConverted(t *testing.T) {
 // one that appears later in a table map stops the stream the same way;
 // bytes an ascii column cannot hold stop it instead of becoming '?'.
 func TestCharsetRefused(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE l2 (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin2, w VARCHAR(20) CHARACTER SET cp1251)",
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE l2 (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET latin2, w VARCHAR(20) CHARACTER SET cp1251)",
 		"CREATE TABLE ok (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET utf8mb4)",
 		"CREATE TABLE asc1 (id INT PRIMARY KEY, v VARCHAR(20) CHARACTER SET ascii)")
-	_, err := Open(context.Background(), m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "ok"), tn(dbn, "l2")}}, sluice.Position{})
+	_, err := Open(context.Background(), d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "ok"), tn(dbn, "l2")}}, sluice.Position{})
 	if err == nil {
 		t.Fatal("Open accepted a latin2 column")
 	}
@@ -143,8 +141,8 @@ func TestCharsetRefused(t *testing.T) {
 	}
 	t.Logf("Open: %v", err)
 
-	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "ok"), tn(dbn, "asc1")}}, sluice.Position{})
-	exec(t, db, "INSERT INTO ok VALUES (1, 'x')",
+	r := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "ok"), tn(dbn, "asc1")}}, sluice.Position{})
+	dbtest.ExecSQL(t, db, "INSERT INTO ok VALUES (1, 'x')",
 		"ALTER TABLE ok MODIFY v VARCHAR(20) CHARACTER SET latin2", "INSERT INTO ok VALUES (2, 'y')")
 	got, err := readUntilErr(t, r)
 	if len(got) != 1 || describe(got[0]) != "insert ok key=[] row=[1 x]" {
@@ -157,8 +155,8 @@ func TestCharsetRefused(t *testing.T) {
 	}
 	t.Logf("stream: %v", err)
 
-	r2 := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "asc1")}}, sluice.Position{})
-	exec(t, db, "SET SESSION sql_mode = ''; INSERT INTO asc1 VALUES (1, x'4180'); SET SESSION sql_mode = DEFAULT")
+	r2 := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "asc1")}}, sluice.Position{})
+	dbtest.ExecSQL(t, db, "SET SESSION sql_mode = ''; INSERT INTO asc1 VALUES (1, x'4180'); SET SESSION sql_mode = DEFAULT")
 	got, err = readUntilErr(t, r2)
 	if len(got) != 0 || !strings.Contains(err.Error(), dbn+".asc1 column v") || !strings.Contains(err.Error(), "0x80") {
 		t.Errorf("ascii column holding 0x80: %s; %v", summary(got), err)

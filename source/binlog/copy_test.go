@@ -39,22 +39,21 @@ func TestCopySnapshotBoundary(t *testing.T) {
 		noReload bool
 	}{{"ftwrl", false, false}, {"snapshot-status", true, false}, {"no-reload", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := dbtest.Maria(t)
-			dbn := dbtest.MariaDatabase(t)
-			db := sqlDB(t, m.DSN(dbn))
-			exec(t, db,
+			d := utcDatabase(t)
+			dbn, db := d.Name, d.My
+			dbtest.ExecSQL(t, db,
 				"CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(40), n INT)",
 				"CREATE TABLE b (k VARCHAR(20), j INT, v DOUBLE, PRIMARY KEY (k, j))",
 				"INSERT INTO a SELECT seq, CONCAT('seed ', seq), seq FROM seq_1_to_200",
 				"INSERT INTO b SELECT CONCAT('k', seq % 20), seq DIV 20, seq / 7 FROM seq_0_to_299")
 			cfg := Config{Tables: []sluice.TableName{tn(dbn, "a"), tn(dbn, "b")}}
-			dsn := m.DSN(dbn)
+			dsn := d.DSN
 			if tc.noReload {
 				user := "u_" + dbn
 				if len(user) > 32 {
 					user = user[:32]
 				}
-				exec(t, db, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'",
+				dbtest.ExecSQL(t, db, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'",
 					"GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '"+user+"'@'%'",
 					"GRANT SELECT ON `"+dbn+"`.* TO '"+user+"'@'%'")
 				t.Cleanup(func() { db.Exec("DROP USER '" + user + "'@'%'") })
@@ -84,7 +83,7 @@ func TestCopySnapshotBoundary(t *testing.T) {
 				w.WaitCommits(t, 30)
 			}
 			w.Finish(t)
-			exec(t, db, "INSERT INTO a VALUES (-1, 'sentinel', 0)")
+			dbtest.ExecSQL(t, db, "INSERT INTO a VALUES (-1, 'sentinel', 0)")
 
 			results := make([]map[string]mycopytest.Rows, len(snaps))
 			for i, snap := range snaps {
@@ -147,10 +146,9 @@ func TestCopySnapshotBoundary(t *testing.T) {
 // WITH READ LOCK from taking the lock; the snapshot fails within LockWait
 // and says what holds it.
 func TestCopySnapshotLockTimeout(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY)", "INSERT INTO a VALUES (1)")
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY)", "INSERT INTO a VALUES (1)")
 	ctx := context.Background()
 	slow, err := db.Conn(ctx)
 	if err != nil {
@@ -167,7 +165,7 @@ func TestCopySnapshotLockTimeout(t *testing.T) {
 		slow.ExecContext(ctx, "UPDATE a SET id = id + SLEEP(30)")
 	}()
 	defer func() {
-		exec(t, db, fmt.Sprintf("KILL QUERY %d", slowID))
+		dbtest.ExecSQL(t, db, fmt.Sprintf("KILL QUERY %d", slowID))
 		<-done
 	}()
 	deadline := time.Now().Add(10 * time.Second)
@@ -184,7 +182,7 @@ func TestCopySnapshotLockTimeout(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	src := NewCopySource(m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a")}})
+	src := NewCopySource(d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "a")}})
 	src.LockWait = time.Second
 	start := time.Now()
 	snap, err := src.Snapshot(ctx, 2)

@@ -16,10 +16,9 @@ import (
 // TestFloatText checks DOUBLE formatting against the server's text on
 // random values of every magnitude, and that FLOAT's reads back exactly.
 func TestFloatText(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE p (id INT PRIMARY KEY, d DOUBLE, f FLOAT)")
+	d := utcDatabase(t)
+	db := d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE p (id INT PRIMARY KEY, d DOUBLE, f FLOAT)")
 	vals := []float64{1e14, 99999999999999, 1e13, 1.5e14, 123456789012345, 12345678901234, 0.0001, 0.00012345678901234, 1e-4, 1.234e-4}
 	rnd := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 2000; i++ {
@@ -35,7 +34,7 @@ func TestFloatText(t *testing.T) {
 		}
 		b.WriteString("(" + strconv.Itoa(i) + "," + strconv.FormatFloat(v, 'g', -1, 64) + "," + strconv.FormatFloat(v, 'g', -1, 64) + ")")
 	}
-	exec(t, db, "INSERT INTO p VALUES "+b.String())
+	dbtest.ExecSQL(t, db, "INSERT INTO p VALUES "+b.String())
 	rows, _ := db.Query("SELECT id, d, f, CAST(f AS DOUBLE) FROM p ORDER BY id")
 	for rows.Next() {
 		var id int
@@ -63,15 +62,14 @@ func TestFloatText(t *testing.T) {
 // float32 or float64 as is), and what the reader emitted must parse back
 // to the identical bits.
 func TestFloatExact(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE fe (id INT PRIMARY KEY, f FLOAT, d DOUBLE)")
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE fe (id INT PRIMARY KEY, f FLOAT, d DOUBLE)")
 	floats := []float32{1234567, 16777216, 16777217, 0.1234567, 3.4028235e38, -3.4028235e38, 1.17549435e-38,
 		1e-45, 1.4e-44, float32(math.Copysign(0, -1)), 0.1, 1e15, 123456, 3.14159, -2.5e-12, 7654321.5}
 	doubles := []float64{0.1, 1e-300, 1.7976931348623157e308, 5e-324, 123456.789, math.Copysign(0, -1), 1e15, 123456789012345678,
 		0.3333333333333333, 2.2250738585072014e-308}
-	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "fe")}}, sluice.Position{})
+	r := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "fe")}}, sluice.Position{})
 	n := max(len(floats), len(doubles))
 	for i := 0; i < n; i++ {
 		f, d := "NULL", "NULL"
@@ -83,7 +81,7 @@ func TestFloatExact(t *testing.T) {
 		if i < len(doubles) {
 			d = strconv.FormatFloat(doubles[i], 'g', -1, 64)
 		}
-		exec(t, db, fmt.Sprintf("INSERT INTO fe VALUES (%d, %s, %s)", i, f, d))
+		dbtest.ExecSQL(t, db, fmt.Sprintf("INSERT INTO fe VALUES (%d, %s, %s)", i, f, d))
 	}
 	cs := readN(t, r, n, true)
 	// A query argument makes go-sql-driver prepare the statement on the

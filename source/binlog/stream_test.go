@@ -18,13 +18,12 @@ import (
 // of other tables, and MariaDB's one-phase XA COMMIT (an ordinary
 // transaction in its binlog), are followed.
 func TestXAStops(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE other (id INT PRIMARY KEY)")
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE other (id INT PRIMARY KEY)")
 	for _, filePos := range []bool{false, true} {
-		exec(t, db, "DELETE FROM a", "DELETE FROM other")
-		r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos}, sluice.Position{})
+		dbtest.ExecSQL(t, db, "DELETE FROM a", "DELETE FROM other")
+		r := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos}, sluice.Position{})
 		xid := fmt.Sprintf("sluice-xa-%v", filePos)
 		// A single connection: XA's statements are one session's.
 		conn, err := db.Conn(context.Background())
@@ -69,23 +68,22 @@ func TestXAStops(t *testing.T) {
 // tables' changes, so resuming it with another table list (a restart, a
 // SIGHUP reload) reads exactly the next change of the tables now streamed.
 func TestResumeWithOtherTableList(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE b (id INT PRIMARY KEY, n INT)")
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE b (id INT PRIMARY KEY, n INT)")
 	for _, filePos := range []bool{false, true} {
-		exec(t, db, "DELETE FROM a", "DELETE FROM b")
+		dbtest.ExecSQL(t, db, "DELETE FROM a", "DELETE FROM b")
 		ab := Config{Tables: []sluice.TableName{tn(dbn, "a"), tn(dbn, "b")}, FilePositions: filePos}
 		onlyA := Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos}
-		r := open(t, m.DSN(dbn), ab, sluice.Position{})
-		exec(t, db, "BEGIN; INSERT INTO a VALUES (1,'a1'); INSERT INTO b VALUES (1,1); INSERT INTO b VALUES (2,2); "+
+		r := open(t, d.DSN, ab, sluice.Position{})
+		dbtest.ExecSQL(t, db, "BEGIN; INSERT INTO a VALUES (1,'a1'); INSERT INTO b VALUES (1,1); INSERT INTO b VALUES (2,2); "+
 			"INSERT INTO a VALUES (2,'a2'),(3,'a3'); UPDATE b SET n=n+10; INSERT INTO a VALUES (4,'a4'); DELETE FROM b WHERE id=1; COMMIT",
 			"INSERT INTO a VALUES (100,'next txn')")
 		all := readN(t, r, 10, true)
 		r.Close()
 		for i := range all[:len(all)-1] {
 			// With both tables: exactly the next change.
-			r2 := open(t, m.DSN(dbn), ab, all[i].Pos)
+			r2 := open(t, d.DSN, ab, all[i].Pos)
 			if got := readN(t, r2, 1, false)[0]; describe(got) != describe(all[i+1]) || got.Pos != all[i+1].Pos {
 				t.Errorf("file=%v {a,b} from change %d (%s): read %s @%s, want %s", filePos, i, all[i].Pos, describe(got), got.Pos, describe(all[i+1]))
 			}
@@ -98,7 +96,7 @@ func TestResumeWithOtherTableList(t *testing.T) {
 					break
 				}
 			}
-			r3 := open(t, m.DSN(dbn), onlyA, all[i].Pos)
+			r3 := open(t, d.DSN, onlyA, all[i].Pos)
 			if got := readN(t, r3, 1, false)[0]; describe(got) != describe(want) || got.Pos != want.Pos {
 				t.Errorf("file=%v {a} from change %d (%s, %s): read %s, want %s", filePos, i, describe(all[i]), all[i].Pos, describe(got), describe(want))
 			}
@@ -110,7 +108,7 @@ func TestResumeWithOtherTableList(t *testing.T) {
 		for _, i := range []int{0, 3, 5} {
 			parts := strings.Split(all[i].Pos.Token, "|")
 			old := sluice.Position{Kind: Kind, Token: fmt.Sprintf("%s|%s|%d", parts[0], parts[1], i+1)}
-			r4 := open(t, m.DSN(dbn), ab, old)
+			r4 := open(t, d.DSN, ab, old)
 			if got := readN(t, r4, 1, false)[0]; describe(got) != describe(all[i+1]) {
 				t.Errorf("file=%v old token %s: read %s, want %s", filePos, old, describe(got), describe(all[i+1]))
 			}
@@ -123,14 +121,13 @@ func TestResumeWithOtherTableList(t *testing.T) {
 // OpTruncate change whose position resumes after it; one of another table
 // is passed over.
 func TestTruncate(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE other (id INT PRIMARY KEY)")
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE other (id INT PRIMARY KEY)")
 	for _, filePos := range []bool{false, true} {
 		cfg := Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos}
-		r := open(t, m.DSN(dbn), cfg, sluice.Position{})
-		exec(t, db, "INSERT INTO a VALUES (1,'x'),(2,'y')", "TRUNCATE a", "INSERT INTO a VALUES (3,'z')",
+		r := open(t, d.DSN, cfg, sluice.Position{})
+		dbtest.ExecSQL(t, db, "INSERT INTO a VALUES (1,'x'),(2,'y')", "TRUNCATE a", "INSERT INTO a VALUES (3,'z')",
 			"INSERT INTO other VALUES (1)", "TRUNCATE TABLE other", "TRUNCATE TABLE `"+dbn+"`.`a`", "INSERT INTO a VALUES (4,'w')")
 		cs := readN(t, r, 6, true)
 		want := []string{"insert a key=[] row=[1 x]", "insert a key=[] row=[2 y]", "truncate a key=[] row=[]",
@@ -145,13 +142,13 @@ func TestTruncate(t *testing.T) {
 		}
 		r.Close()
 		for _, i := range []int{1, 2, 4} {
-			r2 := open(t, m.DSN(dbn), cfg, cs[i].Pos)
+			r2 := open(t, d.DSN, cfg, cs[i].Pos)
 			if got := readN(t, r2, 1, false)[0]; describe(got) != want[i+1] || got.Pos != cs[i+1].Pos {
 				t.Errorf("file=%v resume after change %d (%s): %s @%s, want %s @%s", filePos, i, cs[i].Pos, describe(got), got.Pos, want[i+1], cs[i+1].Pos)
 			}
 			r2.Close()
 		}
-		exec(t, db, "DELETE FROM a", "DELETE FROM other")
+		dbtest.ExecSQL(t, db, "DELETE FROM a", "DELETE FROM other")
 	}
 }
 
@@ -160,15 +157,14 @@ func TestTruncate(t *testing.T) {
 // interval, only when the position moved, and resuming from one reads the
 // next change.
 func TestProgressMarkers(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY)", "CREATE TABLE other (id INT PRIMARY KEY)")
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY)", "CREATE TABLE other (id INT PRIMARY KEY)")
 	for _, filePos := range []bool{false, true} {
 		const interval = 400 * time.Millisecond
 		cfg := Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos, ProgressInterval: interval, HeartbeatPeriod: time.Second}
-		r := open(t, m.DSN(dbn), cfg, sluice.Position{})
-		exec(t, db, "INSERT INTO a VALUES (1)")
+		r := open(t, d.DSN, cfg, sluice.Position{})
+		dbtest.ExecSQL(t, db, "INSERT INTO a VALUES (1)")
 		readN(t, r, 1, false)
 		// Nothing moves: no marker, over several intervals.
 		for end := time.Now().Add(4 * interval); time.Now().Before(end); {
@@ -190,7 +186,7 @@ func TestProgressMarkers(t *testing.T) {
 		}
 		start := time.Now()
 		for i := 0; time.Since(start) < 5*interval; i++ {
-			exec(t, db, fmt.Sprintf("INSERT INTO other VALUES (%d)", i))
+			dbtest.ExecSQL(t, db, fmt.Sprintf("INSERT INTO other VALUES (%d)", i))
 			cs, err := r.Read(context.Background(), 10)
 			if err != nil {
 				t.Fatal(err)
@@ -220,7 +216,7 @@ func TestProgressMarkers(t *testing.T) {
 			}
 		}
 		last := markers[len(markers)-1]
-		exec(t, db, "INSERT INTO a VALUES (2)")
+		dbtest.ExecSQL(t, db, "INSERT INTO a VALUES (2)")
 		next := readN(t, r, 1, false)[0]
 		r.Close()
 		// The last marker is where the reader was: right before the
@@ -229,12 +225,12 @@ func TestProgressMarkers(t *testing.T) {
 			t.Errorf("file=%v: last marker at %s, but the next change's transaction starts at %s", filePos, last.Pos, base)
 		}
 		// The marker resumes at the next change.
-		r2 := open(t, m.DSN(dbn), cfg, last.Pos)
+		r2 := open(t, d.DSN, cfg, last.Pos)
 		if got := readN(t, r2, 1, false)[0]; describe(got) != describe(next) || got.Pos != next.Pos {
 			t.Errorf("file=%v resume from marker %s: %s, want %s", filePos, last.Pos, describe(got), describe(next))
 		}
 		r2.Close()
-		exec(t, db, "DELETE FROM a", "DELETE FROM other")
+		dbtest.ExecSQL(t, db, "DELETE FROM a", "DELETE FROM other")
 	}
 }
 
@@ -243,21 +239,20 @@ func TestProgressMarkers(t *testing.T) {
 // --from-now resumes there after a restart and misses nothing committed
 // while it was down.
 func TestStart(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY)")
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY)")
 	for _, filePos := range []bool{false, true} {
-		exec(t, db, "INSERT INTO a VALUES (-1)") // before the start: not streamed
+		dbtest.ExecSQL(t, db, "INSERT INTO a VALUES (-1)") // before the start: not streamed
 		cfg := Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos, FromNow: true}
-		r := open(t, m.DSN(dbn), cfg, sluice.Position{})
+		r := open(t, d.DSN, cfg, sluice.Position{})
 		start := r.Start()
 		if start.Kind != Kind || start.Token == "" || filePos != strings.HasPrefix(start.Token, "file:") {
 			t.Fatalf("file=%v: Start() = %s", filePos, start)
 		}
 		r.Close() // the stream is down while the source commits
-		exec(t, db, "INSERT INTO a VALUES (1)", "INSERT INTO a VALUES (2)")
-		r2 := open(t, m.DSN(dbn), cfg, start)
+		dbtest.ExecSQL(t, db, "INSERT INTO a VALUES (1)", "INSERT INTO a VALUES (2)")
+		r2 := open(t, d.DSN, cfg, start)
 		if r2.Start() != start {
 			t.Errorf("file=%v: Start() of a reader opened at %s is %s", filePos, start, r2.Start())
 		}
@@ -266,25 +261,24 @@ func TestStart(t *testing.T) {
 			t.Errorf("file=%v from Start(): %s", filePos, summary(cs))
 		}
 		r2.Close()
-		exec(t, db, "DELETE FROM a")
+		dbtest.ExecSQL(t, db, "DELETE FROM a")
 	}
 }
 
 // TestPurgedPositionRefused: a position whose binlog the source purged is
 // refused at Open with a named error, never started from a later place.
 func TestPurgedPositionRefused(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db, "CREATE TABLE a (id INT PRIMARY KEY)")
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE a (id INT PRIMARY KEY)")
 	var old []sluice.Change
 	for _, filePos := range []bool{false, true} {
-		r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos}, sluice.Position{})
-		exec(t, db, fmt.Sprintf("INSERT INTO a VALUES (%d)", len(old)))
+		r := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos}, sluice.Position{})
+		dbtest.ExecSQL(t, db, fmt.Sprintf("INSERT INTO a VALUES (%d)", len(old)))
 		old = append(old, readN(t, r, 1, false)[0])
 		r.Close()
 	}
-	exec(t, db, "FLUSH BINARY LOGS", "INSERT INTO a VALUES (10)", "FLUSH BINARY LOGS")
+	dbtest.ExecSQL(t, db, "FLUSH BINARY LOGS", "INSERT INTO a VALUES (10)", "FLUSH BINARY LOGS")
 	rows, err := db.Query("SHOW MASTER STATUS")
 	if err != nil {
 		t.Fatal(err)
@@ -300,7 +294,7 @@ func TestPurgedPositionRefused(t *testing.T) {
 	}
 	rows.Close()
 	current := asString(vals[0])
-	exec(t, db, "PURGE BINARY LOGS TO '"+current+"'")
+	dbtest.ExecSQL(t, db, "PURGE BINARY LOGS TO '"+current+"'")
 	// The server may keep a file it still needs (crash recovery): name the
 	// oldest it kept.
 	var oldest string
@@ -309,7 +303,7 @@ func TestPurgedPositionRefused(t *testing.T) {
 	}
 	for i, filePos := range []bool{false, true} {
 		p := old[i].Pos
-		_, err := Open(context.Background(), m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos}, p)
+		_, err := Open(context.Background(), d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos}, p)
 		var pe *PurgedError
 		if !errors.As(err, &pe) {
 			t.Fatalf("file=%v: Open at purged %s: %v, want a PurgedError", filePos, p, err)
@@ -328,9 +322,9 @@ func TestPurgedPositionRefused(t *testing.T) {
 		t.Logf("file=%v: %v", filePos, err)
 	}
 	// A position the source still has opens.
-	r := open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a")}}, sluice.Position{})
-	exec(t, db, "INSERT INTO a VALUES (11)")
+	r := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "a")}}, sluice.Position{})
+	dbtest.ExecSQL(t, db, "INSERT INTO a VALUES (11)")
 	p := readN(t, r, 1, false)[0].Pos
 	r.Close()
-	open(t, m.DSN(dbn), Config{Tables: []sluice.TableName{tn(dbn, "a")}}, p).Close()
+	open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "a")}}, p).Close()
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/internal/dbtest"
 )
 
 // TestFloatExact: a FLOAT or DOUBLE arrives as text that parses back to
@@ -22,7 +23,7 @@ import (
 // 6 digits.
 func TestFloatExact(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE n (id int PRIMARY KEY, f FLOAT, d DOUBLE)")
-	r := f.open(t, Config{Tables: tables("n"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("n"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
 	floats := []float32{1234567, 16777216, 0.1234567, math.MaxFloat32, 1.17549435e-38, 1e-45, float32(math.Copysign(0, -1)), 0.1,
 		-1234567, 123456789, 0.3333335, 1e-30, 2.5, 7}
 	doubles := []float64{0.1, 1e-300, math.MaxFloat64, 5e-324, 1234567, 1e15, -0.000123456789, 1.0 / 3, 1e22, 4}
@@ -36,11 +37,11 @@ func TestFloatExact(t *testing.T) {
 		if i < len(doubles) {
 			dv = doubles[i]
 		}
-		if _, err := f.sql.Exec("INSERT INTO n VALUES (?, ?, ?)", i, fv, dv); err != nil {
+		if _, err := f.My.Exec("INSERT INTO n VALUES (?, ?, ?)", i, fv, dv); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.exec(t, "UPDATE n SET f = f * 3, d = d / 7 WHERE id IN (0, 2, 9, 10)")
+	f.Exec(t, "UPDATE n SET f = f * 3, d = d / 7 WHERE id IN (0, 2, 9, 10)")
 	got := collect(t, r, n+4, 100)
 
 	// The source's values, by id, through the binary protocol.
@@ -49,7 +50,7 @@ func TestFloatExact(t *testing.T) {
 		d *float64
 	}
 	want := map[string]*pair{}
-	rows, err := f.sql.Query("SELECT id, f, d FROM n WHERE id >= ?", 0)
+	rows, err := f.My.Query("SELECT id, f, d FROM n WHERE id >= ?", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,18 +108,18 @@ func TestTwoStreams(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)", "CREATE TABLE u (id int PRIMARY KEY)", "CREATE TABLE w (id int PRIMARY KEY)")
 	ctx := context.Background()
 	logs := &logBuffer{}
-	a := f.open(t, Config{Tables: tables("t", "u"), Install: true, Stream: "a", PinWarnAfter: time.Millisecond,
+	a := f.open(t, Config{Tables: dbtest.Tables("t", "u"), Install: true, Stream: "a", PinWarnAfter: time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}, sluice.Position{})
-	b := f.open(t, Config{Tables: tables("u", "w"), Install: true, Stream: "b"}, sluice.Position{})
+	b := f.open(t, Config{Tables: dbtest.Tables("u", "w"), Install: true, Stream: "b"}, sluice.Position{})
 	a.pruneEvery, b.pruneEvery = 0, 0
-	f.exec(t, "INSERT INTO t VALUES (1)", "INSERT INTO u VALUES (1)", "INSERT INTO w VALUES (1)", "UPDATE u SET id = 2", "DELETE FROM t")
+	f.Exec(t, "INSERT INTO t VALUES (1)", "INSERT INTO u VALUES (1)", "INSERT INTO w VALUES (1)", "UPDATE u SET id = 2", "DELETE FROM t")
 	ga := collect(t, a, 4, 2)
 	for _, c := range ga {
 		if err := a.Ack(ctx, c.Pos); err != nil {
 			t.Fatal(err)
 		}
 	}
-	logRows := func() int { return f.count(t, "SELECT COUNT(*) FROM sluice_changelog") }
+	logRows := func() int { return f.QueryInt(t, "SELECT COUNT(*) FROM sluice_changelog") }
 	if n := logRows(); n != 5 {
 		t.Fatalf("%d changelog rows after stream a acknowledged everything, want all 5 (stream b has read none)", n)
 	}
@@ -126,7 +127,7 @@ func TestTwoStreams(t *testing.T) {
 		t.Errorf("stream a did not warn that stream b pins the changelog; log:\n%s", logs)
 	}
 	gb := collect(t, b, 3, 2)
-	expect(t, gb, "insert u [1]", "insert w [1]", "update u(id=1) [2]")
+	dbtest.ExpectChanges(t, gb, "insert u [1]", "insert w [1]", "update u(id=1) [2]")
 	if err := b.Ack(ctx, gb[1].Pos); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestTwoStreams(t *testing.T) {
 	if n := logRows(); n != 1 {
 		t.Fatalf("%d changelog rows after both acknowledged their changes, want 1", n)
 	}
-	if err := Unregister(ctx, f.sql, "b"); err != nil {
+	if err := Unregister(ctx, f.My, "b"); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Ack(ctx, ga[3].Pos); err != nil {
@@ -150,7 +151,7 @@ func TestTwoStreams(t *testing.T) {
 	if n := logRows(); n != 0 {
 		t.Fatalf("%d changelog rows after b was unregistered, want 0", n)
 	}
-	if n := f.count(t, "SELECT COUNT(*) FROM sluice_consumer"); n != 1 {
+	if n := f.QueryInt(t, "SELECT COUNT(*) FROM sluice_consumer"); n != 1 {
 		t.Fatalf("%d consumers after unregistering b, want 1", n)
 	}
 	// b's reader notices it was unregistered rather than read on unprotected.
@@ -214,13 +215,13 @@ func TestTruncate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, tt.ddl, "CREATE TABLE t_new (id int PRIMARY KEY)", "CREATE TABLE o (id int PRIMARY KEY)")
 			ctx := context.Background()
-			cfg := Config{Tables: tables("t", "o"), Install: true, PollInterval: 50 * time.Millisecond, Stream: "s"}
+			cfg := Config{Tables: dbtest.Tables("t", "o"), Install: true, PollInterval: 50 * time.Millisecond, Stream: "s"}
 			r := f.open(t, cfg, sluice.Position{})
-			f.exec(t, "INSERT INTO t VALUES (1), (2)", "INSERT INTO o VALUES (1)")
+			f.Exec(t, "INSERT INTO t VALUES (1), (2)", "INSERT INTO o VALUES (1)")
 			got := collect(t, r, 3, 10)
-			f.exec(t, tt.stmt, "INSERT INTO o VALUES (2)")
+			f.Exec(t, tt.stmt, "INSERT INTO o VALUES (2)")
 			err := readErr(t, r)
-			if !errors.Is(err, ErrTableRewritten) || !strings.Contains(err.Error(), "source table "+f.db+".t ") || !strings.Contains(err.Error(), "re-sync") {
+			if !errors.Is(err, ErrTableRewritten) || !strings.Contains(err.Error(), "source table "+f.Name+".t ") || !strings.Contains(err.Error(), "re-sync") {
 				t.Fatalf("Read after %s: %v, want ErrTableRewritten naming the table and the fix", tt.stmt, err)
 			}
 			if tn, ok := sluice.ErrTable(err); !ok || tn.Name != "t" {
@@ -229,25 +230,25 @@ func TestTruncate(t *testing.T) {
 			r.Close()
 			if tt.name == "swapped" {
 				// The triggers went with the old table: reinstall on the new.
-				if err := Install(ctx, f.sql, tables("t")); err != nil {
+				if err := Install(ctx, f.My, dbtest.Tables("t")); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// Restarted, at its last position: still stopped.
-			_, err = Open(ctx, f.url, Config{Tables: cfg.Tables, Stream: "s", Logger: slog.New(slog.DiscardHandler)}, got[2].Pos)
+			_, err = Open(ctx, f.URL, Config{Tables: cfg.Tables, Stream: "s", Logger: slog.New(slog.DiscardHandler)}, got[2].Pos)
 			if !errors.Is(err, ErrTableRewritten) {
 				t.Fatalf("Open after %s: %v, want ErrTableRewritten", tt.stmt, err)
 			}
 			// A stream that does not read t is not stopped.
-			other := f.open(t, Config{Tables: tables("o"), Stream: "other"}, got[2].Pos)
-			expect(t, collect(t, other, 1, 10), "insert o [2]")
+			other := f.open(t, Config{Tables: dbtest.Tables("o"), Stream: "other"}, got[2].Pos)
+			dbtest.ExpectChanges(t, collect(t, other, 1, 10), "insert o [2]")
 			// Once the operator has re-synced t and unregistered the
 			// stream, it starts again.
-			if err := Unregister(ctx, f.sql, "s"); err != nil {
+			if err := Unregister(ctx, f.My, "s"); err != nil {
 				t.Fatal(err)
 			}
 			r2 := f.open(t, Config{Tables: cfg.Tables, Stream: "s"}, got[2].Pos)
-			expect(t, collect(t, r2, 1, 10), "insert o [2]")
+			dbtest.ExpectChanges(t, collect(t, r2, 1, 10), "insert o [2]")
 		})
 	}
 }
@@ -257,26 +258,26 @@ func TestTruncate(t *testing.T) {
 func TestChangelogTruncated(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)")
 	ctx := context.Background()
-	cfg := Config{Tables: tables("t"), Install: true, PollInterval: 50 * time.Millisecond, Stream: "s"}
+	cfg := Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 50 * time.Millisecond, Stream: "s"}
 	r := f.open(t, cfg, sluice.Position{})
-	f.exec(t, "INSERT INTO t VALUES (1), (2), (3)")
+	f.Exec(t, "INSERT INTO t VALUES (1), (2), (3)")
 	got := collect(t, r, 3, 10)
-	f.exec(t, "TRUNCATE sluice_changelog", "INSERT INTO t VALUES (4)")
+	f.Exec(t, "TRUNCATE sluice_changelog", "INSERT INTO t VALUES (4)")
 	if err := readErr(t, r); !errors.Is(err, ErrPositionLost) || !strings.Contains(err.Error(), "sluice_changelog was truncated") {
 		t.Fatalf("Read after the changelog was truncated: %v, want ErrPositionLost", err)
 	}
 	r.Close()
 	cfg.Install = false
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	if _, err := Open(ctx, f.url, cfg, got[2].Pos); !errors.Is(err, ErrPositionLost) {
+	if _, err := Open(ctx, f.URL, cfg, got[2].Pos); !errors.Is(err, ErrPositionLost) {
 		t.Fatalf("Open after the changelog was truncated: %v, want ErrPositionLost", err)
 	}
 	// Unregistered, the stream has no record of the changelog's identity:
 	// the ids handed out again below its position give it away.
-	if err := Unregister(ctx, f.sql, "s"); err != nil {
+	if err := Unregister(ctx, f.My, "s"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(ctx, f.url, cfg, got[2].Pos)
+	_, err := Open(ctx, f.URL, cfg, got[2].Pos)
 	if !errors.Is(err, ErrPositionLost) || !strings.Contains(err.Error(), "hands out ids from 2") {
 		t.Fatalf("Open of an unregistered stream after the changelog was truncated: %v, want ErrPositionLost", err)
 	}
@@ -287,9 +288,9 @@ func TestChangelogTruncated(t *testing.T) {
 func TestPositionLost(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)")
 	ctx := context.Background()
-	r := f.open(t, Config{Tables: tables("t"), Install: true, Stream: "a"}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, Stream: "a"}, sluice.Position{})
 	r.pruneEvery = 0
-	f.exec(t, "INSERT INTO t VALUES (1), (2), (3)")
+	f.Exec(t, "INSERT INTO t VALUES (1), (2), (3)")
 	got := collect(t, r, 3, 10)
 	if err := r.Ack(ctx, got[1].Pos); err != nil {
 		t.Fatal(err)
@@ -310,13 +311,13 @@ func TestPositionLost(t *testing.T) {
 		{"new stream after the pruned ids", "c", got[1].Pos, "", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := Open(ctx, f.url, Config{Tables: tables("t"), Stream: tt.stream, Logger: quiet}, tt.from)
+			r, err := Open(ctx, f.URL, Config{Tables: dbtest.Tables("t"), Stream: tt.stream, Logger: quiet}, tt.from)
 			if !tt.lost {
 				if err != nil {
 					t.Fatalf("Open: %v", err)
 				}
 				defer r.Close()
-				expect(t, collect(t, r, 1, 10), "insert t [3]")
+				dbtest.ExpectChanges(t, collect(t, r, 1, 10), "insert t [3]")
 				return
 			}
 			if err == nil {
@@ -338,19 +339,19 @@ func TestProgress(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)", "CREATE TABLE o (id int PRIMARY KEY)")
 	ctx := context.Background()
 	const interval = 300 * time.Millisecond
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 20 * time.Millisecond, ProgressInterval: interval}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 20 * time.Millisecond, ProgressInterval: interval}, sluice.Position{})
 	r.pruneEvery = 0
-	if err := Install(ctx, f.sql, tables("o")); err != nil {
+	if err := Install(ctx, f.My, dbtest.Tables("o")); err != nil {
 		t.Fatal(err)
 	}
 	// Nothing moves: no progress.
 	for end := time.Now().Add(2 * interval); time.Now().Before(end); {
 		if cs, err := r.Read(ctx, 10); err != nil || len(cs) != 0 {
-			t.Fatalf("Read on an idle changelog = %s, %v; want nothing", describe(cs), err)
+			t.Fatalf("Read on an idle changelog = %s, %v; want nothing", dbtest.DescribeChanges(cs), err)
 		}
 	}
-	f.exec(t, "INSERT INTO t VALUES (1)")
-	expect(t, collect(t, r, 1, 10), "insert t [1]")
+	f.Exec(t, "INSERT INTO t VALUES (1)")
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), "insert t [1]")
 	var marks []sluice.Change
 	var at []time.Time
 	deadline := time.Now().Add(10 * time.Second)
@@ -358,14 +359,14 @@ func TestProgress(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d progress changes before the deadline, want 3", len(marks))
 		}
-		f.exec(t, "INSERT INTO o VALUES ("+strconv.Itoa(i)+")")
+		f.Exec(t, "INSERT INTO o VALUES ("+strconv.Itoa(i)+")")
 		cs, err := r.Read(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range cs {
 			if c.Op != sluice.OpProgress || c.Table != nil || c.Key != nil || c.Row != nil {
-				t.Fatalf("Read while only o changes = %s, want progress", describe(cs))
+				t.Fatalf("Read while only o changes = %s, want progress", dbtest.DescribeChanges(cs))
 			}
 			marks = append(marks, c)
 			at = append(at, time.Now())
@@ -385,28 +386,28 @@ func TestProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := parsePosition(marks[2].Pos)
-	if n := f.count(t, "SELECT COUNT(*) FROM sluice_changelog WHERE id <= "+strconv.FormatUint(p.last, 10)); n != 0 {
+	if n := f.QueryInt(t, "SELECT COUNT(*) FROM sluice_changelog WHERE id <= "+strconv.FormatUint(p.last, 10)); n != 0 {
 		t.Fatalf("%d changelog rows at or below the acknowledged progress position, want 0", n)
 	}
 }
 
 func TestStart(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)")
-	r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
 	if got, want := r.Start(), (sluice.Position{Kind: Kind, Token: "0"}); got != want {
 		t.Fatalf("Start() of a reader opened without a position = %v, want %v", got, want)
 	}
-	f.exec(t, "INSERT INTO t VALUES (1), (2)")
+	f.Exec(t, "INSERT INTO t VALUES (1), (2)")
 	got := collect(t, r, 2, 10)
 	if r.Start() != (sluice.Position{Kind: Kind, Token: "0"}) {
 		t.Fatalf("Start() moved to %v after reading", r.Start())
 	}
-	r2 := f.open(t, Config{Tables: tables("t")}, got[0].Pos)
+	r2 := f.open(t, Config{Tables: dbtest.Tables("t")}, got[0].Pos)
 	if r2.Start() != got[0].Pos {
 		t.Fatalf("Start() = %v, want the position it was opened at, %v", r2.Start(), got[0].Pos)
 	}
-	r3 := f.open(t, Config{Tables: tables("t")}, r.Start())
-	expect(t, collect(t, r3, 2, 10), "insert t [1]", "insert t [2]")
+	r3 := f.open(t, Config{Tables: dbtest.Tables("t")}, r.Start())
+	dbtest.ExpectChanges(t, collect(t, r3, 2, 10), "insert t [1]", "insert t [2]")
 }
 
 // TestCollation: a string column's collation is described unless it
@@ -414,7 +415,7 @@ func TestStart(t *testing.T) {
 func TestCollation(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE c (id int PRIMARY KEY, ci varchar(10) COLLATE utf8mb4_general_ci, bin varchar(10) COLLATE utf8mb4_bin, "+
 		"vb varbinary(10), bl blob, l1 varchar(10) CHARACTER SET latin1 COLLATE latin1_german1_ci, js json, e enum('a','b') COLLATE utf8mb4_unicode_ci, d decimal(5,2))")
-	r := f.open(t, Config{Tables: tables("c"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("c"), Install: true}, sluice.Position{})
 	want := map[string]string{"id": "", "ci": "utf8mb4_general_ci", "bin": "utf8mb4_bin", "vb": "", "bl": "", "l1": "latin1_german1_ci",
 		"js": "utf8mb4_bin", "e": "utf8mb4_unicode_ci", "d": ""}
 	for _, c := range r.Tables()[0].Columns {

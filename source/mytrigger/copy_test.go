@@ -2,7 +2,6 @@ package mytrigger
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -15,25 +14,6 @@ import (
 	"github.com/sluice-cdc/sluice/source/internal/mycopy/mycopytest"
 	"github.com/sluice-cdc/sluice/tablecopy"
 )
-
-func copySQL(t testing.TB, dsn string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-func copyExec(t testing.TB, db *sql.DB, stmts ...string) {
-	t.Helper()
-	for _, s := range stmts {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-}
 
 // insertA and updateA are the writer's statements of table a, whose
 // columns this package's test chooses.
@@ -62,8 +42,8 @@ func TestCopySnapshotBoundary(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := dbtest.Maria(t)
 			dbn := dbtest.MariaDatabase(t)
-			db := copySQL(t, m.DSN(dbn))
-			copyExec(t, db,
+			db := dbtest.OpenMy(t, m.DSN(dbn), nil)
+			dbtest.ExecSQL(t, db,
 				"CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(40), n INT, f FLOAT, y YEAR, ts TIMESTAMP(3) NULL, bt BIT(10), vb VARBINARY(8), de DECIMAL(8,2), js JSON)",
 				"CREATE TABLE b (k VARCHAR(20), j INT, v DOUBLE, PRIMARY KEY (k, j))",
 				"INSERT INTO a SELECT seq, CONCAT('seed ', seq), seq, seq / 3, 2000 + seq % 50, FROM_UNIXTIME(1.5e9 + seq), seq, UNHEX(HEX(seq)), seq / 7, JSON_OBJECT('s', seq) FROM seq_1_to_200",
@@ -75,7 +55,7 @@ func TestCopySnapshotBoundary(t *testing.T) {
 				if len(user) > 32 {
 					user = user[:32]
 				}
-				copyExec(t, db, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'",
+				dbtest.ExecSQL(t, db, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'",
 					"GRANT PROCESS ON *.* TO '"+user+"'@'%'",
 					"GRANT ALL ON `"+dbn+"`.* TO '"+user+"'@'%'")
 				t.Cleanup(func() { db.Exec("DROP USER '" + user + "'@'%'") })
@@ -131,7 +111,7 @@ func TestCopySnapshotBoundary(t *testing.T) {
 				w.WaitCommits(t, 30)
 			}
 			w.Finish(t)
-			copyExec(t, db, "INSERT INTO a (id, v) VALUES (-1, 'sentinel')")
+			dbtest.ExecSQL(t, db, "INSERT INTO a (id, v) VALUES (-1, 'sentinel')")
 
 			results := make([]map[string]mycopytest.Rows, len(snaps))
 			for i, snap := range snaps {

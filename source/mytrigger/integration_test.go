@@ -23,53 +23,12 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // fixture is a fresh database on the shared server and a pool playing the
 // source application.
 type fixture struct {
-	dsn string
-	url string
-	db  string
-	sql *sql.DB
+	*dbtest.Database
 }
 
 func newFixture(t *testing.T, ddl ...string) *fixture {
 	t.Helper()
-	name := dbtest.MariaDatabase(t)
-	m := dbtest.Maria(t)
-	f := &fixture{dsn: m.DSN(name), url: m.URL(name), db: name}
-	var err error
-	if f.sql, err = sql.Open("mysql", f.dsn); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.sql.Close() })
-	f.exec(t, ddl...)
-	return f
-}
-
-func (f *fixture) exec(t *testing.T, stmts ...string) {
-	t.Helper()
-	for _, s := range stmts {
-		if _, err := f.sql.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-}
-
-// conn is a single session, for transactions spanning statements.
-func (f *fixture) conn(t *testing.T) *sql.Conn {
-	t.Helper()
-	c, err := f.sql.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func execOn(t *testing.T, c *sql.Conn, stmts ...string) {
-	t.Helper()
-	for _, s := range stmts {
-		if _, err := c.ExecContext(context.Background(), s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	return &fixture{dbtest.MariaEngine.Database(t, ddl...)}
 }
 
 func (f *fixture) open(t *testing.T, cfg Config, from sluice.Position) *Reader {
@@ -77,29 +36,7 @@ func (f *fixture) open(t *testing.T, cfg Config, from sluice.Position) *Reader {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r, err := Open(context.Background(), f.url, cfg, from)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
-}
-
-func (f *fixture) count(t *testing.T, q string) int {
-	t.Helper()
-	var n int
-	if err := f.sql.QueryRow(q).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
-}
-
-func tables(names ...string) []sluice.TableName {
-	out := make([]sluice.TableName, len(names))
-	for i, n := range names {
-		out[i] = sluice.TableName{Name: n}
-	}
-	return out
+	return dbtest.OpenReader(t, func(ctx context.Context) (*Reader, error) { return Open(ctx, f.URL, cfg, from) })
 }
 
 // collect reads until it holds n row changes, failing after a deadline,
@@ -107,67 +44,7 @@ func tables(names ...string) []sluice.TableName {
 // TestProgress).
 func collect(t *testing.T, r *Reader, n, max int) []sluice.Change {
 	t.Helper()
-	ctx := context.Background()
-	var got []sluice.Change
-	deadline := time.Now().Add(20 * time.Second)
-	for len(got) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("read %d changes before the deadline, want %d: %s", len(got), n, describe(got))
-		}
-		c, err := r.Read(ctx, max)
-		if err != nil {
-			t.Fatalf("Read: %v", err)
-		}
-		if len(c) > max {
-			t.Fatalf("Read(%d) returned %d changes", max, len(c))
-		}
-		got = append(got, withoutProgress(c)...)
-	}
-	if len(got) > n {
-		t.Fatalf("read %d changes, want %d: %s", len(got), n, describe(got))
-	}
-	if c, err := r.Read(ctx, max); err != nil || len(withoutProgress(c)) != 0 {
-		t.Fatalf("Read after the last change = %s, %v; want nothing", describe(c), err)
-	}
-	return got
-}
-
-func withoutProgress(cs []sluice.Change) []sluice.Change {
-	var out []sluice.Change
-	for _, c := range cs {
-		if c.Op != sluice.OpProgress {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-func describe(cs []sluice.Change) string {
-	var b strings.Builder
-	for i, c := range cs {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		if c.Table == nil {
-			fmt.Fprintf(&b, "%s %s", c.Op, c.Pos)
-			continue
-		}
-		fmt.Fprintf(&b, "%s %s", c.Op, c.Table.Name.Name)
-		if c.Key != nil {
-			b.WriteString(c.Table.FormatKey(c.Key))
-		}
-		if c.Row != nil {
-			fmt.Fprint(&b, " ", []sluice.Value(c.Row))
-		}
-	}
-	return b.String()
-}
-
-func expect(t *testing.T, got []sluice.Change, want ...string) {
-	t.Helper()
-	if g, w := describe(got), strings.Join(want, "; "); g != w {
-		t.Fatalf("changes:\n got %s\nwant %s", g, w)
-	}
+	return dbtest.CollectChanges(t, r, n, max, 20*time.Second)
 }
 
 func TestInstallIdempotent(t *testing.T) {
@@ -175,30 +52,30 @@ func TestInstallIdempotent(t *testing.T) {
 		"CREATE TABLE a (id int PRIMARY KEY, v varchar(10))",
 		"CREATE TABLE `Odd ``name'` (k2 varchar(5), k1 int, v text, PRIMARY KEY (k1, k2))")
 	ctx := context.Background()
-	tbls := []sluice.TableName{{Name: "a"}, {Schema: f.db, Name: "Odd `name'"}}
+	tbls := []sluice.TableName{{Name: "a"}, {Schema: f.Name, Name: "Odd `name'"}}
 	for range 2 {
-		if err := Install(ctx, f.sql, tbls); err != nil {
+		if err := Install(ctx, f.My, tbls); err != nil {
 			t.Fatalf("Install: %v", err)
 		}
 	}
 	triggers := func() int {
-		return f.count(t, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME LIKE 'sluice\\_%'")
+		return f.QueryInt(t, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME LIKE 'sluice\\_%'")
 	}
 	if n := triggers(); n != 6 {
 		t.Fatalf("%d capture triggers, want 6", n)
 	}
 	// A second Install with everything current changes nothing, even with
 	// a transaction holding a lock on the table (it would otherwise wait).
-	holder := f.conn(t)
-	execOn(t, holder, "START TRANSACTION", "INSERT INTO a VALUES (99, 'held')")
+	holder := f.Session(t)
+	dbtest.ExecSQL(t, holder, "START TRANSACTION", "INSERT INTO a VALUES (99, 'held')")
 	start := time.Now()
-	if err := Install(ctx, f.sql, tbls); err != nil {
+	if err := Install(ctx, f.My, tbls); err != nil {
 		t.Fatalf("Install while a transaction is open: %v", err)
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Install of a current setup took %v", d)
 	}
-	execOn(t, holder, "ROLLBACK")
+	dbtest.ExecSQL(t, holder, "ROLLBACK")
 
 	r := f.open(t, Config{Tables: tbls}, sluice.Position{})
 	odd := r.Tables()[1]
@@ -206,45 +83,45 @@ func TestInstallIdempotent(t *testing.T) {
 		t.Errorf("key of %s = %s, want k1,k2", odd.Name, got)
 	}
 	var coll string
-	if err := f.sql.QueryRow("SELECT @@collation_database").Scan(&coll); err != nil {
+	if err := f.My.QueryRow("SELECT @@collation_database").Scan(&coll); err != nil {
 		t.Fatal(err)
 	}
 	want := []sluice.Column{{Name: "k2", Type: "varchar(5)", Collation: coll}, {Name: "k1", Type: "int(11)"}, {Name: "v", Type: "text", Nullable: true, Collation: coll}}
 	if fmt.Sprint(odd.Columns) != fmt.Sprint(want) {
 		t.Errorf("columns of %s = %v, want %v", odd.Name, odd.Columns, want)
 	}
-	f.exec(t, "INSERT INTO a VALUES (1, 'x')", "INSERT INTO `Odd ``name'` VALUES ('b', 2, 'y')")
-	expect(t, collect(t, r, 2, 10), "insert a [1 x]", "insert Odd `name' [b 2 y]")
+	f.Exec(t, "INSERT INTO a VALUES (1, 'x')", "INSERT INTO `Odd ``name'` VALUES ('b', 2, 'y')")
+	dbtest.ExpectChanges(t, collect(t, r, 2, 10), "insert a [1 x]", "insert Odd `name' [b 2 y]")
 
 	// A new column makes the triggers stale: Open says so, Install fixes
 	// it while the table is in use, Open with Install fixes it too.
-	f.exec(t, "ALTER TABLE a ADD COLUMN w int")
-	_, err := Open(ctx, f.url, Config{Tables: tbls, Logger: slog.New(slog.DiscardHandler)}, sluice.Position{})
+	f.Exec(t, "ALTER TABLE a ADD COLUMN w int")
+	_, err := Open(ctx, f.URL, Config{Tables: tbls, Logger: slog.New(slog.DiscardHandler)}, sluice.Position{})
 	if err == nil || !strings.Contains(err.Error(), "stale: it captures (id, v) but the table has (id, v, w)") || !strings.Contains(err.Error(), "sluice source install") {
 		t.Fatalf("Open with a stale trigger: %v", err)
 	}
-	f.exec(t, "ALTER TABLE a MODIFY v varchar(20)")
+	f.Exec(t, "ALTER TABLE a MODIFY v varchar(20)")
 	r2 := f.open(t, Config{Tables: tbls, Install: true}, r.pos.sluice())
-	f.exec(t, "INSERT INTO a VALUES (3, 'z', 7)")
-	expect(t, collect(t, r2, 1, 10), "insert a [3 z 7]")
+	f.Exec(t, "INSERT INTO a VALUES (3, 'z', 7)")
+	dbtest.ExpectChanges(t, collect(t, r2, 1, 10), "insert a [3 z 7]")
 	if n := triggers(); n != 6 {
 		t.Fatalf("%d capture triggers after the reinstall, want 6", n)
 	}
 
 	// A stale trigger cannot be replaced while a transaction holds the
 	// table: Install gives up quickly with a message instead of stalling.
-	f.exec(t, "ALTER TABLE a ADD COLUMN x int")
-	execOn(t, holder, "START TRANSACTION", "INSERT INTO a (id) VALUES (98)")
+	f.Exec(t, "ALTER TABLE a ADD COLUMN x int")
+	dbtest.ExecSQL(t, holder, "START TRANSACTION", "INSERT INTO a (id) VALUES (98)")
 	start = time.Now()
-	err = Install(ctx, f.sql, tbls)
+	err = Install(ctx, f.My, tbls)
 	if err == nil || !strings.Contains(err.Error(), "long-running transaction") {
 		t.Fatalf("Install behind an open transaction: %v", err)
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("Install waited %v", d)
 	}
-	execOn(t, holder, "ROLLBACK")
-	if err := Install(ctx, f.sql, tbls); err != nil {
+	dbtest.ExecSQL(t, holder, "ROLLBACK")
+	if err := Install(ctx, f.My, tbls); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -271,10 +148,10 @@ func TestValuesExact(t *testing.T) {
 	}
 	ddl.WriteString(")")
 	f := newFixture(t, ddl.String())
-	r := f.open(t, Config{Tables: tables("v"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("v"), Install: true}, sluice.Position{})
 
-	writer := f.conn(t)
-	execOn(t, writer, "SET time_zone = '-07:00'", "SET NAMES latin1", "SET sql_mode = ''")
+	writer := f.Session(t)
+	dbtest.ExecSQL(t, writer, "SET time_zone = '-07:00'", "SET NAMES latin1", "SET sql_mode = ''")
 	rows := []string{
 		`(2, -128, 1, 65535, -8388608, -2147483648, 42, -9223372036854775808, 18446744073709551615,
 			1.50, -12345678901234567890.0123456789, 1.1, 0.1,
@@ -311,16 +188,16 @@ func TestValuesExact(t *testing.T) {
 	for _, c := range cols {
 		names = append(names, c.name)
 	}
-	execOn(t, writer, "INSERT INTO v (id) VALUES (1)") // all NULL but the key
+	dbtest.ExecSQL(t, writer, "INSERT INTO v (id) VALUES (1)") // all NULL but the key
 	for _, row := range rows {
-		execOn(t, writer, "INSERT INTO v ("+strings.Join(names, ", ")+") VALUES "+row)
+		dbtest.ExecSQL(t, writer, "INSERT INTO v ("+strings.Join(names, ", ")+") VALUES "+row)
 	}
-	execOn(t, writer, "UPDATE v SET de = 7.25, fl = 2.5, ts = '2030-01-01 00:00:00' WHERE id = 6", "DELETE FROM v WHERE id = 5")
+	dbtest.ExecSQL(t, writer, "UPDATE v SET de = 7.25, fl = 2.5, ts = '2030-01-01 00:00:00' WHERE id = 6", "DELETE FROM v WHERE id = 5")
 	got := collect(t, r, len(rows)+3, 100)
 
 	// What `SELECT col` returns, as bytes, on a default session.
 	want := map[string][]sql.RawBytes{}
-	res, err := f.sql.Query("SELECT " + strings.Join(names, ", ") + " FROM v ORDER BY id")
+	res, err := f.My.Query("SELECT " + strings.Join(names, ", ") + " FROM v ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,12 +277,12 @@ func TestInsertUpdateDelete(t *testing.T) {
 		"CREATE TABLE t (a int, b varchar(5), v text, PRIMARY KEY (b, a))",
 		"CREATE TABLE u (id int PRIMARY KEY, v text)",
 		"CREATE TABLE other (id int PRIMARY KEY)")
-	r := f.open(t, Config{Tables: tables("t", "u"), Install: true}, sluice.Position{})
-	if err := Install(context.Background(), f.sql, tables("other")); err != nil {
+	r := f.open(t, Config{Tables: dbtest.Tables("t", "u"), Install: true}, sluice.Position{})
+	if err := Install(context.Background(), f.My, dbtest.Tables("other")); err != nil {
 		t.Fatal(err)
 	}
 	before := time.Now()
-	f.exec(t,
+	f.Exec(t,
 		"INSERT INTO t VALUES (1, 'x', 'one'), (2, 'y', 'two')",
 		"INSERT INTO other VALUES (1)", // captured for another reader, skipped here
 		"INSERT INTO u VALUES (1, 'u1')",
@@ -415,7 +292,7 @@ func TestInsertUpdateDelete(t *testing.T) {
 		"DELETE FROM u",
 	)
 	got := collect(t, r, 7, 3)
-	expect(t, got,
+	dbtest.ExpectChanges(t, got,
 		"insert t [1 x one]", "insert t [2 y two]", "insert u [1 u1]",
 		"update t(b=x, a=1) [1 x uno]",
 		"update t(b=y, a=2) [10 y moved]",
@@ -431,20 +308,20 @@ func TestInsertUpdateDelete(t *testing.T) {
 // open, and must read it once it commits, after N+1.
 func TestLateVisibleID(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY, v varchar(10))")
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
-	long := f.conn(t)
-	execOn(t, long, "START TRANSACTION", "INSERT INTO t VALUES (1, 'long')")
-	f.exec(t, "INSERT INTO t VALUES (2, 'short')", "UPDATE t SET v = 'short2' WHERE id = 2")
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
+	long := f.Session(t)
+	dbtest.ExecSQL(t, long, "START TRANSACTION", "INSERT INTO t VALUES (1, 'long')")
+	f.Exec(t, "INSERT INTO t VALUES (2, 'short')", "UPDATE t SET v = 'short2' WHERE id = 2")
 	// The short transactions committed but lie behind the open one's id:
 	// nothing may be returned yet.
 	for range 5 {
 		if c, err := r.Read(context.Background(), 10); err != nil || len(c) != 0 {
-			t.Fatalf("Read while a lower id is open = %s, %v; want nothing", describe(c), err)
+			t.Fatalf("Read while a lower id is open = %s, %v; want nothing", dbtest.DescribeChanges(c), err)
 		}
 	}
-	execOn(t, long, "UPDATE t SET v = 'long2' WHERE id = 1", "COMMIT")
+	dbtest.ExecSQL(t, long, "UPDATE t SET v = 'long2' WHERE id = 1", "COMMIT")
 	got := collect(t, r, 4, 10)
-	expect(t, got, "insert t [1 long]", "insert t [2 short]", "update t(id=2) [2 short2]", "update t(id=1) [1 long2]")
+	dbtest.ExpectChanges(t, got, "insert t [1 long]", "insert t [2 short]", "update t(id=2) [2 short2]", "update t(id=1) [1 long2]")
 	for i := 1; i < len(got); i++ {
 		if got[i].Pos.Token <= got[i-1].Pos.Token && len(got[i].Pos.Token) <= len(got[i-1].Pos.Token) {
 			t.Fatalf("positions not increasing: %v then %v", got[i-1].Pos, got[i].Pos)
@@ -456,24 +333,24 @@ func TestLateVisibleID(t *testing.T) {
 // second waits for the first's row lock. The changes come in commit order.
 func TestRowOrderAcrossTransactions(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY, v int)", "CREATE TABLE o (id int PRIMARY KEY)")
-	r := f.open(t, Config{Tables: tables("t", "o"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
-	f.exec(t, "INSERT INTO t VALUES (1, 0)")
-	first, second := f.conn(t), f.conn(t)
+	r := f.open(t, Config{Tables: dbtest.Tables("t", "o"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
+	f.Exec(t, "INSERT INTO t VALUES (1, 0)")
+	first, second := f.Session(t), f.Session(t)
 	// second starts first and takes a low id on another table.
-	execOn(t, second, "START TRANSACTION", "INSERT INTO o VALUES (1)")
-	execOn(t, first, "START TRANSACTION", "UPDATE t SET v = 1 WHERE id = 1")
+	dbtest.ExecSQL(t, second, "START TRANSACTION", "INSERT INTO o VALUES (1)")
+	dbtest.ExecSQL(t, first, "START TRANSACTION", "UPDATE t SET v = 1 WHERE id = 1")
 	done := make(chan error, 1)
 	go func() {
 		_, err := second.ExecContext(context.Background(), "UPDATE t SET v = 2 WHERE id = 1") // waits for first
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond) // let second block on the row lock (not a wait for changes)
-	execOn(t, first, "COMMIT")
+	dbtest.ExecSQL(t, first, "COMMIT")
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	execOn(t, second, "COMMIT")
-	expect(t, collect(t, r, 4, 10), "insert t [1 0]", "insert o [1]", "update t(id=1) [1 1]", "update t(id=1) [1 2]")
+	dbtest.ExecSQL(t, second, "COMMIT")
+	dbtest.ExpectChanges(t, collect(t, r, 4, 10), "insert t [1 0]", "insert o [1]", "update t(id=1) [1 1]", "update t(id=1) [1 2]")
 }
 
 // TestRolledBackGap: the ids of a rolled-back transaction never appear;
@@ -481,50 +358,50 @@ func TestRowOrderAcrossTransactions(t *testing.T) {
 // saw the gap have ended, even while new transactions keep running.
 func TestRolledBackGap(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)")
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
-	rb := f.conn(t)
-	execOn(t, rb, "START TRANSACTION", "INSERT INTO t VALUES (1), (2)")
-	f.exec(t, "INSERT INTO t VALUES (3)")
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
+	rb := f.Session(t)
+	dbtest.ExecSQL(t, rb, "START TRANSACTION", "INSERT INTO t VALUES (1), (2)")
+	f.Exec(t, "INSERT INTO t VALUES (3)")
 	if c, err := r.Read(context.Background(), 10); err != nil || len(c) != 0 {
-		t.Fatalf("Read with an open gap = %s, %v", describe(c), err)
+		t.Fatalf("Read with an open gap = %s, %v", dbtest.DescribeChanges(c), err)
 	}
 	// A transaction that starts after the gap was seen must not hold it.
-	later := f.conn(t)
-	execOn(t, later, "START TRANSACTION", "INSERT INTO t VALUES (10)")
-	execOn(t, rb, "ROLLBACK")
-	expect(t, collect(t, r, 1, 10), "insert t [3]")
-	execOn(t, later, "COMMIT")
-	expect(t, collect(t, r, 1, 10), "insert t [10]")
+	later := f.Session(t)
+	dbtest.ExecSQL(t, later, "START TRANSACTION", "INSERT INTO t VALUES (10)")
+	dbtest.ExecSQL(t, rb, "ROLLBACK")
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), "insert t [3]")
+	dbtest.ExecSQL(t, later, "COMMIT")
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), "insert t [10]")
 
 	// A statement rolled back inside a transaction that commits.
-	f.exec(t, "INSERT INTO t VALUES (20)")
-	if _, err := f.sql.Exec("INSERT INTO t VALUES (21), (20)"); err == nil {
+	f.Exec(t, "INSERT INTO t VALUES (20)")
+	if _, err := f.My.Exec("INSERT INTO t VALUES (21), (20)"); err == nil {
 		t.Fatal("duplicate key insert succeeded")
 	}
-	f.exec(t, "INSERT INTO t VALUES (22)")
-	expect(t, collect(t, r, 2, 10), "insert t [20]", "insert t [22]")
+	f.Exec(t, "INSERT INTO t VALUES (22)")
+	dbtest.ExpectChanges(t, collect(t, r, 2, 10), "insert t [20]", "insert t [22]")
 }
 
 // TestResume opens a reader at every position the first one emitted and
 // checks it reads exactly the rest.
 func TestResume(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY, v varchar(5))", "CREATE TABLE o (id int PRIMARY KEY)")
-	r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
-	if err := Install(context.Background(), f.sql, tables("o")); err != nil {
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
+	if err := Install(context.Background(), f.My, dbtest.Tables("o")); err != nil {
 		t.Fatal(err)
 	}
-	f.exec(t, "INSERT INTO t VALUES (1,'a'),(2,'a'),(3,'a'),(4,'a'),(5,'a'),(6,'a'),(7,'a')", "INSERT INTO o VALUES (1)")
+	f.Exec(t, "INSERT INTO t VALUES (1,'a'),(2,'a'),(3,'a'),(4,'a'),(5,'a'),(6,'a'),(7,'a')", "INSERT INTO o VALUES (1)")
 	all := collect(t, r, 7, 3)
-	rb := f.conn(t)
-	execOn(t, rb, "START TRANSACTION", "INSERT INTO t VALUES (100, 'gone')", "ROLLBACK")
-	f.exec(t, "INSERT INTO t VALUES (8, 'b')", "UPDATE t SET v = 'c' WHERE id < 3")
+	rb := f.Session(t)
+	dbtest.ExecSQL(t, rb, "START TRANSACTION", "INSERT INTO t VALUES (100, 'gone')", "ROLLBACK")
+	f.Exec(t, "INSERT INTO t VALUES (8, 'b')", "UPDATE t SET v = 'c' WHERE id < 3")
 	all = append(all, collect(t, r, 3, 2)...)
-	f.exec(t, "DELETE FROM t WHERE id > 6")
+	f.Exec(t, "DELETE FROM t WHERE id > 6")
 	all = append(all, collect(t, r, 2, 100)...)
 	for i, c := range all {
-		r2 := f.open(t, Config{Tables: tables("t")}, c.Pos)
+		r2 := f.open(t, Config{Tables: dbtest.Tables("t")}, c.Pos)
 		rest := collect(t, r2, len(all)-i-1, 2)
-		if g, w := describe(rest), describe(all[i+1:]); g != w {
+		if g, w := dbtest.DescribeChanges(rest), dbtest.DescribeChanges(all[i+1:]); g != w {
 			t.Fatalf("resumed after change %d (%s):\n got %s\nwant %s", i, c.Pos, g, w)
 		}
 		r2.Close()
@@ -534,16 +411,16 @@ func TestResume(t *testing.T) {
 func TestPruneAfterAck(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)")
 	ctx := context.Background()
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 50 * time.Millisecond}, sluice.Position{})
 	r.pruneEvery = 0
-	f.exec(t, "INSERT INTO t VALUES (1),(2),(3),(4),(5)")
+	f.Exec(t, "INSERT INTO t VALUES (1),(2),(3),(4),(5)")
 	got := collect(t, r, 5, 2)
 	// An open transaction's row is not read and must survive every prune;
 	// the prune must not wait for it either.
-	open := f.conn(t)
-	execOn(t, open, "START TRANSACTION", "INSERT INTO t VALUES (100)")
-	f.exec(t, "INSERT INTO t VALUES (6)")
-	logRows := func() int { return f.count(t, "SELECT COUNT(*) FROM sluice_changelog") }
+	open := f.Session(t)
+	dbtest.ExecSQL(t, open, "START TRANSACTION", "INSERT INTO t VALUES (100)")
+	f.Exec(t, "INSERT INTO t VALUES (6)")
+	logRows := func() int { return f.QueryInt(t, "SELECT COUNT(*) FROM sluice_changelog") }
 	if err := r.Ack(ctx, got[2].Pos); err != nil {
 		t.Fatal(err)
 	}
@@ -556,9 +433,9 @@ func TestPruneAfterAck(t *testing.T) {
 	if n := logRows(); n != 1 {
 		t.Fatalf("%d changelog rows left after acking all read, want 1", n)
 	}
-	execOn(t, open, "COMMIT")
+	dbtest.ExecSQL(t, open, "COMMIT")
 	last := collect(t, r, 2, 10)
-	expect(t, last, "insert t [100]", "insert t [6]")
+	dbtest.ExpectChanges(t, last, "insert t [100]", "insert t [6]")
 	r.pruneEvery = time.Hour
 	if err := r.Ack(ctx, last[1].Pos); err != nil {
 		t.Fatal(err)
@@ -581,11 +458,11 @@ func TestOpenErrors(t *testing.T) {
 		"CREATE TABLE nopk (id int)",
 		"CREATE TABLE notrig (id int PRIMARY KEY)")
 	ctx := context.Background()
-	if err := Install(ctx, f.sql, tables("ok")); err != nil {
+	if err := Install(ctx, f.My, dbtest.Tables("ok")); err != nil {
 		t.Fatal(err)
 	}
 	m := dbtest.Maria(t)
-	badPassword := fmt.Sprintf("mysql://%s:wrong@%s/%s", m.User, m.Addr(), f.db)
+	badPassword := fmt.Sprintf("mysql://%s:wrong@%s/%s", m.User, m.Addr(), f.Name)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -593,7 +470,7 @@ func TestOpenErrors(t *testing.T) {
 	closed := l.Addr().String()
 	l.Close()
 	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = m.User, m.Password, "tcp", closed, f.db
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = m.User, m.Password, "tcp", closed, f.Name
 	unreachable := cfg.FormatDSN()
 	other := newFixture(t, "CREATE TABLE ok (id int PRIMARY KEY)")
 	tests := []struct {
@@ -603,25 +480,25 @@ func TestOpenErrors(t *testing.T) {
 		from sluice.Position
 		want []string
 	}{
-		{"missing table", f.url, Config{Tables: tables("nope")}, sluice.Position{},
-			[]string{"source table " + f.db + ".nope does not exist in database " + f.db}},
-		{"missing table with install", f.dsn, Config{Tables: tables("nope"), Install: true}, sluice.Position{},
-			[]string{"source table " + f.db + ".nope does not exist"}},
-		{"no primary key", f.url, Config{Tables: tables("nopk"), Install: true}, sluice.Position{},
-			[]string{"table " + f.db + ".nopk has no primary key; sluice needs one to apply changes idempotently: add one"}},
-		{"trigger missing", f.url, Config{Tables: tables("notrig")}, sluice.Position{},
-			[]string{f.db + ".notrig has no capture trigger sluice_notrig_ai", "run `sluice source install`"}},
-		{"changelog missing", other.url, Config{Tables: tables("ok")}, sluice.Position{},
-			[]string{"changelog " + other.db + ".sluice_changelog is missing", "run `sluice source install`"}},
-		{"wrong password", badPassword, Config{Tables: tables("ok")}, sluice.Position{},
+		{"missing table", f.URL, Config{Tables: dbtest.Tables("nope")}, sluice.Position{},
+			[]string{"source table " + f.Name + ".nope does not exist in database " + f.Name}},
+		{"missing table with install", f.DSN, Config{Tables: dbtest.Tables("nope"), Install: true}, sluice.Position{},
+			[]string{"source table " + f.Name + ".nope does not exist"}},
+		{"no primary key", f.URL, Config{Tables: dbtest.Tables("nopk"), Install: true}, sluice.Position{},
+			[]string{"table " + f.Name + ".nopk has no primary key; sluice needs one to apply changes idempotently: add one"}},
+		{"trigger missing", f.URL, Config{Tables: dbtest.Tables("notrig")}, sluice.Position{},
+			[]string{f.Name + ".notrig has no capture trigger sluice_notrig_ai", "run `sluice source install`"}},
+		{"changelog missing", other.URL, Config{Tables: dbtest.Tables("ok")}, sluice.Position{},
+			[]string{"changelog " + other.Name + ".sluice_changelog is missing", "run `sluice source install`"}},
+		{"wrong password", badPassword, Config{Tables: dbtest.Tables("ok")}, sluice.Position{},
 			[]string{"access denied for user root", "check the user and password"}},
-		{"unreachable", unreachable, Config{Tables: tables("ok")}, sluice.Position{},
+		{"unreachable", unreachable, Config{Tables: dbtest.Tables("ok")}, sluice.Position{},
 			[]string{"cannot reach MySQL source at " + closed, "check the host and port"}},
-		{"unknown database", fmt.Sprintf("mysql://%s:%s@%s/nodb_here", m.User, m.Password, m.Addr()), Config{Tables: tables("ok")}, sluice.Position{},
+		{"unknown database", fmt.Sprintf("mysql://%s:%s@%s/nodb_here", m.User, m.Password, m.Addr()), Config{Tables: dbtest.Tables("ok")}, sluice.Position{},
 			[]string{"has no database nodb_here"}},
-		{"no database", fmt.Sprintf("mysql://%s:%s@%s/", m.User, m.Password, m.Addr()), Config{Tables: tables("ok")}, sluice.Position{},
+		{"no database", fmt.Sprintf("mysql://%s:%s@%s/", m.User, m.Password, m.Addr()), Config{Tables: dbtest.Tables("ok")}, sluice.Position{},
 			[]string{"names no database"}},
-		{"foreign position", f.url, Config{Tables: tables("ok")}, sluice.Position{Kind: "binlog", Token: "mysql-bin.000001:4"},
+		{"foreign position", f.URL, Config{Tables: dbtest.Tables("ok")}, sluice.Position{Kind: "binlog", Token: "mysql-bin.000001:4"},
 			[]string{"not a mytrigger position"}},
 	}
 	for _, tt := range tests {
@@ -646,16 +523,16 @@ func TestOpenErrors(t *testing.T) {
 
 func TestNoProcessPrivilege(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)")
-	if err := Install(context.Background(), f.sql, tables("t")); err != nil {
+	if err := Install(context.Background(), f.My, dbtest.Tables("t")); err != nil {
 		t.Fatal(err)
 	}
-	user := "mytrig_" + f.db[len(f.db)-4:]
+	user := "mytrig_" + f.Name[len(f.Name)-4:]
 	user = strings.ReplaceAll(user, "_", "x")
-	f.exec(t, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'", "GRANT SELECT, DELETE ON "+f.db+".* TO '"+user+"'@'%'")
-	t.Cleanup(func() { f.sql.Exec("DROP USER '" + user + "'@'%'") })
+	f.Exec(t, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'pw'", "GRANT SELECT, DELETE ON "+f.Name+".* TO '"+user+"'@'%'")
+	t.Cleanup(func() { f.My.Exec("DROP USER '" + user + "'@'%'") })
 	m := dbtest.Maria(t)
-	_, err := Open(context.Background(), fmt.Sprintf("mysql://%s:pw@%s/%s", user, m.Addr(), f.db),
-		Config{Tables: tables("t"), Logger: slog.New(slog.DiscardHandler)}, sluice.Position{})
+	_, err := Open(context.Background(), fmt.Sprintf("mysql://%s:pw@%s/%s", user, m.Addr(), f.Name),
+		Config{Tables: dbtest.Tables("t"), Logger: slog.New(slog.DiscardHandler)}, sluice.Position{})
 	if err == nil || !strings.Contains(err.Error(), "GRANT PROCESS") {
 		t.Fatalf("Open without PROCESS: %v, want an error asking for it", err)
 	}
@@ -664,16 +541,16 @@ func TestNoProcessPrivilege(t *testing.T) {
 func TestUninstall(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE a (id int PRIMARY KEY)", "CREATE TABLE b (id int PRIMARY KEY)")
 	ctx := context.Background()
-	if err := Install(ctx, f.sql, tables("a", "b")); err != nil {
+	if err := Install(ctx, f.My, dbtest.Tables("a", "b")); err != nil {
 		t.Fatal(err)
 	}
 	triggers := func() int {
-		return f.count(t, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()")
+		return f.QueryInt(t, "SELECT COUNT(*) FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE()")
 	}
 	changelog := func() int {
-		return f.count(t, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'sluice_changelog'")
+		return f.QueryInt(t, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'sluice_changelog'")
 	}
-	if err := Uninstall(ctx, f.sql, tables("a", "gone")); err != nil {
+	if err := Uninstall(ctx, f.My, dbtest.Tables("a", "gone")); err != nil {
 		t.Fatal(err)
 	}
 	if n := triggers(); n != 3 {
@@ -682,12 +559,12 @@ func TestUninstall(t *testing.T) {
 	if changelog() != 1 {
 		t.Fatal("changelog dropped while b is still captured")
 	}
-	f.exec(t, "INSERT INTO a VALUES (1)", "INSERT INTO b VALUES (1)")
-	if n := f.count(t, "SELECT COUNT(*) FROM sluice_changelog"); n != 1 {
+	f.Exec(t, "INSERT INTO a VALUES (1)", "INSERT INTO b VALUES (1)")
+	if n := f.QueryInt(t, "SELECT COUNT(*) FROM sluice_changelog"); n != 1 {
 		t.Fatalf("%d changelog rows, want 1 (b only)", n)
 	}
 	for range 2 {
-		if err := Uninstall(ctx, f.sql, tables("b")); err != nil {
+		if err := Uninstall(ctx, f.My, dbtest.Tables("b")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -697,12 +574,12 @@ func TestUninstall(t *testing.T) {
 	if changelog() != 0 {
 		t.Fatal("changelog left after uninstalling every table")
 	}
-	f.exec(t, "INSERT INTO a VALUES (2)", "INSERT INTO b VALUES (2)")
+	f.Exec(t, "INSERT INTO a VALUES (2)", "INSERT INTO b VALUES (2)")
 }
 
 func TestReadIdle(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)")
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 100 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 100 * time.Millisecond}, sluice.Position{})
 	start := time.Now()
 	c, err := r.Read(context.Background(), 10)
 	if err != nil || len(c) != 0 {
@@ -723,14 +600,14 @@ func TestReadIdle(t *testing.T) {
 // pages; replaying what it read must give exactly the source's rows.
 func TestConcurrentWritersConverge(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, w varchar(10))")
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 20 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 20 * time.Millisecond}, sluice.Position{})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
 	const writers, txPerWriter, keys = 4, 60, 8
 	errs := make(chan error, writers)
 	for w := range writers {
-		conn := f.conn(t)
+		conn := f.Session(t)
 		go func() {
 			errs <- func() error {
 				for i := range txPerWriter {
@@ -799,15 +676,15 @@ func TestConcurrentWritersConverge(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Read: %v", err)
 		}
-		cs = withoutProgress(cs)
+		cs = dbtest.WithoutProgress(cs)
 		apply(cs)
 		read += len(cs)
 	}
-	written := f.count(t, "SELECT COUNT(*) FROM sluice_changelog")
+	written := f.QueryInt(t, "SELECT COUNT(*) FROM sluice_changelog")
 	apply(collect(t, r, written-read, 7))
 
 	want := map[string]string{}
-	rows, err := f.sql.QueryContext(ctx, "SELECT id, v, w FROM t")
+	rows, err := f.My.QueryContext(ctx, "SELECT id, v, w FROM t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/internal/dbtest"
 )
 
 // TestJSONNulls checks that a JSON column holding the JSON value null and
@@ -15,7 +16,7 @@ import (
 // cannot be confused (row_to_json on PostgreSQL writes both as null).
 func TestJSONNulls(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE j (id int PRIMARY KEY, v varchar(10), j json, jn json NOT NULL)")
-	r := f.open(t, Config{Tables: tables("j"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("j"), Install: true}, sluice.Position{})
 	vals := []struct {
 		sql  string
 		want sluice.Value
@@ -46,16 +47,16 @@ func TestJSONNulls(t *testing.T) {
 	var want []change
 	for i := range vals {
 		set, row := image(i+1, i)
-		f.exec(t, fmt.Sprintf("INSERT INTO j SET id = %d, %s", i+1, set))
+		f.Exec(t, fmt.Sprintf("INSERT INTO j SET id = %d, %s", i+1, set))
 		want = append(want, change{sluice.OpInsert, row})
 	}
 	// Every value becomes the next one, the last one SQL NULL.
 	for i := range vals {
 		set, row := image(i+1, (i+1)%n)
-		f.exec(t, fmt.Sprintf("UPDATE j SET %s WHERE id = %d", set, i+1))
+		f.Exec(t, fmt.Sprintf("UPDATE j SET %s WHERE id = %d", set, i+1))
 		want = append(want, change{sluice.OpUpdate, row})
 	}
-	f.exec(t, "DELETE FROM j")
+	f.Exec(t, "DELETE FROM j")
 	for range vals {
 		want = append(want, change{sluice.OpDelete, nil})
 	}
@@ -63,7 +64,7 @@ func TestJSONNulls(t *testing.T) {
 	for i, w := range want {
 		c := got[i]
 		if c.Op != w.op {
-			t.Fatalf("change %d is %s, want %s: %s", i, c.Op, w.op, describe(got))
+			t.Fatalf("change %d is %s, want %s: %s", i, c.Op, w.op, dbtest.DescribeChanges(got))
 		}
 		if c.Op != sluice.OpInsert {
 			if wk := sluice.Text(fmt.Sprint(i%n + 1)); len(c.Key) != 1 || c.Key[0] != wk {

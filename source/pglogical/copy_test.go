@@ -20,14 +20,14 @@ import (
 func TestCopyBoundary(t *testing.T) {
 	f := newFixture(t, pgcopytest.Tables, pgcopytest.DDL...)
 	// Setup makes the slot the old way; the copy must replace it.
-	if err := Setup(context.Background(), f.url, f.cfg); err != nil {
+	if err := Setup(context.Background(), f.URL, f.cfg); err != nil {
 		t.Fatal(err)
 	}
-	src := NewCopySource(f.url, f.cfg)
+	src := NewCopySource(f.URL, f.cfg)
 	var prev position
 	for i := range 2 {
 		start := time.Now()
-		w := pgcopytest.Start(t, f.url, 2)
+		w := pgcopytest.Start(t, f.URL, 2)
 		w.Wait(t, 30)
 		snap, err := src.Snapshot(context.Background(), 2)
 		if err != nil {
@@ -50,8 +50,8 @@ func TestCopyBoundary(t *testing.T) {
 		if !reflect.DeepEqual(r.Tables(), snap.Tables) || snap.Engine != "postgres" || len(snap.Readers) != 2 {
 			t.Fatalf("snapshot tables %v engine %s readers %d; reader tables %v", snap.Tables, snap.Engine, len(snap.Readers), r.Tables())
 		}
-		n := pgcopytest.Stream(t, f.url, r, rep, -1-i)
-		pgcopytest.Check(t, f.url, snap.Tables, pgtrigger.SessionSettings(), rep)
+		n := pgcopytest.Stream(t, f.URL, r, rep, -1-i)
+		pgcopytest.Check(t, f.URL, snap.Tables, pgtrigger.SessionSettings(), rep)
 		r.Close()
 		t.Logf("copy %d: snapshot at %s in %v, %d transactions committed, %d changes streamed after it", i, pos, took, w.Committed(), n)
 	}
@@ -62,7 +62,7 @@ func TestCopyBoundary(t *testing.T) {
 func TestCopyRefusesActiveSlot(t *testing.T) {
 	f := newFixture(t, []string{"a"}, `CREATE TABLE a (id int PRIMARY KEY)`)
 	f.open(t, f.cfg, sluice.Position{})
-	src := NewCopySource(f.url, f.cfg)
+	src := NewCopySource(f.URL, f.cfg)
 	src.releaseWait = 300 * time.Millisecond
 	_, err := src.Snapshot(context.Background(), 1)
 	if err == nil || !strings.Contains(err.Error(), "in use by a running reader") {

@@ -29,83 +29,32 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // the source application, and a slot and publication named after the
 // database that are dropped when the test ends.
 type fixture struct {
-	url  string
-	db   string
-	conn *pgx.Conn
-	cfg  Config
+	*dbtest.Database
+	cfg Config
 }
 
 func newFixture(t *testing.T, tbls []string, ddl ...string) *fixture {
 	t.Helper()
-	db := dbtest.PGDatabase(t)
-	f := &fixture{url: dbtest.PG(t).URL(db), db: db}
-	f.cfg = Config{Tables: tables(tbls...), Slot: db, Publication: db, StatusInterval: 200 * time.Millisecond, ProgressInterval: time.Second,
+	f := &fixture{Database: dbtest.PGEngine.Database(t, ddl...)}
+	f.cfg = Config{Tables: dbtest.Tables(tbls...), Slot: f.Name, Publication: f.Name, StatusInterval: 200 * time.Millisecond, ProgressInterval: time.Second,
 		Logger: slog.New(slog.DiscardHandler)}
-	f.conn = f.connect(t, nil)
-	f.exec(t, ddl...)
 	t.Cleanup(func() {
 		// A slot left behind retains WAL on the shared server and blocks
 		// DROP DATABASE.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := Uninstall(ctx, f.url, f.cfg); err != nil {
+		if err := Uninstall(ctx, f.URL, f.cfg); err != nil {
 			t.Errorf("Uninstall: %v", err)
 		}
 	})
 	return f
 }
 
-func (f *fixture) connect(t *testing.T, settings map[string]string) *pgx.Conn {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(f.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range settings {
-		cfg.RuntimeParams[k] = v
-	}
-	conn, err := pgx.ConnectConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
-}
-
-func (f *fixture) exec(t *testing.T, sql ...string) {
-	t.Helper()
-	execOn(t, f.conn, sql...)
-}
-
-func execOn(t *testing.T, q interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, sql ...string) {
-	t.Helper()
-	for _, s := range sql {
-		if _, err := q.Exec(context.Background(), s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-}
-
 // open opens a reader that is closed when the test ends (or earlier by
 // the test).
 func (f *fixture) open(t *testing.T, cfg Config, from sluice.Position) *Reader {
 	t.Helper()
-	r, err := Open(context.Background(), f.url, cfg, from)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
-}
-
-func tables(names ...string) []sluice.TableName {
-	out := make([]sluice.TableName, len(names))
-	for i, n := range names {
-		out[i] = sluice.TableName{Name: n}
-	}
-	return out
+	return dbtest.OpenReader(t, func(ctx context.Context) (*Reader, error) { return Open(ctx, f.URL, cfg, from) })
 }
 
 // collect reads until it holds n changes, failing after a deadline, then
@@ -116,7 +65,7 @@ func collect(t *testing.T, r *Reader, n, max int) []sluice.Change {
 	c, err := r.Read(context.Background(), max)
 	c = slices.DeleteFunc(c, func(c sluice.Change) bool { return c.Op == sluice.OpProgress })
 	if err != nil || len(c) != 0 {
-		t.Fatalf("Read after the last change = %s, %v; want nothing", describeChanges(c), err)
+		t.Fatalf("Read after the last change = %s, %v; want nothing", dbtest.DescribeChanges(c), err)
 	}
 	return got
 }
@@ -127,12 +76,12 @@ func collectN(t *testing.T, r *Reader, n, max int) []sluice.Change {
 	deadline := time.Now().Add(20 * time.Second)
 	for len(got) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("read %d changes before the deadline, want %d: %s", len(got), n, describeChanges(got))
+			t.Fatalf("read %d changes before the deadline, want %d: %s", len(got), n, dbtest.DescribeChanges(got))
 		}
 		m := min(max, n-len(got))
 		c, err := r.Read(context.Background(), m)
 		if err != nil {
-			t.Fatalf("Read after %s: %v", describeChanges(got), err)
+			t.Fatalf("Read after %s: %v", dbtest.DescribeChanges(got), err)
 		}
 		if len(c) > m {
 			t.Fatalf("Read(%d) returned %d changes", max, len(c))
@@ -146,7 +95,7 @@ func collectN(t *testing.T, r *Reader, n, max int) []sluice.Change {
 		}
 	}
 	if len(got) > n {
-		t.Fatalf("read %d changes, want %d: %s", len(got), n, describeChanges(got))
+		t.Fatalf("read %d changes, want %d: %s", len(got), n, dbtest.DescribeChanges(got))
 	}
 	return got
 }
@@ -163,37 +112,8 @@ func readErr(t *testing.T, r *Reader) ([]sluice.Change, error) {
 			return got, err
 		}
 	}
-	t.Fatalf("no error before the deadline; read %s", describeChanges(got))
+	t.Fatalf("no error before the deadline; read %s", dbtest.DescribeChanges(got))
 	return nil, nil
-}
-
-// describe renders changes as "insert t [1 a]; update t(id=1) [1 b]; …".
-func describeChanges(cs []sluice.Change) string {
-	var b strings.Builder
-	for i, c := range cs {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		if c.Table == nil {
-			fmt.Fprintf(&b, "%s %s", c.Op, c.Pos.Token)
-			continue
-		}
-		fmt.Fprintf(&b, "%s %s", c.Op, c.Table.Name.Name)
-		if c.Key != nil {
-			b.WriteString(c.Table.FormatKey(c.Key))
-		}
-		if c.Row != nil {
-			fmt.Fprint(&b, " ", []sluice.Value(c.Row))
-		}
-	}
-	return b.String()
-}
-
-func expect(t *testing.T, got []sluice.Change, want ...string) {
-	t.Helper()
-	if g, w := describeChanges(got), strings.Join(want, "; "); g != w {
-		t.Fatalf("changes:\n got %s\nwant %s", g, w)
-	}
 }
 
 func lsnOf(t *testing.T, p sluice.Position) position {
@@ -208,7 +128,7 @@ func lsnOf(t *testing.T, p sluice.Position) position {
 func (f *fixture) confirmedFlush(t *testing.T) pglogrepl.LSN {
 	t.Helper()
 	var s string
-	if err := f.conn.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, f.cfg.Slot).Scan(&s); err != nil {
+	if err := f.PG.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, f.cfg.Slot).Scan(&s); err != nil {
 		t.Fatal(err)
 	}
 	lsn, err := pglogrepl.ParseLSN(s)
@@ -240,13 +160,13 @@ func TestSetupIdempotentAndUninstall(t *testing.T) {
 	ctx := context.Background()
 	count := func(sql string, args ...any) int {
 		var n int
-		if err := f.conn.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		if err := f.PG.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
 	for range 2 {
-		if err := Setup(ctx, f.url, f.cfg); err != nil {
+		if err := Setup(ctx, f.URL, f.cfg); err != nil {
 			t.Fatalf("Setup: %v", err)
 		}
 	}
@@ -258,8 +178,8 @@ func TestSetupIdempotentAndUninstall(t *testing.T) {
 	}
 	// A table added to the configuration is added to the publication.
 	cfg := f.cfg
-	cfg.Tables = tables("a", "b")
-	if err := Setup(ctx, f.url, cfg); err != nil {
+	cfg.Tables = dbtest.Tables("a", "b")
+	if err := Setup(ctx, f.URL, cfg); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(`SELECT count(*) FROM pg_publication_tables WHERE pubname = $1`, f.cfg.Publication); n != 2 {
@@ -269,7 +189,7 @@ func TestSetupIdempotentAndUninstall(t *testing.T) {
 	if got := DefaultName("Orders-EU 1"); got != "sluice_orders_eu_1" {
 		t.Errorf("DefaultName = %q", got)
 	}
-	if err := Uninstall(ctx, f.url, f.cfg); err != nil {
+	if err := Uninstall(ctx, f.URL, f.cfg); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, f.cfg.Slot); n != 0 {
@@ -278,7 +198,7 @@ func TestSetupIdempotentAndUninstall(t *testing.T) {
 	if n := count(`SELECT count(*) FROM pg_publication WHERE pubname = $1`, f.cfg.Publication); n != 0 {
 		t.Fatalf("publication still there after Uninstall")
 	}
-	if err := Uninstall(ctx, f.url, f.cfg); err != nil {
+	if err := Uninstall(ctx, f.URL, f.cfg); err != nil {
 		t.Fatalf("second Uninstall: %v", err)
 	}
 }
@@ -291,7 +211,7 @@ func TestPreflightErrors(t *testing.T) {
 		`CREATE TABLE nothing (id int PRIMARY KEY)`, `ALTER TABLE nothing REPLICA IDENTITY NOTHING`,
 		`CREATE ROLE norepl LOGIN PASSWORD 'pw'`, `GRANT ALL ON ALL TABLES IN SCHEMA public TO norepl`)
 	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), f.url)
+		c, err := pgx.Connect(context.Background(), f.URL)
 		if err == nil {
 			c.Exec(context.Background(), `DROP OWNED BY norepl`)
 			c.Exec(context.Background(), `DROP ROLE norepl`)
@@ -303,39 +223,39 @@ func TestPreflightErrors(t *testing.T) {
 		table string
 		want  []string
 	}{
-		{"missing", []string{"public.missing does not exist", f.db}},
+		{"missing", []string{"public.missing does not exist", f.Name}},
 		{"nopk", []string{"public.nopk has no primary key", "add one"}},
 		{"full_nopk", []string{"public.full_nopk has no primary key", "REPLICA IDENTITY FULL", "add a primary key"}},
 		{"nothing", []string{"REPLICA IDENTITY NOTHING", "REPLICA IDENTITY DEFAULT"}},
 	} {
 		cfg := f.cfg
-		cfg.Tables = tables("ok", tc.table)
-		err := Setup(ctx, f.url, cfg)
+		cfg.Tables = dbtest.Tables("ok", tc.table)
+		err := Setup(ctx, f.URL, cfg)
 		for _, w := range tc.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("Setup with table %s: %v, want an error with %q", tc.table, err, w)
 			}
 		}
-		if _, err := Open(ctx, f.url, cfg, sluice.Position{}); err == nil {
+		if _, err := Open(ctx, f.URL, cfg, sluice.Position{}); err == nil {
 			t.Errorf("Open with table %s succeeded", tc.table)
 		}
 	}
 	// A role without REPLICATION.
-	u, _ := url.Parse(f.url)
+	u, _ := url.Parse(f.URL)
 	u.User = url.UserPassword("norepl", "pw")
 	cfg := f.cfg
-	cfg.Tables = tables("ok")
+	cfg.Tables = dbtest.Tables("ok")
 	if err := Setup(ctx, u.String(), cfg); err == nil || !strings.Contains(err.Error(), "lacks the REPLICATION attribute") || !strings.Contains(err.Error(), `ALTER ROLE "norepl" REPLICATION`) {
 		t.Errorf("Setup as a role without REPLICATION: %v", err)
 	}
 	// A bad position.
-	if _, err := Open(ctx, f.url, cfg, sluice.Position{Kind: "pgtrigger", Token: "1:1:/"}); err == nil || !strings.Contains(err.Error(), "not a pglogical position") {
+	if _, err := Open(ctx, f.URL, cfg, sluice.Position{Kind: "pgtrigger", Token: "1:1:/"}); err == nil || !strings.Contains(err.Error(), "not a pglogical position") {
 		t.Errorf("Open with a pgtrigger position: %v", err)
 	}
-	if _, err := Open(ctx, f.url, cfg, sluice.Position{Kind: Kind, Token: "x/1"}); err == nil {
+	if _, err := Open(ctx, f.URL, cfg, sluice.Position{Kind: Kind, Token: "x/1"}); err == nil {
 		t.Errorf("Open with a bad token succeeded")
 	}
-	if err := Setup(ctx, f.url, Config{Tables: tables("ok")}); err == nil || !strings.Contains(err.Error(), "stream name") {
+	if err := Setup(ctx, f.URL, Config{Tables: dbtest.Tables("ok")}); err == nil || !strings.Contains(err.Error(), "stream name") {
 		t.Errorf("Setup without names: %v", err)
 	}
 }
@@ -356,12 +276,12 @@ func TestWalLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	execOn(t, conn, `ALTER SYSTEM SET wal_level = replica`, `CREATE TABLE t (id int PRIMARY KEY)`)
+	dbtest.ExecPG(t, conn, `ALTER SYSTEM SET wal_level = replica`, `CREATE TABLE t (id int PRIMARY KEY)`)
 	conn.Close(ctx)
 	if err := pg.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	err = Setup(ctx, pg.URL("postgres"), Config{Tables: tables("t"), Stream: "s"})
+	err = Setup(ctx, pg.URL("postgres"), Config{Tables: dbtest.Tables("t"), Stream: "s"})
 	if err == nil || !strings.Contains(err.Error(), "wal_level=replica") || !strings.Contains(err.Error(), "set wal_level=logical") || !strings.Contains(err.Error(), "restart") {
 		t.Fatalf("Setup with wal_level=replica: %v", err)
 	}
@@ -389,7 +309,7 @@ func TestValuesExact(t *testing.T) {
 	f := newFixture(t, []string{"v"}, `CREATE DOMAIN boolish AS boolean`, ddl.String())
 	r := f.open(t, f.cfg, sluice.Position{})
 
-	writer := f.connect(t, map[string]string{
+	writer := f.ConnectPG(t, map[string]string{
 		"TimeZone": "Asia/Kathmandu", "DateStyle": "SQL, DMY", "IntervalStyle": "sql_standard",
 		"extra_float_digits": "-3", "bytea_output": "escape",
 	})
@@ -415,14 +335,14 @@ func TestValuesExact(t *testing.T) {
 	for _, c := range cols {
 		all = append(all, c.name)
 	}
-	execOn(t, writer, `INSERT INTO v (id, jn) VALUES (1, 'null')`)
+	dbtest.ExecPG(t, writer, `INSERT INTO v (id, jn) VALUES (1, 'null')`)
 	for _, row := range rows {
-		execOn(t, writer, `INSERT INTO v (`+strings.Join(all, ", ")+`) VALUES `+row)
+		dbtest.ExecPG(t, writer, `INSERT INTO v (`+strings.Join(all, ", ")+`) VALUES `+row)
 	}
-	execOn(t, writer, `UPDATE v SET num2 = 7.25, iv = '-1 days -02:03:04', j = ' { } ' WHERE id = 6`, `DELETE FROM v WHERE id = 5`)
+	dbtest.ExecPG(t, writer, `UPDATE v SET num2 = 7.25, iv = '-1 days -02:03:04', j = ' { } ' WHERE id = 6`, `DELETE FROM v WHERE id = 5`)
 	got := collect(t, r, len(rows)+3, 100)
 
-	check := f.connect(t, pgtrigger.SessionSettings())
+	check := f.ConnectPG(t, pgtrigger.SessionSettings())
 	sel := make([]string, len(all))
 	for i, c := range all {
 		sel[i] = c + "::text"
@@ -491,7 +411,7 @@ func TestTransactions(t *testing.T) {
 		`CREATE TABLE other (id int PRIMARY KEY)`)
 	r := f.open(t, f.cfg, sluice.Position{})
 	before := time.Now()
-	f.exec(t,
+	f.Exec(t,
 		`INSERT INTO t VALUES (1, 'x', 'one'), (2, 'y', 'two')`,
 		`BEGIN`,
 		`INSERT INTO u VALUES (1, 'u1')`,
@@ -503,7 +423,7 @@ func TestTransactions(t *testing.T) {
 		`DELETE FROM u`,
 	)
 	got := collect(t, r, 7, 3)
-	expect(t, got,
+	dbtest.ExpectChanges(t, got,
 		`insert t [1 x one]`, `insert t [2 y two]`, `insert u [1 u1]`,
 		`update t(b=x, a=1) [1 x uno]`,
 		`update t(b=y, a=2) [10 y moved]`,
@@ -563,10 +483,10 @@ func TestUnchangedToast(t *testing.T) {
 	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, big text, n int)`)
 	r := f.open(t, f.cfg, sluice.Position{})
 	big := md5chain("x", 20000)
-	if _, err := f.conn.Exec(context.Background(), `INSERT INTO t VALUES (1, $1, 1)`, big); err != nil {
+	if _, err := f.PG.Exec(context.Background(), `INSERT INTO t VALUES (1, $1, 1)`, big); err != nil {
 		t.Fatal(err)
 	}
-	f.exec(t, `UPDATE t SET n = 2 WHERE id = 1`, `UPDATE t SET id = 3 WHERE id = 1`)
+	f.Exec(t, `UPDATE t SET n = 2 WHERE id = 1`, `UPDATE t SET id = 3 WHERE id = 1`)
 	got := collect(t, r, 3, 10)
 	if got[0].Row[1].Text != big {
 		t.Fatalf("inserted big value has %d bytes, want the %d written", len(got[0].Row[1].Text), len(big))
@@ -577,21 +497,21 @@ func TestUnchangedToast(t *testing.T) {
 		}
 	}
 	if got[1].Row[2].Text != "2" || got[1].Key[0].Text != "1" {
-		t.Fatalf("update = %s", describeChanges(got[1:2]))
+		t.Fatalf("update = %s", dbtest.DescribeChanges(got[1:2]))
 	}
 	if got[2].Key[0].Text != "1" || got[2].Row[0].Text != "3" {
-		t.Fatalf("key change = %s", describeChanges(got[2:3]))
+		t.Fatalf("key change = %s", dbtest.DescribeChanges(got[2:3]))
 	}
 }
 
 func TestAddColumn(t *testing.T) {
 	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
 	r := f.open(t, f.cfg, sluice.Position{})
-	f.exec(t, `INSERT INTO t VALUES (1, 'a')`,
+	f.Exec(t, `INSERT INTO t VALUES (1, 'a')`,
 		`BEGIN`, `INSERT INTO t VALUES (2, 'b')`, `ALTER TABLE t ADD COLUMN w numeric(5,1) DEFAULT 1.5`, `INSERT INTO t VALUES (3, 'c', 2)`, `COMMIT`,
 		`UPDATE t SET v = 'A' WHERE id = 1`)
 	got := collect(t, r, 4, 10)
-	expect(t, got, `insert t [1 a]`, `insert t [2 b]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
+	dbtest.ExpectChanges(t, got, `insert t [1 a]`, `insert t [2 b]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
 	orig := r.Tables()[0]
 	if got[0].Table != orig || got[1].Table != orig {
 		t.Fatalf("changes before the ALTER carry a new table")
@@ -615,7 +535,7 @@ func TestAddColumn(t *testing.T) {
 	r.Close()
 	r2 := f.open(t, f.cfg, got[0].Pos)
 	again := collect(t, r2, 3, 10)
-	expect(t, again, `insert t [2 b]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
+	dbtest.ExpectChanges(t, again, `insert t [2 b]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
 	if len(again[0].Table.Columns) != 2 || len(again[1].Table.Columns) != 3 {
 		t.Fatalf("resumed reader: tables %v then %v", again[0].Table.Columns, again[1].Table.Columns)
 	}
@@ -637,12 +557,12 @@ func TestIncompatibleSchemaChanges(t *testing.T) {
 			cfg := f.cfg
 			cfg.Truncate = "refuse"
 			r := f.open(t, cfg, sluice.Position{})
-			f.exec(t, `INSERT INTO t VALUES (1, 1, 1)`, `BEGIN`, `INSERT INTO t VALUES (2, 2, 2)`, tc.ddl,
+			f.Exec(t, `INSERT INTO t VALUES (1, 1, 1)`, `BEGIN`, `INSERT INTO t VALUES (2, 2, 2)`, tc.ddl,
 				`INSERT INTO t VALUES (3, 3)`, `COMMIT`, `INSERT INTO t VALUES (4, 4)`)
 			got, err := readErr(t, r)
 			// The transaction with the change stops the stream where the
 			// change is: its first insert came before it.
-			expect(t, got, `insert t [1 1 1]`, `insert t [2 2 2]`)
+			dbtest.ExpectChanges(t, got, `insert t [1 1 1]`, `insert t [2 2 2]`)
 			last := got[len(got)-1].Pos.String()
 			for _, w := range append(tc.want, last) {
 				if !strings.Contains(err.Error(), w) {
@@ -661,7 +581,7 @@ func TestIncompatibleSchemaChanges(t *testing.T) {
 			r2 := f.open(t, f.cfg, got[len(got)-1].Pos)
 			rest := collect(t, r2, 2, 10)
 			if rest[0].Row[0].Text != "3" || rest[1].Row[0].Text != "4" || len(rest[0].Row) != len(rest[0].Table.Columns) {
-				t.Fatalf("after restart: %s", describeChanges(rest))
+				t.Fatalf("after restart: %s", dbtest.DescribeChanges(rest))
 			}
 		})
 	}
@@ -672,7 +592,7 @@ func TestIncompatibleSchemaChanges(t *testing.T) {
 func workload(t *testing.T, f *fixture, base int) int {
 	t.Helper()
 	b := func(i int) string { return fmt.Sprint(base + i) }
-	f.exec(t,
+	f.Exec(t,
 		`INSERT INTO t VALUES (`+b(1)+`, 'a')`,
 		`INSERT INTO other VALUES (`+b(1)+`)`,
 		`BEGIN`, `INSERT INTO t VALUES (`+b(2)+`, 'b')`, `UPDATE t SET v = 'bb' WHERE id = `+b(2), `INSERT INTO t VALUES (`+b(3)+`, 'c')`, `COMMIT`,
@@ -689,7 +609,7 @@ func TestResumeFromEveryPosition(t *testing.T) {
 	n := workload(t, f, 0)
 	all := collect(t, r, n, 3)
 	r.Close()
-	want := describeChanges(all)
+	want := dbtest.DescribeChanges(all)
 	for i := -1; i < n; i++ {
 		from := sluice.Position{}
 		if i >= 0 {
@@ -697,7 +617,7 @@ func TestResumeFromEveryPosition(t *testing.T) {
 		}
 		r := f.open(t, f.cfg, from)
 		got := collect(t, r, n-i-1, 2)
-		if g, w := describeChanges(got), describeChanges(all[i+1:]); g != w {
+		if g, w := dbtest.DescribeChanges(got), dbtest.DescribeChanges(all[i+1:]); g != w {
 			t.Fatalf("resumed from %s:\n got %s\nwant %s", from, g, w)
 		}
 		for j := range got {
@@ -763,7 +683,7 @@ func TestAckMovesConfirmedFlush(t *testing.T) {
 	// The reader hands out a progress marker past them (after the
 	// progress interval), and only acking it moves the slot: the slot
 	// never moves past what the target's checkpoint holds.
-	f.exec(t, `INSERT INTO other SELECT generate_series(100, 200)`)
+	f.Exec(t, `INSERT INTO other SELECT generate_series(100, 200)`)
 	deadline := time.Now().Add(20 * time.Second)
 	var marker sluice.Change
 	for marker.Op != sluice.OpProgress {
@@ -772,7 +692,7 @@ func TestAckMovesConfirmedFlush(t *testing.T) {
 		}
 		c, err := r.Read(ctx, 10)
 		if err != nil || (len(c) > 0 && c[0].Op != sluice.OpProgress) {
-			t.Fatalf("Read = %s, %v", describeChanges(c), err)
+			t.Fatalf("Read = %s, %v", dbtest.DescribeChanges(c), err)
 		}
 		if len(c) > 0 {
 			marker = c[0]
@@ -789,53 +709,53 @@ func TestAckMovesConfirmedFlush(t *testing.T) {
 	}
 	f.waitFlush(t, "the marker", func(l pglogrepl.LSN) bool { return l > end4 })
 	// A change after the idle move is still streamed.
-	f.exec(t, `INSERT INTO t VALUES (100, 'z')`)
-	expect(t, collect(t, r, 1, 10), `insert t [100 z]`)
+	f.Exec(t, `INSERT INTO t VALUES (100, 'z')`)
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), `insert t [100 z]`)
 }
 
 func TestReconnect(t *testing.T) {
 	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY)`)
 	r := f.open(t, f.cfg, sluice.Position{})
-	f.exec(t, `INSERT INTO t SELECT generate_series(1, 5)`, `INSERT INTO t VALUES (6)`)
+	f.Exec(t, `INSERT INTO t SELECT generate_series(1, 5)`, `INSERT INTO t VALUES (6)`)
 	first := collectN(t, r, 2, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := dbtest.PG(t).Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.conn = f.connect(t, nil)
-	f.exec(t, `INSERT INTO t VALUES (7)`, `BEGIN`, `INSERT INTO t VALUES (8)`, `INSERT INTO t VALUES (9)`, `COMMIT`)
+	f.PG = f.ConnectPG(t, nil)
+	f.Exec(t, `INSERT INTO t VALUES (7)`, `BEGIN`, `INSERT INTO t VALUES (8)`, `INSERT INTO t VALUES (9)`, `COMMIT`)
 	rest := collect(t, r, 7, 3)
-	expect(t, append(first, rest...), `insert t [1]`, `insert t [2]`, `insert t [3]`, `insert t [4]`, `insert t [5]`, `insert t [6]`, `insert t [7]`, `insert t [8]`, `insert t [9]`)
+	dbtest.ExpectChanges(t, append(first, rest...), `insert t [1]`, `insert t [2]`, `insert t [3]`, `insert t [4]`, `insert t [5]`, `insert t [6]`, `insert t [7]`, `insert t [8]`, `insert t [9]`)
 }
 
 func TestFromNow(t *testing.T) {
 	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY)`)
-	if err := Setup(context.Background(), f.url, f.cfg); err != nil {
+	if err := Setup(context.Background(), f.URL, f.cfg); err != nil {
 		t.Fatal(err)
 	}
-	f.exec(t, `INSERT INTO t VALUES (1)`)
+	f.Exec(t, `INSERT INTO t VALUES (1)`)
 	cfg := f.cfg
 	cfg.FromNow = true
 	r := f.open(t, cfg, sluice.Position{})
-	f.exec(t, `INSERT INTO t VALUES (2)`)
-	expect(t, collect(t, r, 1, 10), `insert t [2]`)
+	f.Exec(t, `INSERT INTO t VALUES (2)`)
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), `insert t [2]`)
 	// One reader per slot.
-	if _, err := Open(context.Background(), f.url, f.cfg, sluice.Position{}); err == nil || !strings.Contains(err.Error(), "in use by another process") {
+	if _, err := Open(context.Background(), f.URL, f.cfg, sluice.Position{}); err == nil || !strings.Contains(err.Error(), "in use by another process") {
 		t.Fatalf("second Open on the slot: %v", err)
 	}
 	r.Close()
 	// Without FromNow the slot streams what it holds since Setup.
-	f.exec(t, `INSERT INTO t VALUES (3)`)
+	f.Exec(t, `INSERT INTO t VALUES (3)`)
 	f2 := *f
-	f2.cfg.Slot = f.db + "_b"
-	t.Cleanup(func() { Uninstall(context.Background(), f.url, f2.cfg) })
-	if err := Setup(context.Background(), f.url, f2.cfg); err != nil {
+	f2.cfg.Slot = f.Name + "_b"
+	t.Cleanup(func() { Uninstall(context.Background(), f.URL, f2.cfg) })
+	if err := Setup(context.Background(), f.URL, f2.cfg); err != nil {
 		t.Fatal(err)
 	}
-	f.exec(t, `INSERT INTO t VALUES (4)`)
+	f.Exec(t, `INSERT INTO t VALUES (4)`)
 	r2 := f.open(t, f2.cfg, sluice.Position{})
-	expect(t, collect(t, r2, 1, 10), `insert t [4]`)
+	dbtest.ExpectChanges(t, collect(t, r2, 1, 10), `insert t [4]`)
 }
 
 type logCapture struct {
@@ -870,7 +790,7 @@ func TestSlotHealth(t *testing.T) {
 	cfg.Logger = slog.New(logs)
 	cfg.MaxRetainedWAL = 1000
 	r := f.open(t, cfg, sluice.Position{})
-	f.exec(t, `INSERT INTO t SELECT i, repeat('x', 100) FROM generate_series(1, 1000) i`)
+	f.Exec(t, `INSERT INTO t SELECT i, repeat('x', 100) FROM generate_series(1, 1000) i`)
 	n, err := r.SlotHealth(context.Background())
 	if err != nil || n < 100000 {
 		t.Fatalf("SlotHealth = %d, %v; want the WAL of 1000 rows", n, err)
@@ -894,14 +814,14 @@ func TestBackpressureAndDropMidTransaction(t *testing.T) {
 	cfg.Logger = slog.New(logs)
 	r := f.open(t, cfg, sluice.Position{})
 	const n = 3 * bufferChanges
-	f.exec(t, fmt.Sprintf(`INSERT INTO t SELECT i, 'v' || i FROM generate_series(1, %d) i`, n), `INSERT INTO t VALUES (0, 'last')`)
+	f.Exec(t, fmt.Sprintf(`INSERT INTO t SELECT i, 'v' || i FROM generate_series(1, %d) i`, n), `INSERT INTO t VALUES (0, 'last')`)
 	got := collectN(t, r, 100, 100)
 	// The receiver is blocked on the full buffer, holding the stream.
 	// Kill its walsender.
 	var pid int
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := f.conn.QueryRow(context.Background(), `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, f.cfg.Slot).Scan(&pid)
+		err := f.PG.QueryRow(context.Background(), `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, f.cfg.Slot).Scan(&pid)
 		if err == nil {
 			break
 		}
@@ -910,11 +830,11 @@ func TestBackpressureAndDropMidTransaction(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	execOn(t, f.conn, fmt.Sprintf(`SELECT pg_terminate_backend(%d)`, pid))
+	dbtest.ExecPG(t, f.PG, fmt.Sprintf(`SELECT pg_terminate_backend(%d)`, pid))
 	got = append(got, collect(t, r, n+1-100, 1000)...)
 	for i, c := range got[:n] {
 		if c.Row[0].Text != fmt.Sprint(i+1) {
-			t.Fatalf("change %d is %s", i, describeChanges([]sluice.Change{c}))
+			t.Fatalf("change %d is %s", i, dbtest.DescribeChanges([]sluice.Change{c}))
 		}
 		if p := lsnOf(t, c.Pos); p.inTx() != (i < n-1) {
 			t.Fatalf("change %d at %s", i, c.Pos)
@@ -929,7 +849,7 @@ func TestBackpressureAndDropMidTransaction(t *testing.T) {
 		t.Errorf("the connection was not dropped: %v", logs.msgs)
 	}
 	if got[n].Row[1].Text != "last" {
-		t.Fatalf("last change %s", describeChanges(got[n:]))
+		t.Fatalf("last change %s", dbtest.DescribeChanges(got[n:]))
 	}
 }
 
@@ -943,7 +863,7 @@ func TestReadAheadBoundedByBytes(t *testing.T) {
 	cfg.BufferBytes = 4 << 20
 	r := f.open(t, cfg, sluice.Position{})
 	const rows, size = 40, 1 << 20
-	f.exec(t, fmt.Sprintf(`INSERT INTO t SELECT g, repeat(md5(g::text), %d) FROM generate_series(1, %d) g`, size/32, rows))
+	f.Exec(t, fmt.Sprintf(`INSERT INTO t SELECT g, repeat(md5(g::text), %d) FROM generate_series(1, %d) g`, size/32, rows))
 	// Wait until the read-ahead is full, then watch it stay bounded.
 	deadline := time.Now().Add(20 * time.Second)
 	for r.budget.Used() < 3<<20 {
@@ -972,7 +892,7 @@ func TestReadAheadBoundedByBytes(t *testing.T) {
 func TestDroppedSlotIsLost(t *testing.T) {
 	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY)`)
 	r := f.open(t, f.cfg, sluice.Position{})
-	f.exec(t, `INSERT INTO t VALUES (1)`)
+	f.Exec(t, `INSERT INTO t VALUES (1)`)
 	got := collectN(t, r, 1, 1)
 	r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -980,7 +900,7 @@ func TestDroppedSlotIsLost(t *testing.T) {
 	// The walsender lets the slot go a moment after Close: poll until the
 	// drop is taken.
 	for {
-		_, err := f.conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", f.cfg.Slot)
+		_, err := f.PG.Exec(ctx, "SELECT pg_drop_replication_slot($1)", f.cfg.Slot)
 		if err == nil {
 			break
 		}
@@ -990,7 +910,7 @@ func TestDroppedSlotIsLost(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	r2, err := Open(ctx, f.url, f.cfg, got[0].Pos)
+	r2, err := Open(ctx, f.URL, f.cfg, got[0].Pos)
 	if err == nil {
 		_, err = readErr(t, r2)
 		r2.Close()

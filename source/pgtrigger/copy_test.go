@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/source/internal/pgcopy/pgcopytest"
 )
 
@@ -19,12 +20,12 @@ import (
 // changes are streamed, not copied.
 func TestCopyBoundary(t *testing.T) {
 	f := newFixture(t, pgcopytest.DDL...)
-	cfg := Config{Tables: tables(pgcopytest.Tables...), Stream: "copy", Logger: slog.New(slog.DiscardHandler)}
-	src := NewCopySource(f.url, cfg)
+	cfg := Config{Tables: dbtest.Tables(pgcopytest.Tables...), Stream: "copy", Logger: slog.New(slog.DiscardHandler)}
+	src := NewCopySource(f.URL, cfg)
 	var prev position
 	for i := range 2 {
 		start := time.Now()
-		w := pgcopytest.New(t, f.url)
+		w := pgcopytest.New(t, f.URL)
 		commit := func() {}
 		if i == 1 {
 			// Held before the writers start, so that it takes its locks
@@ -55,15 +56,15 @@ func TestCopyBoundary(t *testing.T) {
 		}
 		prev = pos
 		var recorded string
-		if err := f.conn.QueryRow(context.Background(), `SELECT pos FROM sluice.consumer WHERE stream = 'copy'`).Scan(&recorded); err != nil || recorded != snap.Position.Token {
+		if err := f.PG.QueryRow(context.Background(), `SELECT pos FROM sluice.consumer WHERE stream = 'copy'`).Scan(&recorded); err != nil || recorded != snap.Position.Token {
 			t.Fatalf("consumer recorded at %q (%v), want the snapshot's %s", recorded, err, snap.Position.Token)
 		}
 		r := f.open(t, cfg, snap.Position)
 		if !reflect.DeepEqual(r.Tables(), snap.Tables) || snap.Engine != "postgres" || len(snap.Readers) != 2 {
 			t.Fatalf("snapshot tables %v engine %s readers %d; reader tables %v", snap.Tables, snap.Engine, len(snap.Readers), r.Tables())
 		}
-		n := pgcopytest.Stream(t, f.url, r, rep, -1-i)
-		pgcopytest.Check(t, f.url, snap.Tables, SessionSettings(), rep)
+		n := pgcopytest.Stream(t, f.URL, r, rep, -1-i)
+		pgcopytest.Check(t, f.URL, snap.Tables, SessionSettings(), rep)
 		r.Close()
 		t.Logf("copy %d: snapshot at %s in %v, %d transactions committed, %d changes streamed after it", i, pos.token(), took, w.Committed(), n)
 	}

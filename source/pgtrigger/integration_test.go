@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
@@ -22,51 +21,12 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // fixture is a fresh database on the shared server and a session on it
 // playing the source application.
 type fixture struct {
-	url  string
-	db   string
-	conn *pgx.Conn
+	*dbtest.Database
 }
 
 func newFixture(t *testing.T, ddl ...string) *fixture {
 	t.Helper()
-	db := dbtest.PGDatabase(t)
-	f := &fixture{url: dbtest.PG(t).URL(db), db: db}
-	f.conn = f.connect(t, nil)
-	f.exec(t, ddl...)
-	return f
-}
-
-func (f *fixture) connect(t *testing.T, settings map[string]string) *pgx.Conn {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(f.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range settings {
-		cfg.RuntimeParams[k] = v
-	}
-	conn, err := pgx.ConnectConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
-}
-
-func (f *fixture) exec(t *testing.T, sql ...string) {
-	t.Helper()
-	execOn(t, f.conn, sql...)
-}
-
-func execOn(t *testing.T, q interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, sql ...string) {
-	t.Helper()
-	for _, s := range sql {
-		if _, err := q.Exec(context.Background(), s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
+	return &fixture{dbtest.PGEngine.Database(t, ddl...)}
 }
 
 func (f *fixture) open(t *testing.T, cfg Config, from sluice.Position) *Reader {
@@ -74,20 +34,7 @@ func (f *fixture) open(t *testing.T, cfg Config, from sluice.Position) *Reader {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r, err := Open(context.Background(), f.url, cfg, from)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
-}
-
-func tables(names ...string) []sluice.TableName {
-	out := make([]sluice.TableName, len(names))
-	for i, n := range names {
-		out[i] = sluice.TableName{Name: n}
-	}
-	return out
+	return dbtest.OpenReader(t, func(ctx context.Context) (*Reader, error) { return Open(ctx, f.URL, cfg, from) })
 }
 
 // collect reads until it holds n row changes, failing after a deadline,
@@ -95,69 +42,7 @@ func tables(names ...string) []sluice.TableName {
 // TestProgress).
 func collect(t *testing.T, r *Reader, n, max int) []sluice.Change {
 	t.Helper()
-	ctx := context.Background()
-	var got []sluice.Change
-	deadline := time.Now().Add(15 * time.Second)
-	for len(got) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("read %d changes before the deadline, want %d: %s", len(got), n, describe(got))
-		}
-		c, err := r.Read(ctx, max)
-		if err != nil {
-			t.Fatalf("Read: %v", err)
-		}
-		if len(c) > max {
-			t.Fatalf("Read(%d) returned %d changes", max, len(c))
-		}
-		got = append(got, withoutProgress(c)...)
-	}
-	if len(got) > n {
-		t.Fatalf("read %d changes, want %d: %s", len(got), n, describe(got))
-	}
-	if c, err := r.Read(ctx, max); err != nil || len(withoutProgress(c)) != 0 {
-		t.Fatalf("Read after the last change = %s, %v; want nothing", describe(c), err)
-	}
-	return got
-}
-
-func withoutProgress(cs []sluice.Change) []sluice.Change {
-	var out []sluice.Change
-	for _, c := range cs {
-		if c.Op != sluice.OpProgress {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// describe renders changes as "insert t(id=1) [1 a]; delete …" for
-// comparisons and failure messages.
-func describe(cs []sluice.Change) string {
-	var b strings.Builder
-	for i, c := range cs {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		if c.Table == nil {
-			fmt.Fprintf(&b, "%s %s", c.Op, c.Pos)
-			continue
-		}
-		fmt.Fprintf(&b, "%s %s", c.Op, c.Table.Name.Name)
-		if c.Key != nil {
-			b.WriteString(c.Table.FormatKey(c.Key))
-		}
-		if c.Row != nil {
-			fmt.Fprint(&b, " ", []sluice.Value(c.Row))
-		}
-	}
-	return b.String()
-}
-
-func expect(t *testing.T, got []sluice.Change, want ...string) {
-	t.Helper()
-	if g, w := describe(got), strings.Join(want, "; "); g != w {
-		t.Fatalf("changes:\n got %s\nwant %s", g, w)
-	}
+	return dbtest.CollectChanges(t, r, n, max, 15*time.Second)
 }
 
 func count(t *testing.T, conn *pgx.Conn, sql string) int {
@@ -176,11 +61,11 @@ func TestInstallIdempotent(t *testing.T) {
 	ctx := context.Background()
 	tbls := []sluice.TableName{{Name: "a"}, {Schema: "public", Name: `Odd "name"`}}
 	for range 2 {
-		if err := Install(ctx, f.conn, "", tbls); err != nil {
+		if err := Install(ctx, f.PG, "", tbls); err != nil {
 			t.Fatalf("Install: %v", err)
 		}
 	}
-	if n := count(t, f.conn, `SELECT count(*) FROM pg_trigger WHERE tgname = 'sluice_capture'`); n != 2 {
+	if n := f.QueryInt(t, `SELECT count(*) FROM pg_trigger WHERE tgname = 'sluice_capture'`); n != 2 {
 		t.Fatalf("%d capture triggers, want 2", n)
 	}
 	r := f.open(t, Config{Tables: tbls}, sluice.Position{})
@@ -192,15 +77,15 @@ func TestInstallIdempotent(t *testing.T) {
 	if fmt.Sprint(odd.Columns) != fmt.Sprint(want) {
 		t.Errorf("columns of %s = %v, want %v", odd.Name, odd.Columns, want)
 	}
-	f.exec(t, `INSERT INTO a VALUES (1, 'x')`, `INSERT INTO "Odd ""name""" VALUES ('b', 2, 'y')`)
-	expect(t, collect(t, r, 2, 10), `insert a [1 x]`, `insert Odd "name" [b 2 y]`)
+	f.Exec(t, `INSERT INTO a VALUES (1, 'x')`, `INSERT INTO "Odd ""name""" VALUES ('b', 2, 'y')`)
+	dbtest.ExpectChanges(t, collect(t, r, 2, 10), `insert a [1 x]`, `insert Odd "name" [b 2 y]`)
 
 	// A changed primary key makes Open ask for a reinstall, which fixes it.
-	f.exec(t, `ALTER TABLE a DROP CONSTRAINT a_pkey`, `ALTER TABLE a ADD PRIMARY KEY (v)`)
-	if _, err := Open(ctx, f.url, Config{Tables: tbls}, sluice.Position{}); err == nil || !strings.Contains(err.Error(), "sluice source install") {
+	f.Exec(t, `ALTER TABLE a DROP CONSTRAINT a_pkey`, `ALTER TABLE a ADD PRIMARY KEY (v)`)
+	if _, err := Open(ctx, f.URL, Config{Tables: tbls}, sluice.Position{}); err == nil || !strings.Contains(err.Error(), "sluice source install") {
 		t.Fatalf("Open after a primary key change: %v, want an error asking to install", err)
 	}
-	if err := Install(ctx, f.conn, "", tbls); err != nil {
+	if err := Install(ctx, f.PG, "", tbls); err != nil {
 		t.Fatal(err)
 	}
 	f.open(t, Config{Tables: tbls}, sluice.Position{})
@@ -225,9 +110,9 @@ func TestValuesExact(t *testing.T) {
 	}
 	ddl.WriteString(")")
 	f := newFixture(t, ddl.String())
-	r := f.open(t, Config{Tables: tables("v"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("v"), Install: true}, sluice.Position{})
 
-	writer := f.connect(t, map[string]string{
+	writer := f.ConnectPG(t, map[string]string{
 		"TimeZone": "Asia/Kathmandu", "DateStyle": "SQL, DMY", "IntervalStyle": "sql_standard",
 		"extra_float_digits": "-3", "bytea_output": "escape",
 	})
@@ -257,16 +142,16 @@ func TestValuesExact(t *testing.T) {
 		return n
 	}()...)
 	// All NULL but the key, and JSON null in a NOT NULL json column.
-	execOn(t, writer, `INSERT INTO v (id, jn) VALUES (1, 'null')`)
+	dbtest.ExecPG(t, writer, `INSERT INTO v (id, jn) VALUES (1, 'null')`)
 	for _, row := range rows {
-		execOn(t, writer, `INSERT INTO v (`+strings.Join(all, ", ")+`) VALUES `+row)
+		dbtest.ExecPG(t, writer, `INSERT INTO v (`+strings.Join(all, ", ")+`) VALUES `+row)
 	}
 	// An update and a delete carry the same text.
-	execOn(t, writer, `UPDATE v SET num2 = 7.25, iv = '-1 days -02:03:04', j = ' { } ' WHERE id = 6`, `DELETE FROM v WHERE id = 5`)
+	dbtest.ExecPG(t, writer, `UPDATE v SET num2 = 7.25, iv = '-1 days -02:03:04', j = ' { } ' WHERE id = 6`, `DELETE FROM v WHERE id = 5`)
 	got := collect(t, r, len(rows)+3, 100)
 
 	// The text the target would get from the source itself.
-	check := f.connect(t, SessionSettings())
+	check := f.ConnectPG(t, SessionSettings())
 	sel := make([]string, len(all))
 	for i, c := range all {
 		sel[i] = c + "::text"
@@ -333,8 +218,8 @@ func TestInsertUpdateDelete(t *testing.T) {
 	f := newFixture(t,
 		`CREATE TABLE t (a int, b text, v text, PRIMARY KEY (b, a))`,
 		`CREATE TABLE u (id int PRIMARY KEY, v text)`)
-	r := f.open(t, Config{Tables: tables("t", "u"), Install: true}, sluice.Position{})
-	f.exec(t,
+	r := f.open(t, Config{Tables: dbtest.Tables("t", "u"), Install: true}, sluice.Position{})
+	f.Exec(t,
 		`INSERT INTO t VALUES (1, 'x', 'one'), (2, 'y', 'two')`,
 		`INSERT INTO u VALUES (1, 'u1')`,
 		`UPDATE t SET v = 'uno' WHERE a = 1`,
@@ -342,7 +227,7 @@ func TestInsertUpdateDelete(t *testing.T) {
 		`DELETE FROM t WHERE a = 1`,
 		`DELETE FROM u`,
 	)
-	expect(t, collect(t, r, 7, 3),
+	dbtest.ExpectChanges(t, collect(t, r, 7, 3),
 		`insert t [1 x one]`, `insert t [2 y two]`, `insert u [1 u1]`,
 		`update t(b=x, a=1) [1 x uno]`,
 		`update t(b=y, a=2) [10 y moved]`,
@@ -352,9 +237,9 @@ func TestInsertUpdateDelete(t *testing.T) {
 
 func TestChangeTime(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY)`)
-	r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
 	before := time.Now()
-	f.exec(t, `INSERT INTO t VALUES (1)`)
+	f.Exec(t, `INSERT INTO t VALUES (1)`)
 	c := collect(t, r, 1, 10)[0]
 	if d := c.Time.Sub(before); d < -time.Second || d > 10*time.Second {
 		t.Fatalf("change time %v, written at about %v", c.Time, before)
@@ -365,44 +250,44 @@ func TestChangeTime(t *testing.T) {
 // the next one reconnects and goes on where the last change left off.
 func TestReconnect(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY)`)
-	r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
-	f.exec(t, `INSERT INTO t SELECT generate_series(1, 5)`)
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
+	f.Exec(t, `INSERT INTO t SELECT generate_series(1, 5)`)
 	ctx := context.Background()
 	first, err := r.Read(ctx, 2)
 	if err != nil || len(first) != 2 {
-		t.Fatalf("Read = %s, %v", describe(first), err)
+		t.Fatalf("Read = %s, %v", dbtest.DescribeChanges(first), err)
 	}
 	pid := r.conn.PgConn().PID()
-	f.exec(t, fmt.Sprintf(`SELECT pg_terminate_backend(%d)`, pid))
+	f.Exec(t, fmt.Sprintf(`SELECT pg_terminate_backend(%d)`, pid))
 	deadline := time.Now().Add(15 * time.Second)
-	for count(t, f.conn, fmt.Sprintf(`SELECT count(*) FROM pg_stat_activity WHERE pid = %d`, pid)) > 0 {
+	for f.QueryInt(t, fmt.Sprintf(`SELECT count(*) FROM pg_stat_activity WHERE pid = %d`, pid)) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("reader session %d still there after pg_terminate_backend", pid)
 		}
 	}
 	if c, err := r.Read(ctx, 1); err == nil {
-		t.Fatalf("Read on a terminated session = %s, want an error", describe(c))
+		t.Fatalf("Read on a terminated session = %s, want an error", dbtest.DescribeChanges(c))
 	}
-	expect(t, collect(t, r, 3, 10), `insert t [3]`, `insert t [4]`, `insert t [5]`)
+	dbtest.ExpectChanges(t, collect(t, r, 3, 10), `insert t [3]`, `insert t [4]`, `insert t [5]`)
 }
 
 // TestLongTransaction: a transaction that wrote first (lower changelog id)
 // and commits last is read, after the others.
 func TestLongTransaction(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
-	r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
 	ctx := context.Background()
-	long, err := f.connect(t, nil).Begin(ctx)
+	long, err := f.ConnectPG(t, nil).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	execOn(t, long, `INSERT INTO t VALUES (1, 'long')`)
-	f.exec(t, `INSERT INTO t VALUES (2, 'short')`)
-	expect(t, collect(t, r, 1, 10), `insert t [2 short]`)
+	dbtest.ExecPG(t, long, `INSERT INTO t VALUES (1, 'long')`)
+	f.Exec(t, `INSERT INTO t VALUES (2, 'short')`)
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), `insert t [2 short]`)
 	if err := long.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, collect(t, r, 1, 10), `insert t [1 long]`)
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), `insert t [1 long]`)
 }
 
 // TestOlderXidModifiesLater: a transaction with an older xid modifies a row
@@ -413,11 +298,11 @@ func TestOlderXidModifiesLater(t *testing.T) {
 	for _, readBetween := range []bool{false, true} {
 		t.Run(fmt.Sprintf("readBetween=%v", readBetween), func(t *testing.T) {
 			f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY, v text)`, `CREATE TABLE other (id int)`)
-			r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
-			f.exec(t, `INSERT INTO t VALUES (1, 'initial')`)
-			expect(t, collect(t, r, 1, 10), `insert t [1 initial]`)
+			r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
+			f.Exec(t, `INSERT INTO t VALUES (1, 'initial')`)
+			dbtest.ExpectChanges(t, collect(t, r, 1, 10), `insert t [1 initial]`)
 			ctx := context.Background()
-			older, err := f.connect(t, nil).Begin(ctx)
+			older, err := f.ConnectPG(t, nil).Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -425,11 +310,11 @@ func TestOlderXidModifiesLater(t *testing.T) {
 			if err := older.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&oldXid); err != nil {
 				t.Fatal(err)
 			}
-			newer, err := f.connect(t, nil).Begin(ctx)
+			newer, err := f.ConnectPG(t, nil).Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			execOn(t, newer, `UPDATE t SET v = 'newer' WHERE id = 1`)
+			dbtest.ExecPG(t, newer, `UPDATE t SET v = 'newer' WHERE id = 1`)
 			if err := newer.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&newXid); err != nil {
 				t.Fatal(err)
 			}
@@ -443,12 +328,12 @@ func TestOlderXidModifiesLater(t *testing.T) {
 			if readBetween {
 				got = collect(t, r, 1, 10)
 			}
-			execOn(t, older, `UPDATE t SET v = 'older' WHERE id = 1`)
+			dbtest.ExecPG(t, older, `UPDATE t SET v = 'older' WHERE id = 1`)
 			if err := older.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
 			got = append(got, collect(t, r, 2-len(got), 10)...)
-			expect(t, got, `update t(id=1) [1 newer]`, `update t(id=1) [1 older]`)
+			dbtest.ExpectChanges(t, got, `update t(id=1) [1 newer]`, `update t(id=1) [1 older]`)
 		})
 	}
 }
@@ -457,17 +342,17 @@ func TestOlderXidModifiesLater(t *testing.T) {
 // several windows and pages, and checks it reads exactly the rest.
 func TestResume(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
-	r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
-	f.exec(t, `INSERT INTO t SELECT g, 'a' FROM generate_series(1, 7) g`)
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
+	f.Exec(t, `INSERT INTO t SELECT g, 'a' FROM generate_series(1, 7) g`)
 	all := collect(t, r, 7, 3) // one window, three pages
-	f.exec(t, `INSERT INTO t VALUES (8, 'b')`, `UPDATE t SET v = 'c' WHERE id < 3`)
+	f.Exec(t, `INSERT INTO t VALUES (8, 'b')`, `UPDATE t SET v = 'c' WHERE id < 3`)
 	all = append(all, collect(t, r, 3, 2)...)
-	f.exec(t, `DELETE FROM t WHERE id > 6`)
+	f.Exec(t, `DELETE FROM t WHERE id > 6`)
 	all = append(all, collect(t, r, 2, 100)...)
 	for i, c := range all {
-		r2 := f.open(t, Config{Tables: tables("t")}, c.Pos)
+		r2 := f.open(t, Config{Tables: dbtest.Tables("t")}, c.Pos)
 		rest := collect(t, r2, len(all)-i-1, 2)
-		if g, w := describe(rest), describe(all[i+1:]); g != w {
+		if g, w := dbtest.DescribeChanges(rest), dbtest.DescribeChanges(all[i+1:]); g != w {
 			t.Fatalf("resumed after change %d (%s):\n got %s\nwant %s", i, c.Pos, g, w)
 		}
 		r2.Close()
@@ -477,11 +362,11 @@ func TestResume(t *testing.T) {
 func TestPositionAt(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY)`)
 	ctx := context.Background()
-	if err := Install(ctx, f.conn, "", tables("t")); err != nil {
+	if err := Install(ctx, f.PG, "", dbtest.Tables("t")); err != nil {
 		t.Fatal(err)
 	}
-	f.exec(t, `INSERT INTO t VALUES (1)`)
-	copier := f.connect(t, nil)
+	f.Exec(t, `INSERT INTO t VALUES (1)`)
+	copier := f.ConnectPG(t, nil)
 	tx, err := copier.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		t.Fatal(err)
@@ -490,32 +375,32 @@ func TestPositionAt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.exec(t, `INSERT INTO t VALUES (2)`)
+	f.Exec(t, `INSERT INTO t VALUES (2)`)
 	if n := count(t, copier, `SELECT count(*) FROM t`); n != 1 {
 		t.Fatalf("copy sees %d rows, want 1", n)
 	}
 	tx.Rollback(ctx)
-	r := f.open(t, Config{Tables: tables("t")}, pos)
-	expect(t, collect(t, r, 1, 10), `insert t [2]`)
+	r := f.open(t, Config{Tables: dbtest.Tables("t")}, pos)
+	dbtest.ExpectChanges(t, collect(t, r, 1, 10), `insert t [2]`)
 }
 
 func TestPruneAfterAck(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY)`)
 	ctx := context.Background()
-	r := f.open(t, Config{Tables: tables("t"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true}, sluice.Position{})
 	r.pruneEvery = 0
-	f.exec(t, `INSERT INTO t SELECT generate_series(1, 5)`)
+	f.Exec(t, `INSERT INTO t SELECT generate_series(1, 5)`)
 	got := collect(t, r, 5, 2)
 	// An open transaction's row is not read and must survive every prune.
-	open, err := f.connect(t, nil).Begin(ctx)
+	open, err := f.ConnectPG(t, nil).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	execOn(t, open, `INSERT INTO t VALUES (100)`)
-	f.exec(t, `INSERT INTO t VALUES (6)`)
+	dbtest.ExecPG(t, open, `INSERT INTO t VALUES (100)`)
+	f.Exec(t, `INSERT INTO t VALUES (6)`)
 	got = append(got, collect(t, r, 1, 10)...)
 
-	logRows := func() int { return count(t, f.conn, `SELECT count(*) FROM sluice.changelog`) }
+	logRows := func() int { return f.QueryInt(t, `SELECT count(*) FROM sluice.changelog`) }
 	if err := r.Ack(ctx, got[2].Pos); err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +420,7 @@ func TestPruneAfterAck(t *testing.T) {
 		t.Fatalf("%d changelog rows after the open transaction committed, want 1", n)
 	}
 	last := collect(t, r, 1, 10)
-	expect(t, last, `insert t [100]`)
+	dbtest.ExpectChanges(t, last, `insert t [100]`)
 
 	// Rate limit: an Ack right after a prune waits for the next one.
 	r.pruneEvery = time.Hour
@@ -560,11 +445,11 @@ func TestOpenErrors(t *testing.T) {
 		`CREATE TABLE nopk (id int)`,
 		`CREATE TABLE notrig (id int PRIMARY KEY)`)
 	ctx := context.Background()
-	if err := Install(ctx, f.conn, "", tables("ok")); err != nil {
+	if err := Install(ctx, f.PG, "", dbtest.Tables("ok")); err != nil {
 		t.Fatal(err)
 	}
 	badPassword := func() string {
-		u, _ := url.Parse(f.url)
+		u, _ := url.Parse(f.URL)
 		u.User = url.UserPassword(u.User.Username(), "wrong")
 		return u.String()
 	}()
@@ -575,7 +460,7 @@ func TestOpenErrors(t *testing.T) {
 		}
 		addr := l.Addr().String()
 		l.Close()
-		u, _ := url.Parse(f.url)
+		u, _ := url.Parse(f.URL)
 		u.Host = addr
 		return u.String() + "&connect_timeout=5"
 	}()
@@ -586,21 +471,21 @@ func TestOpenErrors(t *testing.T) {
 		want    []string
 		install bool
 	}{
-		{"missing table", f.url, Config{Tables: tables("nope")},
-			[]string{"source table public.nope does not exist in database " + f.db}, false},
-		{"missing table with install", f.url, Config{Tables: tables("nope"), Install: true},
-			[]string{"source table public.nope does not exist in database " + f.db}, false},
-		{"no primary key", f.url, Config{Tables: tables("nopk"), Install: true},
+		{"missing table", f.URL, Config{Tables: dbtest.Tables("nope")},
+			[]string{"source table public.nope does not exist in database " + f.Name}, false},
+		{"missing table with install", f.URL, Config{Tables: dbtest.Tables("nope"), Install: true},
+			[]string{"source table public.nope does not exist in database " + f.Name}, false},
+		{"no primary key", f.URL, Config{Tables: dbtest.Tables("nopk"), Install: true},
 			[]string{"table public.nopk has no primary key; sluice needs one to apply changes idempotently: add one"}, false},
-		{"trigger missing", f.url, Config{Tables: tables("notrig")},
+		{"trigger missing", f.URL, Config{Tables: dbtest.Tables("notrig")},
 			[]string{"public.notrig", "run `sluice source install`"}, false},
-		{"changelog missing", f.url, Config{Tables: tables("ok"), Schema: "other"},
+		{"changelog missing", f.URL, Config{Tables: dbtest.Tables("ok"), Schema: "other"},
 			[]string{"other.changelog", "run `sluice source install`"}, false},
-		{"wrong password", badPassword, Config{Tables: tables("ok")},
+		{"wrong password", badPassword, Config{Tables: dbtest.Tables("ok")},
 			[]string{"password authentication failed", "check the password"}, false},
-		{"unreachable", closedPort, Config{Tables: tables("ok")},
+		{"unreachable", closedPort, Config{Tables: dbtest.Tables("ok")},
 			[]string{"cannot reach PostgreSQL source at 127.0.0.1:", "check the host and port"}, false},
-		{"foreign position", f.url, Config{Tables: tables("ok")},
+		{"foreign position", f.URL, Config{Tables: dbtest.Tables("ok")},
 			[]string{"not a pgtrigger position"}, false},
 	}
 	for _, tt := range tests {
@@ -631,13 +516,13 @@ func TestOpenErrors(t *testing.T) {
 func TestSourceWritesSurviveChanges(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY, a text, b text)`, `CREATE ROLE app_writer_pgtrigger_test`)
 	t.Cleanup(func() {
-		f.conn.Exec(context.Background(), `DROP OWNED BY app_writer_pgtrigger_test`)
-		f.conn.Exec(context.Background(), `DROP ROLE app_writer_pgtrigger_test`)
+		f.PG.Exec(context.Background(), `DROP OWNED BY app_writer_pgtrigger_test`)
+		f.PG.Exec(context.Background(), `DROP ROLE app_writer_pgtrigger_test`)
 	})
-	if err := Install(context.Background(), f.conn, "", tables("t")); err != nil {
+	if err := Install(context.Background(), f.PG, "", dbtest.Tables("t")); err != nil {
 		t.Fatal(err)
 	}
-	f.exec(t,
+	f.Exec(t,
 		`ALTER TABLE t ADD COLUMN c int`,
 		`ALTER TABLE t DROP COLUMN a`,
 		`ALTER TABLE t RENAME COLUMN b TO bb`,
@@ -655,7 +540,7 @@ func TestSourceWritesSurviveChanges(t *testing.T) {
 		`DELETE FROM t`,
 		`RESET ROLE`,
 	)
-	if n := count(t, f.conn, `SELECT count(*) FROM sluice.changelog`); n != 7 {
+	if n := f.QueryInt(t, `SELECT count(*) FROM sluice.changelog`); n != 7 {
 		t.Fatalf("%d changelog rows, want 7", n)
 	}
 }
@@ -663,40 +548,40 @@ func TestSourceWritesSurviveChanges(t *testing.T) {
 func TestUninstall(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE a (id int PRIMARY KEY)`, `CREATE TABLE b (id int PRIMARY KEY)`)
 	ctx := context.Background()
-	if err := Install(ctx, f.conn, "", tables("a", "b")); err != nil {
+	if err := Install(ctx, f.PG, "", dbtest.Tables("a", "b")); err != nil {
 		t.Fatal(err)
 	}
-	triggers := func() int { return count(t, f.conn, `SELECT count(*) FROM pg_trigger WHERE tgname = 'sluice_capture'`) }
-	if err := Uninstall(ctx, f.conn, "", tables("a", "gone")); err != nil {
+	triggers := func() int { return f.QueryInt(t, `SELECT count(*) FROM pg_trigger WHERE tgname = 'sluice_capture'`) }
+	if err := Uninstall(ctx, f.PG, "", dbtest.Tables("a", "gone")); err != nil {
 		t.Fatal(err)
 	}
 	if n := triggers(); n != 1 {
 		t.Fatalf("%d capture triggers after uninstalling a, want 1", n)
 	}
-	if n := count(t, f.conn, `SELECT count(*) FROM pg_namespace WHERE nspname = 'sluice'`); n != 1 {
+	if n := f.QueryInt(t, `SELECT count(*) FROM pg_namespace WHERE nspname = 'sluice'`); n != 1 {
 		t.Fatal("schema sluice dropped while b is still captured")
 	}
-	f.exec(t, `INSERT INTO a VALUES (1)`, `INSERT INTO b VALUES (1)`)
-	if n := count(t, f.conn, `SELECT count(*) FROM sluice.changelog`); n != 1 {
+	f.Exec(t, `INSERT INTO a VALUES (1)`, `INSERT INTO b VALUES (1)`)
+	if n := f.QueryInt(t, `SELECT count(*) FROM sluice.changelog`); n != 1 {
 		t.Fatalf("%d changelog rows, want 1 (b only)", n)
 	}
 	for range 2 {
-		if err := Uninstall(ctx, f.conn, "", tables("b")); err != nil {
+		if err := Uninstall(ctx, f.PG, "", dbtest.Tables("b")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if n := triggers(); n != 0 {
 		t.Fatalf("%d capture triggers after uninstalling all, want 0", n)
 	}
-	if n := count(t, f.conn, `SELECT count(*) FROM pg_namespace WHERE nspname = 'sluice'`); n != 0 {
+	if n := f.QueryInt(t, `SELECT count(*) FROM pg_namespace WHERE nspname = 'sluice'`); n != 0 {
 		t.Fatal("schema sluice left after uninstalling every table")
 	}
-	f.exec(t, `INSERT INTO a VALUES (2)`, `INSERT INTO b VALUES (2)`)
+	f.Exec(t, `INSERT INTO a VALUES (2)`, `INSERT INTO b VALUES (2)`)
 }
 
 func TestReadIdle(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY)`)
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 100 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 100 * time.Millisecond}, sluice.Position{})
 	start := time.Now()
 	c, err := r.Read(context.Background(), 10)
 	if err != nil || len(c) != 0 {
@@ -718,14 +603,14 @@ func TestReadIdle(t *testing.T) {
 // change must be read once.
 func TestConcurrentWritersConverge(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, w text)`)
-	r := f.open(t, Config{Tables: tables("t"), Install: true, PollInterval: 20 * time.Millisecond}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("t"), Install: true, PollInterval: 20 * time.Millisecond}, sluice.Position{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
 	const writers, txPerWriter, keys = 4, 60, 8
 	errs := make(chan error, writers)
 	for w := range writers {
-		conn := f.connect(t, nil)
+		conn := f.ConnectPG(t, nil)
 		go func() {
 			errs <- func() error {
 				for i := range txPerWriter {
@@ -795,15 +680,15 @@ func TestConcurrentWritersConverge(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Read: %v", err)
 		}
-		cs = withoutProgress(cs)
+		cs = dbtest.WithoutProgress(cs)
 		apply(cs)
 		read += len(cs)
 	}
-	written := count(t, f.conn, `SELECT count(*) FROM sluice.changelog`)
+	written := f.QueryInt(t, `SELECT count(*) FROM sluice.changelog`)
 	apply(collect(t, r, written-read, 7))
 
 	want := map[string]string{}
-	rows, err := f.connect(t, SessionSettings()).Query(ctx, `SELECT id::text, v::text, w FROM t`)
+	rows, err := f.ConnectPG(t, SessionSettings()).Query(ctx, `SELECT id::text, v::text, w FROM t`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/internal/dbtest"
 )
 
 // jsonValue is a value written into json and jsonb columns, with what the
@@ -48,7 +49,7 @@ type wantChange struct {
 func checkChanges(t *testing.T, got []sluice.Change, want []wantChange) {
 	t.Helper()
 	if len(got) != len(want) {
-		t.Fatalf("%d changes, want %d: %s", len(got), len(want), describe(got))
+		t.Fatalf("%d changes, want %d: %s", len(got), len(want), dbtest.DescribeChanges(got))
 	}
 	for i, w := range want {
 		c := got[i]
@@ -87,7 +88,7 @@ func TestJSONNulls(t *testing.T) {
 		`CREATE TABLE j (id int PRIMARY KEY, v text, j json, jb jsonb, jd jdom2, jn json NOT NULL, pad text)`,
 		// A jsonb key column holds the JSON value, never SQL NULL.
 		`CREATE TABLE jk (k jsonb, n int, j json, PRIMARY KEY (k, n))`)
-	r := f.open(t, Config{Tables: tables("j", "jk"), Install: true}, sluice.Position{})
+	r := f.open(t, Config{Tables: dbtest.Tables("j", "jk"), Install: true}, sluice.Position{})
 
 	vals := jsonValues
 	n := len(vals)
@@ -115,7 +116,7 @@ func TestJSONNulls(t *testing.T) {
 	var want []wantChange
 	for id := 1; id <= 2*n; id++ {
 		set, image := row(id, (id-1)%n)
-		f.exec(t, fmt.Sprintf(`INSERT INTO j (id, jn) VALUES (%d, '{}')`, id), fmt.Sprintf(`UPDATE j SET %s WHERE id = %d`, set, id))
+		f.Exec(t, fmt.Sprintf(`INSERT INTO j (id, jn) VALUES (%d, '{}')`, id), fmt.Sprintf(`UPDATE j SET %s WHERE id = %d`, set, id))
 		want = append(want,
 			wantChange{"j", sluice.OpInsert, nil, sluice.Row{image[0], sluice.Null, sluice.Null, sluice.Null, sluice.Null, sluice.Text("{}"), sluice.Null}},
 			wantChange{"j", sluice.OpUpdate, key(id), image})
@@ -124,10 +125,10 @@ func TestJSONNulls(t *testing.T) {
 	// null a JSON string, ..., the last one SQL NULL.
 	for id := 1; id <= 2*n; id++ {
 		set, image := row(id, id%n)
-		f.exec(t, fmt.Sprintf(`UPDATE j SET %s WHERE id = %d`, set, id))
+		f.Exec(t, fmt.Sprintf(`UPDATE j SET %s WHERE id = %d`, set, id))
 		want = append(want, wantChange{"j", sluice.OpUpdate, key(id), image})
 	}
-	f.exec(t, `DELETE FROM j`)
+	f.Exec(t, `DELETE FROM j`)
 	for id := 1; id <= 2*n; id++ {
 		want = append(want, wantChange{"j", sluice.OpDelete, key(id), nil})
 	}
@@ -142,22 +143,22 @@ func TestJSONNulls(t *testing.T) {
 		}
 	}
 	for i, v := range keyVals {
-		f.exec(t, fmt.Sprintf(`INSERT INTO jk VALUES (%s, %d, %s)`, v.sql, i, v.sql))
+		f.Exec(t, fmt.Sprintf(`INSERT INTO jk VALUES (%s, %d, %s)`, v.sql, i, v.sql))
 		want = append(want, wantChange{"jk", sluice.OpInsert, nil, sluice.Row{v.jsonb, sluice.Text(fmt.Sprint(i)), v.json}})
 	}
 	for i, v := range keyVals {
 		// The key stays, the json column becomes SQL NULL.
 		k := sluice.Row{v.jsonb, sluice.Text(fmt.Sprint(i))}
-		f.exec(t, fmt.Sprintf(`UPDATE jk SET j = NULL WHERE n = %d`, i))
+		f.Exec(t, fmt.Sprintf(`UPDATE jk SET j = NULL WHERE n = %d`, i))
 		want = append(want, wantChange{"jk", sluice.OpUpdate, k, sluice.Row{v.jsonb, k[1], sluice.Null}})
 	}
 	// The key changes from the JSON null, then back.
-	f.exec(t, `UPDATE jk SET k = '[null, null]' WHERE k = 'null'`, `UPDATE jk SET k = 'null', j = 'null' WHERE k = '[null, null]'`)
+	f.Exec(t, `UPDATE jk SET k = '[null, null]' WHERE k = 'null'`, `UPDATE jk SET k = 'null', j = 'null' WHERE k = '[null, null]'`)
 	want = append(want,
 		wantChange{"jk", sluice.OpUpdate, sluice.Row{sluice.Text("null"), sluice.Text("0")}, sluice.Row{sluice.Text("[null, null]"), sluice.Text("0"), sluice.Null}},
 		wantChange{"jk", sluice.OpUpdate, sluice.Row{sluice.Text("[null, null]"), sluice.Text("0")}, sluice.Row{sluice.Text("null"), sluice.Text("0"), sluice.Text("null")}})
 	for i, v := range keyVals {
-		f.exec(t, fmt.Sprintf(`DELETE FROM jk WHERE n = %d`, i))
+		f.Exec(t, fmt.Sprintf(`DELETE FROM jk WHERE n = %d`, i))
 		want = append(want, wantChange{"jk", sluice.OpDelete, sluice.Row{v.jsonb, sluice.Text(fmt.Sprint(i))}, nil})
 	}
 	checkChanges(t, collect(t, r, len(want), 1000), want)
@@ -193,14 +194,14 @@ END
 func installLegacy(t *testing.T, f *fixture, tbls []sluice.TableName) {
 	t.Helper()
 	ctx := context.Background()
-	if err := Install(ctx, f.conn, "", tbls); err != nil {
+	if err := Install(ctx, f.PG, "", tbls); err != nil {
 		t.Fatalf("Install: %v", err)
 	}
 	legacy := function{name: captureFunc, set: "SET extra_float_digits = 3\nSET IntervalStyle = postgres\n",
 		body: fmt.Sprintf(legacyCaptureBody, ident(DefaultSchema, changelogTable))}
-	f.exec(t, `ALTER TABLE sluice.changelog DROP COLUMN nulls`, legacy.create(DefaultSchema))
+	f.Exec(t, `ALTER TABLE sluice.changelog DROP COLUMN nulls`, legacy.create(DefaultSchema))
 	for _, tn := range normalize(tbls) {
-		info, err := lookupTable(ctx, f.conn, f.db, tn)
+		info, err := lookupTable(ctx, f.PG, f.Name, tn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +209,7 @@ func installLegacy(t *testing.T, f *fixture, tbls []sluice.TableName) {
 		for _, k := range info.keyNames() {
 			args = append(args, quoteLiteral(k))
 		}
-		f.exec(t, fmt.Sprintf(`DROP TRIGGER sluice_capture ON %s`, ident(tn.Schema, tn.Name)),
+		f.Exec(t, fmt.Sprintf(`DROP TRIGGER sluice_capture ON %s`, ident(tn.Schema, tn.Name)),
 			fmt.Sprintf(`CREATE TRIGGER sluice_capture AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION sluice.capture(%s)`,
 				ident(tn.Schema, tn.Name), strings.Join(args, ", ")))
 	}
@@ -218,7 +219,7 @@ func installLegacy(t *testing.T, f *fixture, tbls []sluice.TableName) {
 // trigger: a re-created trigger has a new one.
 func triggerOIDs(t *testing.T, f *fixture) map[string]uint32 {
 	t.Helper()
-	rows, err := f.conn.Query(context.Background(), `SELECT tgrelid::regclass::text || ' ' || tgname, oid FROM pg_trigger WHERE tgname LIKE 'sluice%'`)
+	rows, err := f.PG.Query(context.Background(), `SELECT tgrelid::regclass::text || ' ' || tgname, oid FROM pg_trigger WHERE tgname LIKE 'sluice%'`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,13 +252,13 @@ func TestInstallUpgradesJSONNulls(t *testing.T) {
 		`CREATE TABLE p (id int PRIMARY KEY, v text)`,
 		`CREATE TABLE other (id int PRIMARY KEY, j json)`)
 	ctx := context.Background()
-	tbls := tables("j", "p")
-	installLegacy(t, f, tables("j", "p", "other"))
+	tbls := dbtest.Tables("j", "p")
+	installLegacy(t, f, dbtest.Tables("j", "p", "other"))
 
 	// Captured by the legacy install.
-	f.exec(t, `INSERT INTO j VALUES (1, NULL, NULL), (2, 'null', 'null'), (3, '{}', '"null"')`)
+	f.Exec(t, `INSERT INTO j VALUES (1, NULL, NULL), (2, 'null', 'null'), (3, '{}', '"null"')`)
 
-	missing, err := missingObjects(ctx, f.conn, DefaultSchema, tbls)
+	missing, err := missingObjects(ctx, f.PG, DefaultSchema, tbls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,14 +266,14 @@ func TestInstallUpgradesJSONNulls(t *testing.T) {
 	if !slices.Equal(missing, wantMissing) {
 		t.Fatalf("missing before the upgrade = %q, want %q", missing, wantMissing)
 	}
-	_, err = Open(ctx, f.url, Config{Tables: tbls, Logger: slog.New(slog.DiscardHandler)}, sluice.Position{})
+	_, err = Open(ctx, f.URL, Config{Tables: tbls, Logger: slog.New(slog.DiscardHandler)}, sluice.Position{})
 	if err == nil || !strings.Contains(err.Error(), "does not tell SQL NULL from the JSON value null in its nullable json and jsonb columns (j, jb)") ||
 		!strings.Contains(err.Error(), "sluice source install") {
 		t.Fatalf("Open on the legacy install: %v, want an error saying the trigger does not tell JSON null from SQL NULL and to install", err)
 	}
 
 	before := triggerOIDs(t, f)
-	if err := Install(ctx, f.conn, "", tbls); err != nil {
+	if err := Install(ctx, f.PG, "", tbls); err != nil {
 		t.Fatalf("Install over the legacy install: %v", err)
 	}
 	after := triggerOIDs(t, f)
@@ -281,21 +282,21 @@ func TestInstallUpgradesJSONNulls(t *testing.T) {
 			t.Errorf("trigger %s: re-created %v by the upgrade, want %v", name, recreated, !recreated)
 		}
 	}
-	info, err := lookupTable(ctx, f.conn, f.db, sluice.TableName{Schema: "public", Name: "j"})
+	info, err := lookupTable(ctx, f.PG, f.Name, sluice.TableName{Schema: "public", Name: "j"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	trg, _, err := lookupTrigger(ctx, f.conn, info.oid, triggerName(DefaultSchema), ident(DefaultSchema, captureFunc))
+	trg, _, err := lookupTrigger(ctx, f.PG, info.oid, triggerName(DefaultSchema), ident(DefaultSchema, captureFunc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{`"public"."j"`, "id", "", "j", "jb"}; !slices.Equal(trg.args, want) {
 		t.Errorf("capture trigger arguments on j = %q, want %q", trg.args, want)
 	}
-	if missing, err := missingObjects(ctx, f.conn, DefaultSchema, tbls); err != nil || len(missing) > 0 {
+	if missing, err := missingObjects(ctx, f.PG, DefaultSchema, tbls); err != nil || len(missing) > 0 {
 		t.Fatalf("missing after the upgrade = %q, %v; want nothing", missing, err)
 	}
-	if err := Install(ctx, f.conn, "", tbls); err != nil {
+	if err := Install(ctx, f.PG, "", tbls); err != nil {
 		t.Fatalf("second Install: %v", err)
 	}
 	if again := triggerOIDs(t, f); fmt.Sprint(again) != fmt.Sprint(after) {
@@ -304,13 +305,13 @@ func TestInstallUpgradesJSONNulls(t *testing.T) {
 
 	// Captured by the upgraded install; the table left out still
 	// captures, with the new function and its old trigger.
-	f.exec(t,
+	f.Exec(t,
 		`INSERT INTO j VALUES (4, NULL, NULL), (5, 'null', 'null')`,
 		`UPDATE j SET j = 'null', jb = NULL WHERE id = 1`,
 		`UPDATE j SET j = NULL, jb = 'null' WHERE id = 2`,
 		`INSERT INTO p VALUES (1, NULL)`,
 		`INSERT INTO other VALUES (1, 'null')`)
-	if n := count(t, f.conn, `SELECT count(*) FROM sluice.changelog WHERE tbl = '"public"."other"' AND nulls IS NULL`); n != 1 {
+	if n := f.QueryInt(t, `SELECT count(*) FROM sluice.changelog WHERE tbl = '"public"."other"' AND nulls IS NULL`); n != 1 {
 		t.Errorf("%d changelog rows of the table left out, want 1", n)
 	}
 
@@ -349,11 +350,11 @@ func TestJSONNullsAfterAlter(t *testing.T) {
 		`CREATE TABLE pt1 (jb jsonb, x int, j json, id int NOT NULL)`,
 		`ALTER TABLE pt1 DROP COLUMN x`,
 		`ALTER TABLE pt ATTACH PARTITION pt1 FOR VALUES FROM (0) TO (100)`)
-	if err := Install(context.Background(), f.conn, "", tables("a", "pt")); err != nil {
+	if err := Install(context.Background(), f.PG, "", dbtest.Tables("a", "pt")); err != nil {
 		t.Fatal(err)
 	}
 	// Rows 5 and 6 have long images, in which every column is tested.
-	f.exec(t,
+	f.Exec(t,
 		`INSERT INTO a VALUES (1, NULL, 'null', 'null')`,
 		`INSERT INTO pt VALUES (1, 'null', NULL), (2, NULL, '"null"')`,
 		`ALTER TABLE a DROP COLUMN gone`,
@@ -367,7 +368,7 @@ func TestJSONNullsAfterAlter(t *testing.T) {
 		`ALTER TABLE a RENAME COLUMN j TO j2`,
 		`INSERT INTO a VALUES (4, NULL, 'null')`,
 		`UPDATE a SET jb = 'null' WHERE id = 1`)
-	rows, err := f.conn.Query(context.Background(), `SELECT tbl || ' ' || op::text || ' ' || coalesce(nulls::text, 'NULL') FROM sluice.changelog ORDER BY id`)
+	rows, err := f.PG.Query(context.Background(), `SELECT tbl || ' ' || op::text || ' ' || coalesce(nulls::text, 'NULL') FROM sluice.changelog ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}

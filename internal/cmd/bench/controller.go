@@ -195,7 +195,7 @@ func ctlBacklog(ctx context.Context, srcURL string, n int) error {
 // checkpoints before and after copying the files, so no run pays for
 // flushing the previous copy (WAL_LOG would write the whole database
 // through the WAL, flushed by a checkpoint during some later run).
-func copyDatabase(ctx context.Context, srv *dbtest.Postgres, name, tmpl string) (string, error) {
+func copyDatabase(ctx context.Context, srv dbtest.Server, name, tmpl string) (string, error) {
 	conn, err := connect(ctx, srv.URL("postgres"))
 	if err != nil {
 		return "", err

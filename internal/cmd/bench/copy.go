@@ -272,18 +272,15 @@ func (ce *copyEnv) pair(ctx context.Context, pair string) ([]copyResult, error) 
 	// newTarget makes a fresh target database holding the empty tables.
 	newTarget := func() (dstURL, dstAddr string, err error) {
 		name := ce.nextName()
+		dst, exec := ce.myDst, myExecAll
 		if dstPG {
-			if err := ce.pgDst.CreateDatabase(ctx, name); err != nil {
-				return "", "", err
-			}
-			u := ce.pgDst.URL(name)
-			return u, ce.pgDst.Addr(), execAll(ctx, u, copyDDL()...)
+			dst, exec = ce.pgDst, execAll
 		}
-		if err := ce.myDst.CreateDatabase(ctx, name); err != nil {
+		if err := dst.CreateDatabase(ctx, name); err != nil {
 			return "", "", err
 		}
-		u := ce.myDst.URL(name)
-		return u, ce.myDst.Addr(), myExecAll(ctx, u, copyDDL()...)
+		u := dst.URL(name)
+		return u, dst.Addr(), exec(ctx, u, copyDDL()...)
 	}
 	workers := ce.cc.workers[:1]
 	if pair == pairPGPG {

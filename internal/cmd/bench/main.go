@@ -338,10 +338,40 @@ func (r readerResult) rate() float64 { return float64(r.changes) / r.elapsed.Sec
 // env holds the servers, started when a source first needs them.
 type env struct {
 	cfg          config
-	pgSrc, pgDst *dbtest.Postgres
-	mySrc, myDst *dbtest.MariaDB
+	pgSrc, pgDst dbtest.Server
+	mySrc, myDst dbtest.Server
 	dbs          int
 	log          *slog.Logger
+}
+
+// startPair starts a throwaway source and target server of engine into
+// *src and *dst unless they are running; label names the engine in
+// messages.
+func startPair(ctx context.Context, engine dbtest.Engine, label string, src, dst *dbtest.Server) error {
+	if *src != nil {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "==> starting throwaway %s source and target\n", label)
+	s, err := engine.Start(ctx)
+	if err != nil {
+		return fmt.Errorf("start %s source: %w", label, err)
+	}
+	d, err := engine.Start(ctx)
+	if err != nil {
+		s.Stop()
+		return fmt.Errorf("start %s target: %w", label, err)
+	}
+	*src, *dst = s, d
+	return nil
+}
+
+// stopPair stops the servers startPair started, if any.
+func stopPair(src, dst *dbtest.Server) {
+	if *src != nil {
+		(*src).Stop()
+		(*dst).Stop()
+		*src, *dst = nil, nil
+	}
 }
 
 func run(ctx context.Context, cfg config) error {

@@ -27,30 +27,10 @@ type myWorkload func(ctx context.Context, db *sql.DB, n int) error
 
 // mariadb starts the MariaDB source and target unless running.
 func (e *env) mariadb(ctx context.Context) error {
-	if e.mySrc != nil {
-		return nil
-	}
-	fmt.Fprintln(os.Stderr, "==> starting throwaway MariaDB source and target")
-	src, err := dbtest.StartMariaDB(ctx)
-	if err != nil {
-		return fmt.Errorf("start MariaDB source: %w", err)
-	}
-	dst, err := dbtest.StartMariaDB(ctx)
-	if err != nil {
-		src.Stop()
-		return fmt.Errorf("start MariaDB target: %w", err)
-	}
-	e.mySrc, e.myDst = src, dst
-	return nil
+	return startPair(ctx, dbtest.MariaEngine, "MariaDB", &e.mySrc, &e.myDst)
 }
 
-func (e *env) stopMariaDB() {
-	if e.mySrc != nil {
-		e.mySrc.Stop()
-		e.myDst.Stop()
-		e.mySrc, e.myDst = nil, nil
-	}
-}
+func (e *env) stopMariaDB() { stopPair(&e.mySrc, &e.myDst) }
 
 // myTables is the bench table of database name, as the MariaDB sources
 // stream it (the MariaDB target writes to the same database name).
@@ -60,7 +40,7 @@ func myTables(name string) []sluice.TableName {
 
 // myDatabase (re)creates database name on srv with the bench table and,
 // when base > 0, its base rows.
-func myDatabase(ctx context.Context, srv *dbtest.MariaDB, name string, base int) (string, error) {
+func myDatabase(ctx context.Context, srv dbtest.Server, name string, base int) (string, error) {
 	if err := srv.DropDatabase(ctx, name); err != nil {
 		return "", err
 	}

@@ -360,7 +360,7 @@ func (ne *nativeEnv) postgresRun(ctx context.Context, run int) error {
 func (ne *nativeEnv) pgSubscription(ctx context.Context, run int, srcURL, srcDB, slot string, rtt time.Duration) (nativeRun, error) {
 	res := nativeRun{system: sysPGNative, rtt: rtt, run: run, changes: ne.shape.changes()}
 	fmt.Fprintf(os.Stderr, "==> native, run %d, PostgreSQL subscription, %s\n", run, linkLabel(rtt))
-	src, dst := ne.pgSrc, ne.pgDst
+	src, dst := ne.pgSrc.(*dbtest.Postgres), ne.pgDst.(*dbtest.Postgres) // the subscription names the superuser and the data directory
 	proxy, err := wanproxy.Start(src.Addr(), rtt/2)
 	if err != nil {
 		return res, err
@@ -487,7 +487,7 @@ func (ne *nativeEnv) mariadbRun(ctx context.Context, run int) error {
 	// The replica and sluice both write the source's database name on the
 	// second server (replication keeps names; sluice qualifies the target
 	// table with the source's schema), one after the other.
-	for _, srv := range []*dbtest.MariaDB{src, dst} {
+	for _, srv := range []dbtest.Server{src, dst} {
 		if err := srv.DropDatabase(ctx, name); err != nil {
 			return err
 		}
@@ -615,7 +615,7 @@ func scanMasterStatus(ctx context.Context, db *sql.DB, file *string, pos *int64)
 func (ne *nativeEnv) myReplica(ctx context.Context, run int, system string, threads int, srcURL, dstURL, file string, pos int64, rtt time.Duration) (nativeRun, error) {
 	res := nativeRun{system: system, rtt: rtt, run: run, changes: ne.shape.changes()}
 	fmt.Fprintf(os.Stderr, "==> native, run %d, MariaDB replica (slave_parallel_threads %d), %s\n", run, threads, linkLabel(rtt))
-	src := ne.mySrc
+	src := ne.mySrc.(*dbtest.MariaDB) // the replica names the root user
 	proxy, err := wanproxy.Start(src.Addr(), rtt/2)
 	if err != nil {
 		return res, err

@@ -30,34 +30,14 @@ type pgWorkload func(ctx context.Context, conn *pgx.Conn, n int) error
 
 // postgres starts the PostgreSQL source and target unless running.
 func (e *env) postgres(ctx context.Context) error {
-	if e.pgSrc != nil {
-		return nil
-	}
-	fmt.Fprintln(os.Stderr, "==> starting throwaway PostgreSQL source and target")
-	src, err := dbtest.StartPostgres(ctx)
-	if err != nil {
-		return fmt.Errorf("start PostgreSQL source: %w", err)
-	}
-	dst, err := dbtest.StartPostgres(ctx)
-	if err != nil {
-		src.Stop()
-		return fmt.Errorf("start PostgreSQL target: %w", err)
-	}
-	e.pgSrc, e.pgDst = src, dst
-	return nil
+	return startPair(ctx, dbtest.PGEngine, "PostgreSQL", &e.pgSrc, &e.pgDst)
 }
 
-func (e *env) stopPostgres() {
-	if e.pgSrc != nil {
-		e.pgSrc.Stop()
-		e.pgDst.Stop()
-		e.pgSrc, e.pgDst = nil, nil
-	}
-}
+func (e *env) stopPostgres() { stopPair(&e.pgSrc, &e.pgDst) }
 
 // pgDatabase creates database name on srv with the bench table and, when
 // base > 0, its base rows.
-func pgDatabase(ctx context.Context, srv *dbtest.Postgres, name string, base int) (string, error) {
+func pgDatabase(ctx context.Context, srv dbtest.Server, name string, base int) (string, error) {
 	if err := srv.CreateDatabase(ctx, name); err != nil {
 		return "", err
 	}

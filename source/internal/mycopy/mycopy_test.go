@@ -21,25 +21,6 @@ import (
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
-func sqlDB(t testing.TB, dsn string) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-func exec(t testing.TB, db *sql.DB, stmts ...string) {
-	t.Helper()
-	for _, s := range stmts {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-}
-
 // begin opens a Reader on its own pool (the Reader closes it).
 func begin(t testing.TB, dsn string, style mycopy.Style) *mycopy.Reader {
 	t.Helper()
@@ -136,7 +117,7 @@ func insertTypes(t *testing.T, db *sql.DB) {
 		fmt.Fprintf(&latin, "%02x", b)
 	}
 	latin.WriteString("'")
-	exec(t, db, "SET SESSION sql_mode = ''",
+	dbtest.ExecSQL(t, db, "SET SESSION sql_mode = ''",
 		`INSERT INTO ty VALUES (1, -128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295,
 			-9223372036854775808, 18446744073709551615, 42, -123456789.125, 42, 12345678901234567890.000000000000000000000000000001,
 			3.14159, 2.718281828459045, 1234.5, 12.3, 'ab', 'héllo ✓', 'long text', 'ab', x'00ff10', x'deadbeef',
@@ -205,12 +186,10 @@ func compareTypes(t *testing.T, dsn string, style mycopy.Style, tb *sluice.Table
 // started and requires the copy to read exactly the rows the binlog
 // reader streamed.
 func TestSameTextAsBinlog(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
 	// The writer's time zone is not the copy's: TIMESTAMPs are UTC.
-	db := sqlDB(t, m.DSN(dbn)+"?time_zone=%27%2B02%3A00%27")
-	exec(t, db, typesDDL)
-	r, err := binlog.Open(context.Background(), m.DSN(dbn), binlog.Config{Tables: []sluice.TableName{{Schema: dbn, Name: "ty"}}}, sluice.Position{})
+	d := dbtest.MariaEngine.DatabaseWith(t, map[string]string{"time_zone": "'+02:00'"}, typesDDL)
+	dbn, db := d.Name, d.My
+	r, err := binlog.Open(context.Background(), d.DSN, binlog.Config{Tables: []sluice.TableName{{Schema: dbn, Name: "ty"}}}, sluice.Position{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +198,7 @@ func TestSameTextAsBinlog(t *testing.T) {
 	const n = 16
 	cs := readChanges(t, r, n)
 	tb := r.Tables()[0]
-	c := compareTypes(t, m.DSN(dbn), mycopy.Binlog, tb, cs)
+	c := compareTypes(t, d.DSN, mycopy.Binlog, tb, cs)
 	ctx := context.Background()
 	// The digest of the whole table equals the sum of its ranges' and
 	// changes when a row does.
@@ -230,11 +209,11 @@ func TestSameTextAsBinlog(t *testing.T) {
 	if whole.Rows != n || whole.Sum == "" || whole.Sum == "0" {
 		t.Fatalf("digest %+v", whole)
 	}
-	exec(t, db, "UPDATE ty SET vc = 'changed' WHERE id = 1")
+	dbtest.ExecSQL(t, db, "UPDATE ty SET vc = 'changed' WHERE id = 1")
 	if again, _ := c.Digest(ctx, tb, tablecopy.Range{}); again != whole {
 		t.Errorf("digest in the snapshot changed after a commit: %+v, was %+v", again, whole)
 	}
-	c2 := begin(t, m.DSN(dbn), mycopy.Binlog)
+	c2 := begin(t, d.DSN, mycopy.Binlog)
 	if after, _ := c2.Digest(ctx, tb, tablecopy.Range{}); after == whole || after.Rows != n {
 		t.Errorf("digest of a new snapshot after a change: %+v, was %+v", after, whole)
 	}
@@ -242,11 +221,9 @@ func TestSameTextAsBinlog(t *testing.T) {
 
 // TestSameTextAsTrigger: the same for the trigger reader.
 func TestSameTextAsTrigger(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn)+"?time_zone=%27%2B02%3A00%27")
-	exec(t, db, typesDDL)
-	r, err := mytrigger.Open(context.Background(), m.DSN(dbn), mytrigger.Config{Tables: []sluice.TableName{{Name: "ty"}}, Install: true}, sluice.Position{})
+	d := dbtest.MariaEngine.DatabaseWith(t, map[string]string{"time_zone": "'+02:00'"}, typesDDL)
+	db := d.My
+	r, err := mytrigger.Open(context.Background(), d.DSN, mytrigger.Config{Tables: []sluice.TableName{{Name: "ty"}}, Install: true}, sluice.Position{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,31 +245,28 @@ func TestSameTextAsTrigger(t *testing.T) {
 			}
 		}
 	}
-	compareTypes(t, m.DSN(dbn), mycopy.Trigger, r.Tables()[0], cs)
+	compareTypes(t, d.DSN, mycopy.Trigger, r.Tables()[0], cs)
 }
 
 // TestSplit: integer keys split by value width, other keys by row number,
 // tables without a key whole; the ranges cover every row once.
 func TestSplit(t *testing.T) {
-	m := dbtest.Maria(t)
-	dbn := dbtest.MariaDatabase(t)
-	db := sqlDB(t, m.DSN(dbn))
-	exec(t, db,
+	d := dbtest.MariaEngine.Database(t,
 		"CREATE TABLE ik (id BIGINT UNSIGNED PRIMARY KEY, v INT)",
 		"INSERT INTO ik SELECT 18446744073709551615 - 7000 + (seq - 1) * 7, seq FROM seq_1_to_1000",
 		"CREATE TABLE ck (a VARCHAR(10), b INT, v INT, PRIMARY KEY (a, b))",
 		"INSERT INTO ck SELECT CONCAT('k', seq % 13), seq, seq FROM seq_1_to_1000",
 		"CREATE TABLE nk (v INT)",
 		"INSERT INTO nk SELECT seq FROM seq_1_to_100")
-	c := begin(t, m.DSN(dbn), mycopy.Binlog)
+	c := begin(t, d.DSN, mycopy.Binlog)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		tb      *sluice.Table
 		minRngs int
 	}{
-		{&sluice.Table{Name: sluice.TableName{Schema: dbn, Name: "ik"}, Columns: []sluice.Column{{Name: "id"}, {Name: "v"}}, Key: []int{0}}, 8},
-		{&sluice.Table{Name: sluice.TableName{Schema: dbn, Name: "ck"}, Columns: []sluice.Column{{Name: "a"}, {Name: "b"}, {Name: "v"}}, Key: []int{0, 1}}, 10},
-		{&sluice.Table{Name: sluice.TableName{Schema: dbn, Name: "nk"}, Columns: []sluice.Column{{Name: "v"}}}, 1},
+		{&sluice.Table{Name: sluice.TableName{Schema: d.Name, Name: "ik"}, Columns: []sluice.Column{{Name: "id"}, {Name: "v"}}, Key: []int{0}}, 8},
+		{&sluice.Table{Name: sluice.TableName{Schema: d.Name, Name: "ck"}, Columns: []sluice.Column{{Name: "a"}, {Name: "b"}, {Name: "v"}}, Key: []int{0, 1}}, 10},
+		{&sluice.Table{Name: sluice.TableName{Schema: d.Name, Name: "nk"}, Columns: []sluice.Column{{Name: "v"}}}, 1},
 	} {
 		t.Run(tc.tb.Name.Name, func(t *testing.T) {
 			rs, est, err := c.Split(ctx, tc.tb, 100)
@@ -316,8 +290,7 @@ func TestSplit(t *testing.T) {
 				}
 				seen[k] = true
 			}
-			var n int
-			db.QueryRow("SELECT COUNT(*) FROM " + tc.tb.Name.Name).Scan(&n)
+			n := d.QueryInt(t, "SELECT COUNT(*) FROM "+tc.tb.Name.Name)
 			if len(rows) != n {
 				t.Fatalf("read %d rows, table has %d", len(rows), n)
 			}

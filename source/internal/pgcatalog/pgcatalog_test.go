@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 )
@@ -18,24 +16,14 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 // one) and types without a collation compare bytes.
 func TestCollations(t *testing.T) {
 	ctx := context.Background()
-	db := dbtest.PGDatabase(t)
-	conn, err := pgx.Connect(ctx, dbtest.PG(t).URL(db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	for _, q := range []string{
+	d := dbtest.PGEngine.Database(t,
 		`CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)`,
 		`CREATE COLLATION de_icu (provider = icu, locale = 'de')`,
 		`CREATE DOMAIN ci_text AS text COLLATE ci`,
 		`CREATE TABLE c (id text COLLATE ci PRIMARY KEY, plain text, posix text COLLATE "C", de text COLLATE de_icu,
 			dom ci_text, arr varchar(5)[] COLLATE ci, n numeric, dropped text COLLATE ci)`,
-		`ALTER TABLE c DROP COLUMN dropped`,
-	} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		`ALTER TABLE c DROP COLUMN dropped`)
+	conn, db := d.PG, d.Name
 	name := sluice.TableName{Schema: "public", Name: "c"}
 	oid, _, err := Table(ctx, conn, db, name)
 	if err != nil {

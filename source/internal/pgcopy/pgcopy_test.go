@@ -17,26 +17,17 @@ import (
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 type fixture struct {
-	url  string
-	conn *pgx.Conn
+	*dbtest.Database
 }
 
 func newFixture(t *testing.T, ddl ...string) *fixture {
 	t.Helper()
-	db := dbtest.PGDatabase(t)
-	f := &fixture{url: dbtest.PG(t).URL(db)}
-	f.conn = f.connect(t, nil)
-	for _, s := range ddl {
-		if _, err := f.conn.Exec(context.Background(), s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	return f
+	return &fixture{dbtest.PGEngine.Database(t, ddl...)}
 }
 
 func (f *fixture) config(t *testing.T, settings map[string]string) *pgx.ConnConfig {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(f.url)
+	cfg, err := pgx.ParseConfig(f.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,31 +37,12 @@ func (f *fixture) config(t *testing.T, settings map[string]string) *pgx.ConnConf
 	return cfg
 }
 
-func (f *fixture) connect(t *testing.T, settings map[string]string) *pgx.Conn {
-	t.Helper()
-	conn, err := pgx.ConnectConfig(context.Background(), f.config(t, settings))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
-}
-
-func (f *fixture) exec(t *testing.T, sql ...string) {
-	t.Helper()
-	for _, s := range sql {
-		if _, err := f.conn.Exec(context.Background(), s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-}
-
 // export starts a transaction that exports its snapshot, open until the
 // test ends.
 func (f *fixture) export(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	conn := f.connect(t, nil)
+	conn := f.ConnectPG(t, nil)
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		t.Fatal(err)
@@ -138,24 +110,8 @@ func TestReadText(t *testing.T) {
 		sel[i] = c + "::text"
 	}
 	got := readAll(t, r, tbl, tablecopy.Range{})
-	res, err := f.connect(t, settings).Query(context.Background(), `SELECT `+strings.Join(sel, ", ")+` FROM v ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var want []string
-	for res.Next() {
-		vals, err := res.Values()
-		if err != nil {
-			t.Fatal(err)
-		}
-		row := make(sluice.Row, len(vals))
-		for i, v := range vals {
-			if v == nil {
-				row[i] = sluice.Null
-			} else {
-				row[i] = sluice.Text(v.(string))
-			}
-		}
+	for _, row := range dbtest.TextRowsPG(t, f.ConnectPG(t, settings), `SELECT `+strings.Join(sel, ", ")+` FROM v ORDER BY id`) {
 		want = append(want, fmt.Sprint(row))
 	}
 	if !slices.Equal(got, want) {
@@ -298,7 +254,7 @@ func TestSnapshot(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY, v text, f float8)`,
 		`INSERT INTO t SELECT g, 'v' || g, g / 3.0 FROM generate_series(1, 3000) g`)
 	snap := f.export(t)
-	f.exec(t, `UPDATE t SET v = 'changed' WHERE id = 2500`, `INSERT INTO t VALUES (5000, 'new', 0)`)
+	f.Exec(t, `UPDATE t SET v = 'changed' WHERE id = 2500`, `INSERT INTO t VALUES (5000, 'new', 0)`)
 	readers, err := OpenN(context.Background(), f.config(t, nil), snap, 2)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/tablecopy"
 )
 
@@ -70,7 +71,7 @@ func Start(t *testing.T, url string, writers int) *Workload {
 func (w *Workload) Start(t *testing.T, writers int) {
 	t.Helper()
 	for i := range writers {
-		conn := Connect(t, w.url, nil)
+		conn := dbtest.ConnectPG(t, w.url, nil)
 		// Cleanups run last first: the writers stop before their
 		// sessions close.
 		t.Cleanup(w.Stop)
@@ -180,7 +181,7 @@ func (w *Workload) Stop() {
 func (w *Workload) Hold(t *testing.T) (commit func()) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := Connect(t, w.url, nil).Begin(ctx)
+	tx, err := dbtest.ConnectPG(t, w.url, nil).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,24 +204,6 @@ func (w *Workload) Hold(t *testing.T) (commit func()) {
 
 // Committed is the number of transactions committed so far.
 func (w *Workload) Committed() int64 { return w.tx.Load() }
-
-// Connect opens a session with settings, closed when the test ends.
-func Connect(t *testing.T, url string, settings map[string]string) *pgx.Conn {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range settings {
-		cfg.RuntimeParams[k] = v
-	}
-	conn, err := pgx.ConnectConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	return conn
-}
 
 // Replica holds rows by table and key, each as its values' text.
 type Replica map[string]map[string]string
@@ -310,7 +293,7 @@ type Reader interface {
 func Stream(t *testing.T, url string, r Reader, rep Replica, marker int) int {
 	t.Helper()
 	ctx := context.Background()
-	conn := Connect(t, url, nil)
+	conn := dbtest.ConnectPG(t, url, nil)
 	if _, err := conn.Exec(ctx, `INSERT INTO a (id, v) VALUES ($1, 'marker')`, marker); err != nil {
 		t.Fatal(err)
 	}
@@ -340,34 +323,15 @@ func Stream(t *testing.T, url string, r Reader, rep Replica, marker int) int {
 // settings (those of the stream readers).
 func Check(t *testing.T, url string, tables []*sluice.Table, settings map[string]string, rep Replica) {
 	t.Helper()
-	conn := Connect(t, url, settings)
+	conn := dbtest.ConnectPG(t, url, settings)
 	for _, tbl := range tables {
 		sel := make([]string, len(tbl.Columns))
 		for i, c := range tbl.Columns {
 			sel[i] = pgx.Identifier{c.Name}.Sanitize() + "::text"
 		}
-		res, err := conn.Query(context.Background(), `SELECT `+strings.Join(sel, ", ")+` FROM `+pgx.Identifier{tbl.Name.Schema, tbl.Name.Name}.Sanitize())
-		if err != nil {
-			t.Fatal(err)
-		}
 		want := map[string]string{}
-		for res.Next() {
-			vals, err := res.Values()
-			if err != nil {
-				t.Fatal(err)
-			}
-			row := make(sluice.Row, len(vals))
-			for i, v := range vals {
-				if v == nil {
-					row[i] = sluice.Null
-				} else {
-					row[i] = sluice.Text(v.(string))
-				}
-			}
+		for _, row := range dbtest.TextRowsPG(t, conn, `SELECT `+strings.Join(sel, ", ")+` FROM `+pgx.Identifier{tbl.Name.Schema, tbl.Name.Name}.Sanitize()) {
 			want[keyString(tbl.KeyOf(row))] = fmt.Sprint([]sluice.Value(row))
-		}
-		if err := res.Err(); err != nil {
-			t.Fatal(err)
 		}
 		got := rep[tbl.Name.String()]
 		var diffs []string

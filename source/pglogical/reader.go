@@ -639,20 +639,6 @@ func retryable(err error) bool {
 // stream receives messages until the connection fails or ctx ends.
 func (r *Reader) stream(ctx context.Context) error {
 	nextStatus := time.Now()
-	var rctx context.Context
-	var cancel context.CancelFunc
-	// stopWait ends the current receive context, if any.
-	stopWait := func() {
-		if cancel == nil {
-			return
-		}
-		r.mu.Lock()
-		r.recvWake = nil
-		r.mu.Unlock()
-		cancel()
-		rctx, cancel = nil, nil
-	}
-	defer stopWait()
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -665,7 +651,6 @@ func (r *Reader) stream(ctx context.Context) error {
 				return err
 			}
 			nextStatus = time.Now().Add(r.cfg.StatusInterval)
-			stopWait() // its deadline was the status just sent
 		}
 		select {
 		case <-r.wake:
@@ -674,19 +659,16 @@ func (r *Reader) stream(ctx context.Context) error {
 			}
 		default:
 		}
-		// One context serves every receive until the status is due or an
-		// Ack's wake-up cancels it: a context (and its timer) per message
-		// was a visible part of the reader's CPU.
-		if rctx == nil || rctx.Err() != nil {
-			stopWait()
-			rctx, cancel = context.WithDeadline(ctx, nextStatus)
-			r.mu.Lock()
-			r.recvWake = cancel
-			r.mu.Unlock()
-		}
+		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		r.mu.Lock()
+		r.recvWake = cancel
+		r.mu.Unlock()
 		msg, err := r.conn.ReceiveMessage(rctx)
+		r.mu.Lock()
+		r.recvWake = nil
+		r.mu.Unlock()
+		cancel()
 		if err != nil {
-			stopWait()
 			// A deadline (status due) or an Ack's wake-up interrupts the
 			// wait without breaking the connection.
 			if (pgconn.Timeout(err) || errors.Is(err, context.Canceled)) && ctx.Err() == nil && !r.conn.IsClosed() {

@@ -79,29 +79,36 @@ func decodeRowMessage(data []byte, oldBuf, newBuf *tupleBuf) (m rowMessage, ok b
 		return m, false, nil
 	}
 	if len(data) < 6 {
-		return m, true, fmt.Errorf("%c message: %d bytes, want at least 6", kind, len(data))
+		return m, true, fmt.Errorf("message %c: %d bytes, want at least 6", kind, len(data))
+	}
+	name := "insert"
+	switch kind {
+	case 'U':
+		name = "update"
+	case 'D':
+		name = "delete"
 	}
 	m.rel = binary.BigEndian.Uint32(data[1:])
 	off := 5
 	if kind != 'I' && (data[off] == 'K' || data[off] == 'O') {
 		n, err := oldBuf.decode(data[off+1:])
 		if err != nil {
-			return m, true, fmt.Errorf("%c message, old tuple: %w", kind, err)
+			return m, true, fmt.Errorf("%s message, old tuple: %w", name, err)
 		}
 		m.old = &oldBuf.td
 		off += 1 + n
 	}
 	if kind == 'D' {
 		if m.old == nil {
-			return m, true, fmt.Errorf("D message: tuple kind %q, want K or O", data[off])
+			return m, true, fmt.Errorf("delete message: tuple kind %q, want K or O", data[off])
 		}
 		return m, true, nil
 	}
 	if off >= len(data) || data[off] != 'N' {
-		return m, true, fmt.Errorf("%c message: no new tuple (N)", kind)
+		return m, true, fmt.Errorf("%s message: no new tuple (N)", name)
 	}
 	if _, err := newBuf.decode(data[off+1:]); err != nil {
-		return m, true, fmt.Errorf("%c message, new tuple: %w", kind, err)
+		return m, true, fmt.Errorf("%s message, new tuple: %w", name, err)
 	}
 	m.new = &newBuf.td
 	return m, true, nil

@@ -106,8 +106,11 @@ type tableDesc struct {
 	display string      // schema.table as resolved on the target
 	ident   string      // quoted, qualified name used in SQL
 	cols    []sqlColumn // aligned with src.Columns
-	delete  string
-	upserts map[string]string // present-column mask → statement
+	// deletes and upserts are the statements built so far, by parameter
+	// kinds (see kindsKey): deletes by the key columns' kinds, upserts by
+	// the present columns' mask with their kinds.
+	deletes map[string]string
+	upserts map[string]string
 }
 
 // Open connects to the target and makes sure sluice's checkpoint table
@@ -534,26 +537,46 @@ func (t *Target) checkpointStatement(cp sluice.Checkpoint) statement {
 	}
 }
 
-// applyPipelined queues BEGIN, the statements and COMMIT in one pgx batch.
-// In exec mode pgx encodes every query as Parse/Bind/Describe/Execute,
-// appends one Sync and writes the lot with a single Write; the results are
-// read back in order until ReadyForQuery. When a statement fails the server
-// skips everything up to the Sync, so COMMIT never runs and the transaction
-// is left aborted, to be rolled back by afterFailure.
+// applyPipelined queues BEGIN, the statements and COMMIT in one batch of
+// the extended protocol: each query is Parse/Bind/Describe/Execute of the
+// unnamed statement, one Sync follows the lot, and all of it goes in a
+// single Write; the results are read back in order until ReadyForQuery.
+// When a statement fails the server skips everything up to the Sync, so
+// COMMIT never runs and the transaction is left aborted, to be rolled back
+// by afterFailure. The batch is built at the protocol level, not through
+// pgx.Batch, so that the rows' arrays go in binary (see paramKind).
 func (t *Target) applyPipelined(ctx context.Context, stmts []statement) error {
-	pb := &pgx.Batch{}
+	pb := &pgconn.Batch{}
 	for _, q := range t.begin {
-		pb.Queue(q)
+		pb.ExecParams(q, nil, nil, nil, nil)
 	}
-	for _, s := range stmts {
-		pb.Queue(s.sql, s.args...)
+	for i, s := range stmts {
+		values, oids, formats, err := wireParams(s.args)
+		if err != nil {
+			return fmt.Errorf("apply %s: %w", pipelineStep(stmts, i), err)
+		}
+		pb.ExecParams(s.sql, values, oids, formats, nil)
 	}
-	pb.Queue("COMMIT")
-	br := t.conn.SendBatch(ctx, pb)
+	pb.ExecParams("COMMIT", nil, nil, nil, nil)
+	n := len(t.begin) + len(stmts) + 1
+	mrr := t.conn.PgConn().ExecBatch(ctx, pb)
 	var failed error
-	for i := range pb.Len() {
-		tag, err := br.Exec()
+	for i := range n {
 		j := i - len(t.begin) // the statement's index in stmts
+		if !mrr.NextResult() {
+			err := mrr.Close()
+			if err == nil {
+				err = fmt.Errorf("%d results for %d queries", i, n)
+			}
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) {
+				failed = t.stepError(stmts, j, fmt.Errorf("apply %s: %w", pipelineStep(stmts, j), err))
+			} else {
+				failed = fmt.Errorf("apply batch of %d statements to target PostgreSQL at %s: %w", len(stmts), t.addr, err)
+			}
+			break
+		}
+		tag, err := mrr.ResultReader().Close()
 		switch {
 		case err != nil:
 			var pgErr *pgconn.PgError
@@ -562,7 +585,7 @@ func (t *Target) applyPipelined(ctx context.Context, stmts []statement) error {
 			} else {
 				failed = fmt.Errorf("apply batch of %d statements to target PostgreSQL at %s: %w", len(stmts), t.addr, err)
 			}
-		case i == pb.Len()-1 && tag.String() != "COMMIT":
+		case i == n-1 && tag.String() != "COMMIT":
 			// A COMMIT of an aborted transaction reports ROLLBACK.
 			failed = fmt.Errorf("apply: commit reported %q", tag.String())
 		}
@@ -570,7 +593,7 @@ func (t *Target) applyPipelined(ctx context.Context, stmts []statement) error {
 			break
 		}
 	}
-	if err := br.Close(); err != nil && failed == nil {
+	if err := mrr.Close(); err != nil && failed == nil {
 		failed = fmt.Errorf("apply: read pipeline results: %w", err)
 	}
 	return failed
@@ -596,7 +619,11 @@ func (t *Target) applyPerRow(ctx context.Context, stmts []statement) error {
 		return fmt.Errorf("apply begin: %w", err)
 	}
 	for i, s := range stmts {
-		if _, err := t.conn.Exec(ctx, s.sql, s.args...); err != nil {
+		values, oids, formats, err := wireParams(s.args)
+		if err != nil {
+			return fmt.Errorf("apply %s: %w", s.what, err)
+		}
+		if _, err := t.conn.PgConn().ExecParams(ctx, s.sql, values, oids, formats, nil).Close(); err != nil {
 			return t.stepError(stmts, i, fmt.Errorf("apply %s: %w", s.what, err))
 		}
 	}
@@ -778,12 +805,9 @@ func (d *tableDesc) appendDeletes(stmts []statement, keys []sluice.Row, perRow b
 	if len(keys) == 0 {
 		return stmts, nil
 	}
-	if d.delete == "" {
-		key := make([]sqlColumn, len(d.src.Key))
-		for i, k := range d.src.Key {
-			key[i] = d.cols[k]
-		}
-		d.delete = buildDelete(d.ident, key)
+	key := make([]sqlColumn, len(d.src.Key))
+	for i, k := range d.src.Key {
+		key[i] = d.cols[k]
 	}
 	for i, k := range keys {
 		if len(k) != len(d.src.Key) {
@@ -795,15 +819,55 @@ func (d *tableDesc) appendDeletes(stmts []statement, keys []sluice.Row, perRow b
 			}
 		}
 		if perRow {
-			stmts = append(stmts, statement{table: d.src, sql: d.delete, args: columnArgs(keys[i:i+1], nil),
+			sql, args := d.deleteStatement(key, keys[i:i+1])
+			stmts = append(stmts, statement{table: d.src, sql: sql, args: args,
 				what: fmt.Sprintf("delete of %s from %s", d.src.FormatKey(k), d.display)})
 		}
 	}
 	if !perRow {
-		stmts = append(stmts, statement{table: d.src, sql: d.delete, args: columnArgs(keys, nil),
+		sql, args := d.deleteStatement(key, keys)
+		stmts = append(stmts, statement{table: d.src, sql: sql, args: args,
 			what: fmt.Sprintf("delete of %s from %s", rowCount(len(keys)), d.display)})
 	}
 	return stmts, nil
+}
+
+// deleteStatement is the statement deleting keys (of the key columns key)
+// and its parameters; the statement is built once per set of parameter
+// kinds.
+func (d *tableDesc) deleteStatement(key []sqlColumn, keys []sluice.Row) (string, []any) {
+	args, kinds := columnParams(keys, nil, key)
+	cacheKey := kindsKey(nil, kinds)
+	sql, ok := d.deletes[cacheKey]
+	if !ok {
+		for i := range key {
+			key[i].Param = kinds[i]
+		}
+		sql = buildDelete(d.ident, key)
+		d.deletes[cacheKey] = sql
+	}
+	return sql, args
+}
+
+// kindsKey is a statement cache key: the presence mask (nil: every column)
+// with each present column's parameter kind in place of its '1'.
+func kindsKey(mask []byte, kinds []paramKind) string {
+	if mask == nil {
+		b := make([]byte, len(kinds))
+		for i, k := range kinds {
+			b[i] = k.code()
+		}
+		return string(b)
+	}
+	b := []byte(string(mask))
+	j := 0
+	for i := range b {
+		if b[i] == '1' {
+			b[i] = kinds[j].code()
+			j++
+		}
+	}
+	return string(b)
 }
 
 func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow bool) ([]statement, error) {
@@ -849,59 +913,45 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 		g.rows = append(g.rows, r)
 	}
 	for _, g := range groups {
-		sql, ok := d.upserts[g.mask]
-		if !ok {
-			cols := make([]sqlColumn, len(g.present))
-			pos := make(map[int]int, len(g.present))
-			for i, c := range g.present {
-				cols[i] = d.cols[c]
-				pos[c] = i
-			}
-			key := make([]int, len(d.src.Key))
-			for i, k := range d.src.Key {
-				key[i] = pos[k]
-			}
-			sql = buildUpsert(d.ident, cols, key)
-			d.upserts[g.mask] = sql
-		}
 		if perRow {
 			for i := range g.rows {
-				stmts = append(stmts, statement{table: d.src, sql: sql, args: columnArgs(g.rows[i:i+1], g.present),
+				sql, args := d.upsertStatement(g.mask, g.present, g.rows[i:i+1])
+				stmts = append(stmts, statement{table: d.src, sql: sql, args: args,
 					what: fmt.Sprintf("upsert of %s to %s", d.src.FormatKey(d.src.KeyOf(g.rows[i])), d.display)})
 			}
 			continue
 		}
-		stmts = append(stmts, statement{table: d.src, sql: sql, args: columnArgs(g.rows, g.present),
+		sql, args := d.upsertStatement(g.mask, g.present, g.rows)
+		stmts = append(stmts, statement{table: d.src, sql: sql, args: args,
 			what: fmt.Sprintf("upsert of %s to %s", rowCount(len(g.rows)), d.display)})
 	}
 	return stmts, nil
 }
 
-// columnArgs turns rows into one text[] literal per column: the columns at
-// the indexes in present, or every column when present is nil.
-func columnArgs(rows []sluice.Row, present []int) []any {
-	if present == nil {
-		present = make([]int, len(rows[0]))
-		for i := range present {
-			present[i] = i
+// upsertStatement is the statement upserting rows, which carry the columns
+// at the indexes in present (mask: '1' for those, '0' for the others), and
+// its parameters; the statement is built once per mask and set of
+// parameter kinds.
+func (d *tableDesc) upsertStatement(mask string, present []int, rows []sluice.Row) (string, []any) {
+	args, kinds := columnParams(rows, present, d.cols)
+	cacheKey := kindsKey([]byte(mask), kinds)
+	sql, ok := d.upserts[cacheKey]
+	if !ok {
+		cols := make([]sqlColumn, len(present))
+		pos := make(map[int]int, len(present))
+		for i, c := range present {
+			cols[i] = d.cols[c]
+			cols[i].Param = kinds[i]
+			pos[c] = i
 		}
-	}
-	args := make([]any, len(present))
-	vals := make([]string, len(rows))
-	nulls := make([]bool, len(rows))
-	var b strings.Builder
-	for i, c := range present {
-		n := 2
-		for j, r := range rows {
-			vals[j], nulls[j] = r[c].Text, r[c].Null
-			n += len(r[c].Text) + 3
+		key := make([]int, len(d.src.Key))
+		for i, k := range d.src.Key {
+			key[i] = pos[k]
 		}
-		b.Reset()
-		b.Grow(n)
-		textArray(&b, vals, nulls)
-		args[i] = b.String()
+		sql = buildUpsert(d.ident, cols, key)
+		d.upserts[cacheKey] = sql
 	}
-	return args
+	return sql, args
 }
 
 func rowCount(n int) string {

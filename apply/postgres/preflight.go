@@ -213,7 +213,7 @@ func check(src *sluice.Table, display string, tcols []targetColumn, allowMerge b
 			display, strings.Join(targetKey, ", "), strings.Join(srcKey, ", "), strings.Join(srcKey, ", ")))
 	}
 
-	d := &tableDesc{src: src, display: display, cols: make([]sqlColumn, len(src.Columns)), upserts: map[string]string{}}
+	d := &tableDesc{src: src, display: display, cols: make([]sqlColumn, len(src.Columns)), deletes: map[string]string{}, upserts: map[string]string{}}
 	seen := make(map[string]bool, len(src.Columns))
 	for i, sc := range src.Columns {
 		seen[sc.Name] = true

@@ -19,6 +19,9 @@ type sqlColumn struct {
 	// and "bit" without a length mean length 1).
 	TypeSchema string
 	TypeName   string
+	// Param is the array type the column's values travel in (see
+	// paramKind): text, cast by the statement, unless set.
+	Param paramKind
 }
 
 func (c sqlColumn) cast() string {
@@ -28,9 +31,10 @@ func (c sqlColumn) cast() string {
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 
 // buildUpsert returns the statement that upserts rows passed column-wise, one
-// text[] parameter per column, so the statement has the same parameters
-// whatever the row count. The server casts each element with the column
-// type's own input function. key holds the indexes in cols of the conflict
+// array parameter per column (text[], or an integer array for an integer
+// column; see paramKind), so the statement has the same parameters
+// whatever the row count. The server casts each text element with the
+// column type's own input function. key holds the indexes in cols of the conflict
 // target (the primary key). Columns outside cols keep their value on update
 // and take their default on insert; that is how unchanged TOAST values are
 // kept.
@@ -43,7 +47,7 @@ func buildUpsert(table string, cols []sqlColumn, key []int) string {
 	b.WriteString(")\nSELECT ")
 	writeCasts(&b, cols)
 	b.WriteString("\nFROM unnest(")
-	writeParams(&b, len(cols))
+	writeParams(&b, cols)
 	b.WriteString(") AS u(")
 	writeNames(&b, cols, "")
 	b.WriteString(")\nON CONFLICT (")
@@ -82,7 +86,7 @@ func buildUpsert(table string, cols []sqlColumn, key []int) string {
 }
 
 // buildDelete returns the statement that deletes the rows whose keys are
-// passed column-wise, one text[] parameter per key column.
+// passed column-wise, one array parameter per key column (as buildUpsert's).
 func buildDelete(table string, key []sqlColumn) string {
 	var b strings.Builder
 	b.WriteString("DELETE FROM ")
@@ -98,7 +102,7 @@ func buildDelete(table string, key []sqlColumn) string {
 	b.WriteString(" IN (SELECT ")
 	writeCasts(&b, key)
 	b.WriteString(" FROM unnest(")
-	writeParams(&b, len(key))
+	writeParams(&b, key)
 	b.WriteString(") AS u(")
 	writeNames(&b, key, "")
 	b.WriteString("))")
@@ -225,14 +229,15 @@ func writeCasts(b *strings.Builder, cols []sqlColumn) {
 	}
 }
 
-func writeParams(b *strings.Builder, n int) {
-	for i := range n {
+func writeParams(b *strings.Builder, cols []sqlColumn) {
+	for i, c := range cols {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteByte('$')
 		b.WriteString(itoa(i + 1))
-		b.WriteString("::text[]")
+		b.WriteString("::")
+		b.WriteString(c.Param.sqlType())
 	}
 }
 

@@ -31,8 +31,12 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
+// pgcat is a column of a built-in type, its values sent as the target
+// sends them when they all parse (see kindFor).
 func pgcat(name, typ string) sqlColumn {
-	return sqlColumn{Name: name, TypeSchema: "pg_catalog", TypeName: typ}
+	c := sqlColumn{Name: name, TypeSchema: "pg_catalog", TypeName: typ}
+	c.Param = kindFor(c)
+	return c
 }
 
 func TestGoldenSQL(t *testing.T) {
@@ -52,6 +56,10 @@ func TestGoldenSQL(t *testing.T) {
 		{"upsert_key_only", buildUpsert(`"public"."tags"`, lines[:2], []int{1, 0})},
 		{"delete_single_key", buildDelete(orders, cols[:1])},
 		{"delete_composite_key", buildDelete(`"public"."order_lines"`, lines[:2])},
+		// An integer key whose values did not all parse as integers goes
+		// as text, cast by the server.
+		{"delete_key_as_text", buildDelete(orders, []sqlColumn{{Name: "id", TypeSchema: "pg_catalog", TypeName: "int8"}})},
+		{"upsert_smallint_key", buildUpsert(`"public"."small"`, []sqlColumn{pgcat("id", "int2"), pgcat("note", "text")}, []int{0})},
 		{"upsert_odd_names", buildUpsert(pgx.Identifier{`My "Schema"`, "Tä ble"}.Sanitize(),
 			[]sqlColumn{{Name: `a"b`, TypeSchema: "public", TypeName: `my "type"`}, {Name: "ü c", TypeSchema: "pg_catalog", TypeName: "bpchar"}}, []int{0})},
 		{"checkpoint_upsert", buildCheckpointUpsert("sluice")},
@@ -88,11 +96,11 @@ func FuzzBuildUpsert(f *testing.F) {
 			t.Skip("column names are distinct")
 		}
 		tbl := pgx.Identifier{schema, table}.Sanitize()
-		cols := []sqlColumn{{c1, ts, t1}, {c2, ts, t2}, {c3, "pg_catalog", "text"}}
+		cols := []sqlColumn{{c1, ts, t1, int8Param}, {c2, ts, t2, textParam}, {c3, "pg_catalog", "text", textParam}}
 		up := buildUpsert(tbl, cols, []int{0})
 		del := buildDelete(tbl, cols[:2])
-		wantUp := buildUpsert(`"T"`, []sqlColumn{{"A", "S", "X"}, {"B", "S", "Y"}, {"C", "pg_catalog", "text"}}, []int{0})
-		wantDel := buildDelete(`"T"`, []sqlColumn{{"A", "S", "X"}, {"B", "S", "Y"}})
+		wantUp := buildUpsert(`"T"`, []sqlColumn{{"A", "S", "X", int8Param}, {"B", "S", "Y", textParam}, {"C", "pg_catalog", "text", textParam}}, []int{0})
+		wantDel := buildDelete(`"T"`, []sqlColumn{{"A", "S", "X", int8Param}, {"B", "S", "Y", textParam}})
 		norm := func(sql string) string { return stripIdents(t, sql) }
 		if got, want := norm(up), norm(wantUp); got != want {
 			t.Fatalf("upsert skeleton differs:\n%s\nwant\n%s\nsql:\n%s", got, want, up)

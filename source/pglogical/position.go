@@ -45,11 +45,45 @@ type position struct {
 // inTx reports whether p is inside a transaction.
 func (p position) inTx() bool { return p.k > 0 || p.at > 0 }
 
+// token is built byte by byte rather than with LSN.String (fmt.Sprintf):
+// every change carries one, and formatting them was a visible part of the
+// reader's CPU.
 func (p position) token() string {
+	buf := make([]byte, 0, 48)
+	buf = appendLSN(buf, p.lsn)
 	if p.at > 0 {
-		return p.lsn.String() + "@" + p.at.String() + "." + strconv.FormatInt(p.i, 10)
+		buf = append(buf, '@')
+		buf = appendLSN(buf, p.at)
+		buf = append(buf, '.')
+		buf = strconv.AppendInt(buf, p.i, 10)
+	} else {
+		buf = append(buf, '/')
+		buf = strconv.AppendInt(buf, p.k, 10)
 	}
-	return p.lsn.String() + "/" + strconv.FormatInt(p.k, 10)
+	return string(buf)
+}
+
+// appendLSN appends lsn as LSN.String writes it: two halves in upper-case
+// hex, "%X/%X".
+func appendLSN(buf []byte, lsn pglogrepl.LSN) []byte {
+	buf = appendUpperHex(buf, uint32(lsn>>32))
+	buf = append(buf, '/')
+	return appendUpperHex(buf, uint32(lsn))
+}
+
+func appendUpperHex(buf []byte, v uint32) []byte {
+	const digits = "0123456789ABCDEF"
+	var tmp [8]byte
+	i := len(tmp)
+	for {
+		i--
+		tmp[i] = digits[v&0xF]
+		v >>= 4
+		if v == 0 {
+			break
+		}
+	}
+	return append(buf, tmp[i:]...)
 }
 
 func (p position) sluice() sluice.Position {

@@ -1,6 +1,7 @@
 package pglogical
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/sluice-cdc/sluice"
@@ -26,6 +27,24 @@ func TestPositionRoundTrip(t *testing.T) {
 	}
 	if _, _, err := parsePosition(sluice.Position{Kind: "pgtrigger", Token: "1/10/0"}); err == nil {
 		t.Errorf("other kind parsed")
+	}
+}
+
+// TestTokenForm checks the hand-built token against the form LSN.String
+// and strconv give, which positions written before it have.
+func TestTokenForm(t *testing.T) {
+	for _, p := range []position{{}, {lsn: 0xA}, {lsn: 0x16B3748, k: 3}, {lsn: 0xFFFFFFFF_FFFFFFFF, at: 0xABCDEF_00000001, i: 12},
+		{lsn: 0x1_0000_0000, at: 0x10, i: 0}, {lsn: 0xDEADBEEF, at: 0x1_0000_0001, i: 1 << 40}} {
+		want := p.lsn.String() + "/" + strconv.FormatInt(p.k, 10)
+		if p.at > 0 {
+			want = p.lsn.String() + "@" + p.at.String() + "." + strconv.FormatInt(p.i, 10)
+		}
+		if got := p.token(); got != want {
+			t.Errorf("token of %#v = %q, want %q", p, got, want)
+		}
+		if got, ok, err := parsePosition(p.sluice()); p.lsn > 0 && (err != nil || !ok || got != p) {
+			t.Errorf("parse(%s) = %v, %v, %v", p.sluice(), got, ok, err)
+		}
 	}
 }
 

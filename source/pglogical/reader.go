@@ -118,13 +118,16 @@ type Reader struct {
 	sqlConn *pgx.Conn
 
 	// receiver state, owned by the receiver goroutine
-	conn    *pgconn.PgConn
-	rels    map[uint32]*relState
-	ignored map[uint32]bool
-	resume  position // position after the last change pushed
-	tx      txState
-	held    *sluice.Change // the newest change of tx, pushed once its successor or the commit is known
-	heldPos position       // held's position while it is not the transaction's last
+	// oldBuf and newBuf hold the tuples of the row message being handled
+	// (see decodeRowMessage).
+	oldBuf, newBuf tupleBuf
+	conn           *pgconn.PgConn
+	rels           map[uint32]*relState
+	ignored        map[uint32]bool
+	resume         position // position after the last change pushed
+	tx             txState
+	held           *sluice.Change // the newest change of tx, pushed once its successor or the commit is known
+	heldPos        position       // held's position while it is not the transaction's last
 	// recvLSN is the server's WAL position as last reported to the
 	// receiver; sentFlush the flush position last sent on this connection.
 	recvLSN   pglogrepl.LSN
@@ -754,6 +757,20 @@ func (r *Reader) copyData(ctx context.Context, data []byte) error {
 			return &fatalError{fmt.Errorf("parse WAL data from %s: %w", r.addr, err)}
 		}
 		r.recvLSN = max(r.recvLSN, xld.ServerWALEnd)
+		rm, ok, err := decodeRowMessage(xld.WALData, &r.oldBuf, &r.newBuf)
+		if err != nil {
+			return &fatalError{fmt.Errorf("decode pgoutput message at LSN %s: %w", xld.WALStart, err)}
+		}
+		if ok {
+			switch {
+			case xld.WALData[0] == 'I':
+				return r.change(ctx, xld.WALStart, rm.rel, sluice.OpInsert, nil, rm.new)
+			case xld.WALData[0] == 'U':
+				return r.change(ctx, xld.WALStart, rm.rel, sluice.OpUpdate, rm.old, rm.new)
+			default:
+				return r.change(ctx, xld.WALStart, rm.rel, sluice.OpDelete, rm.old, nil)
+			}
+		}
 		m, err := pglogrepl.Parse(xld.WALData)
 		if err != nil {
 			return &fatalError{fmt.Errorf("decode pgoutput message at LSN %s: %w", xld.WALStart, err)}
@@ -993,6 +1010,24 @@ func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData) (sluice.Row, error
 		return nil, &fatalError{fmt.Errorf("row of %s at LSN %s has %d columns, the table %d", t.Name, r.tx.commit, len(td.Columns), len(t.Columns))}
 	}
 	row := make(sluice.Row, len(td.Columns))
+	// The text values of the row are copied into one string, which the
+	// columns' values are slices of: one allocation per row, not one per
+	// column.
+	n := 0
+	for _, c := range td.Columns {
+		if c.DataType == pglogrepl.TupleDataTypeText {
+			n += len(c.Data)
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, c := range td.Columns {
+		if c.DataType == pglogrepl.TupleDataTypeText {
+			b.Write(c.Data)
+		}
+	}
+	text := b.String()
+	off := 0
 	for i, c := range td.Columns {
 		switch c.DataType {
 		case pglogrepl.TupleDataTypeNull:
@@ -1000,7 +1035,9 @@ func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData) (sluice.Row, error
 		case pglogrepl.TupleDataTypeToast:
 			row[i] = sluice.Value{Unchanged: true}
 		case pglogrepl.TupleDataTypeText:
-			row[i] = sluice.Text(castText(rs.typ[i].base, string(c.Data)))
+			v := text[off : off+len(c.Data)]
+			off += len(c.Data)
+			row[i] = sluice.Text(castText(rs.typ[i].base, v))
 		default:
 			return nil, &fatalError{fmt.Errorf("column %s of %s at LSN %s: unexpected tuple data type %q", t.Columns[i].Name, t.Name, r.tx.commit, c.DataType)}
 		}

@@ -1,2 +1,2 @@
 DELETE FROM "public"."order_lines"
-WHERE ("order_id", "line") IN (SELECT u."order_id"::"pg_catalog"."int8", u."line"::"pg_catalog"."int4" FROM unnest($1::text[], $2::text[]) AS u("order_id", "line"))
+WHERE ("order_id", "line") IN (SELECT u."order_id"::"pg_catalog"."int8", u."line"::"pg_catalog"."int4" FROM unnest($1::int8[], $2::int4[]) AS u("order_id", "line"))

@@ -1,0 +1,211 @@
+package postgres
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/sluice-cdc/sluice"
+)
+
+// paramKind is the array type a column's values travel in, one array per
+// column of a multi-row statement.
+//
+// Values go in the binary array format, which the server reads with
+// array_recv: each element is its length and its bytes, with no quoting to
+// write here and none to parse there. Text elements are the source's text
+// form, cast by the statement to the column's type as before; the text
+// form is the same, only its wrapping changed. Integer columns go as int2,
+// int4 or int8 elements, parsed here, so the server runs no text input
+// function for them: a value strconv.ParseInt reads in base 10 is one that
+// int2in, int4in and int8in read as the same number. A column whose values
+// do not all parse so (out of range, blanks) goes as text, and the server
+// reports or accepts them as it always did.
+type paramKind byte
+
+const (
+	textParam paramKind = iota
+	int2Param
+	int4Param
+	int8Param
+)
+
+// kindFor is the kind a column's values are tried in first: the integer
+// kind of the built-in integer types (a domain's cast names its base type),
+// text for every other type.
+func kindFor(c sqlColumn) paramKind {
+	if c.TypeSchema != "pg_catalog" {
+		return textParam
+	}
+	switch c.TypeName {
+	case "int2":
+		return int2Param
+	case "int4":
+		return int4Param
+	case "int8":
+		return int8Param
+	}
+	return textParam
+}
+
+// sqlType is the parameter's type as the statement declares it.
+func (k paramKind) sqlType() string {
+	switch k {
+	case int2Param:
+		return "int2[]"
+	case int4Param:
+		return "int4[]"
+	case int8Param:
+		return "int8[]"
+	}
+	return "text[]"
+}
+
+// oids are the array type and its element type.
+func (k paramKind) oids() (array, elem uint32) {
+	switch k {
+	case int2Param:
+		return pgtype.Int2ArrayOID, pgtype.Int2OID
+	case int4Param:
+		return pgtype.Int4ArrayOID, pgtype.Int4OID
+	case int8Param:
+		return pgtype.Int8ArrayOID, pgtype.Int8OID
+	}
+	return pgtype.TextArrayOID, pgtype.TextOID
+}
+
+// bits is the width of an integer kind's elements; 0 for text.
+func (k paramKind) bits() int {
+	switch k {
+	case int2Param:
+		return 16
+	case int4Param:
+		return 32
+	case int8Param:
+		return 64
+	}
+	return 0
+}
+
+// code is the kind as one byte of a statement cache key.
+func (k paramKind) code() byte { return "t248"[k] }
+
+// arrayParam is a statement parameter in the binary array format.
+type arrayParam struct {
+	oid  uint32 // the array type
+	data []byte
+}
+
+// encodeArray returns the values of column col of rows as a one-dimensional
+// binary array of kind k, and false when k is an integer kind and a value
+// is not an integer of its width (the caller then sends the column as
+// text).
+func encodeArray(rows []sluice.Row, col int, k paramKind) (arrayParam, bool) {
+	arrayOID, elemOID := k.oids()
+	bits := k.bits()
+	size := 20
+	hasNull := int32(0)
+	for _, r := range rows {
+		v := r[col]
+		switch {
+		case v.Null:
+			hasNull = 1
+			size += 4
+		case bits > 0:
+			size += 4 + bits/8
+		default:
+			size += 4 + len(v.Text)
+		}
+	}
+	buf := make([]byte, 0, size)
+	if len(rows) == 0 {
+		buf = binary.BigEndian.AppendUint32(buf, 0) // no dimensions: an empty array
+		buf = binary.BigEndian.AppendUint32(buf, 0)
+		buf = binary.BigEndian.AppendUint32(buf, elemOID)
+		return arrayParam{oid: arrayOID, data: buf}, true
+	}
+	buf = binary.BigEndian.AppendUint32(buf, 1) // dimensions
+	buf = binary.BigEndian.AppendUint32(buf, uint32(hasNull))
+	buf = binary.BigEndian.AppendUint32(buf, elemOID)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(rows)))
+	buf = binary.BigEndian.AppendUint32(buf, 1) // lower bound
+	for _, r := range rows {
+		v := r[col]
+		if v.Null {
+			buf = binary.BigEndian.AppendUint32(buf, 0xFFFFFFFF) // -1: NULL
+			continue
+		}
+		if bits == 0 {
+			buf = binary.BigEndian.AppendUint32(buf, uint32(len(v.Text)))
+			buf = append(buf, v.Text...)
+			continue
+		}
+		n, err := strconv.ParseInt(v.Text, 10, bits)
+		if err != nil {
+			return arrayParam{}, false
+		}
+		buf = binary.BigEndian.AppendUint32(buf, uint32(bits/8))
+		switch bits {
+		case 16:
+			buf = binary.BigEndian.AppendUint16(buf, uint16(n))
+		case 32:
+			buf = binary.BigEndian.AppendUint32(buf, uint32(n))
+		default:
+			buf = binary.BigEndian.AppendUint64(buf, uint64(n))
+		}
+	}
+	return arrayParam{oid: arrayOID, data: buf}, true
+}
+
+// columnParams turns rows into one array parameter per column: the columns
+// at the indexes in present (every column when present is nil), each in
+// the kind kindFor gives cols[i], or text where its values do not all fit
+// that kind. It returns the kinds used, aligned with the parameters.
+func columnParams(rows []sluice.Row, present []int, cols []sqlColumn) ([]any, []paramKind) {
+	if present == nil {
+		present = make([]int, len(rows[0]))
+		for i := range present {
+			present[i] = i
+		}
+	}
+	args := make([]any, len(present))
+	kinds := make([]paramKind, len(present))
+	for i, c := range present {
+		k := kindFor(cols[c])
+		p, ok := encodeArray(rows, c, k)
+		if !ok {
+			k = textParam
+			p, _ = encodeArray(rows, c, k)
+		}
+		args[i], kinds[i] = p, k
+	}
+	return args, kinds
+}
+
+// wireParams encodes a statement's arguments for the extended protocol:
+// strings as text of an unspecified type (the server infers it from the
+// statement, as for a literal), nil as NULL, integers as text, and array
+// parameters in binary with their type.
+func wireParams(args []any) (values [][]byte, oids []uint32, formats []int16, err error) {
+	values = make([][]byte, len(args))
+	oids = make([]uint32, len(args))
+	formats = make([]int16, len(args))
+	for i, a := range args {
+		switch a := a.(type) {
+		case nil:
+		case string:
+			values[i] = []byte(a)
+		case int64:
+			values[i] = strconv.AppendInt(nil, a, 10)
+		case int:
+			values[i] = strconv.AppendInt(nil, int64(a), 10)
+		case arrayParam:
+			values[i], oids[i], formats[i] = a.data, a.oid, pgtype.BinaryFormatCode
+		default:
+			return nil, nil, nil, fmt.Errorf("statement parameter %d: unsupported type %T", i+1, a)
+		}
+	}
+	return values, oids, formats, nil
+}

@@ -546,8 +546,15 @@ func (t *Target) checkpointStatement(cp sluice.Checkpoint) statement {
 // by afterFailure. The batch is built at the protocol level, not through
 // pgx.Batch, so that the rows' arrays go in binary (see paramKind).
 func (t *Target) applyPipelined(ctx context.Context, stmts []statement) error {
+	return t.pipeline(ctx, t.begin, stmts)
+}
+
+// pipeline sends begin (none when the transaction is already open), stmts
+// and COMMIT as one batch of the extended protocol and reads the results
+// back (see applyPipelined).
+func (t *Target) pipeline(ctx context.Context, begin []string, stmts []statement) error {
 	pb := &pgconn.Batch{}
-	for _, q := range t.begin {
+	for _, q := range begin {
 		pb.ExecParams(q, nil, nil, nil, nil)
 	}
 	for i, s := range stmts {
@@ -558,11 +565,11 @@ func (t *Target) applyPipelined(ctx context.Context, stmts []statement) error {
 		pb.ExecParams(s.sql, values, oids, formats, nil)
 	}
 	pb.ExecParams("COMMIT", nil, nil, nil, nil)
-	n := len(t.begin) + len(stmts) + 1
+	n := len(begin) + len(stmts) + 1
 	mrr := t.conn.PgConn().ExecBatch(ctx, pb)
 	var failed error
 	for i := range n {
-		j := i - len(t.begin) // the statement's index in stmts
+		j := i - len(begin) // the statement's index in stmts
 		if !mrr.NextResult() {
 			err := mrr.Close()
 			if err == nil {

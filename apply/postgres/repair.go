@@ -86,27 +86,7 @@ func (t *Target) repair(ctx context.Context, conn *pgx.Conn, stream string, read
 	if err != nil {
 		return err
 	}
-	pb := &pgx.Batch{}
-	for _, s := range stmts {
-		pb.Queue(s.sql, s.args...)
-	}
-	pb.Queue("COMMIT")
-	br := conn.SendBatch(ctx, pb)
-	var failed error
-	for i := range pb.Len() {
-		tag, err := br.Exec()
-		switch {
-		case err != nil:
-			failed = t.stepError(stmts, i, fmt.Errorf("repair: %s: %w", pipelineStep(stmts, i), err))
-		case i == len(stmts) && tag.String() != "COMMIT":
-			failed = fmt.Errorf("repair: commit reported %q", tag.String())
-		}
-		if failed != nil {
-			break
-		}
-	}
-	if err := br.Close(); err != nil && failed == nil {
-		failed = fmt.Errorf("repair: read the results from target PostgreSQL at %s: %w", t.addr, err)
-	}
-	return failed
+	// The rows' arrays go in binary, as in Apply: through the same
+	// protocol-level pipeline, after the BEGIN and lock already sent.
+	return t.pipeline(ctx, nil, stmts)
 }

@@ -185,6 +185,8 @@ func (pr *pairRun) scenarioBlackholes(ctx context.Context) (string, []string, er
 // bytes on the slow link, as a PostgreSQL target's does in any mode.
 func (pr *pairRun) scenarioStorm(ctx context.Context) (faults string, notes []string, err error) {
 	const stormOneWay, stormBandwidth = 40 * time.Millisecond, 32 << 10
+	// Streaming, not copying: the storm is on apply batches.
+	pr.waitStreaming(ctx)
 	mode := ""
 	if pr.dst.mySrv != nil {
 		if err := pr.restartWith("--multi-statements", "off"); err != nil {
@@ -281,10 +283,7 @@ func (pr *pairRun) scenarioZombie(ctx context.Context) (string, []string, error)
 	cur := 0
 	for round := 0; round < rounds && ctx.Err() == nil; round++ {
 		// Streaming, not copying: the batch held is an apply batch.
-		poll(ctx, time.Now().Add(60*time.Second), 50*time.Millisecond, func() bool {
-			st, ok := pr.status()
-			return ok && st.Running && st.Copy == nil
-		})
+		pr.waitStreaming(ctx)
 		sleep(ctx, pr.randDur(500*time.Millisecond, 1500*time.Millisecond))
 		held := paths[cur]
 		held.Blackhole(0)
@@ -354,4 +353,13 @@ func (pr *pairRun) laneSeqs(ctx context.Context) (map[int]uint64, error) {
 		out[lane] = seq
 	}
 	return out, rows.Err()
+}
+
+// waitStreaming waits (up to a minute) until sluice streams: past its
+// start and its initial copy.
+func (pr *pairRun) waitStreaming(ctx context.Context) {
+	poll(ctx, time.Now().Add(60*time.Second), 50*time.Millisecond, func() bool {
+		st, ok := pr.status()
+		return ok && st.Running && st.Copy == nil
+	})
 }

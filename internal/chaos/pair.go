@@ -11,9 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -510,7 +508,7 @@ func (pr *pairRun) settle(ctx context.Context, r *Row, faultEnd time.Time) {
 		for _, td := range diffs {
 			r.diffs += len(td.Rows)
 		}
-		pr.logf("DIFFERENCES after %s (seed %d):\n%s%s", r.scenario, pr.seed, diffs, traces(pr.w, diffs))
+		pr.logf("DIFFERENCES after %s (seed %d):\n%s%s", r.scenario, pr.seed, diffs, pr.w.TraceDiffs(diffs))
 		r.notes = append(r.notes, "differences listed in the log above")
 	}
 	if equal && pr.spec.Src == daemon.EngineMySQL && pr.spec.Dst == daemon.EngineMySQL {
@@ -667,41 +665,4 @@ func retry(ctx context.Context, deadline time.Time, f func() error) error {
 		}
 		time.Sleep(250 * time.Millisecond) // retry interval
 	}
-}
-
-var keyPart = regexp.MustCompile(`[a-z_0-9]+=(-?[0-9]+)`)
-
-// traces lists, for the first differing rows, what the source did to
-// them, from the workload's model (chaos_bulk's random updates are not in
-// it).
-func traces(w *wlgen.Workload, diffs dbtest.Diffs) string {
-	var b strings.Builder
-	shown := 0
-	for _, td := range diffs {
-		for _, r := range td.Rows {
-			if shown == 8 {
-				return b.String()
-			}
-			var key []int64
-			for _, m := range keyPart.FindAllStringSubmatch(r.Key, -1) {
-				v, _ := strconv.ParseInt(m[1], 10, 64)
-				key = append(key, v)
-			}
-			table := td.Table
-			if i := strings.LastIndexByte(table, '.'); i >= 0 {
-				table = table[i+1:]
-			}
-			fmt.Fprintf(&b, "\nsource statements on %s %s:", td.Table, r.Key)
-			lines := w.Trace(table, key)
-			for i, line := range lines {
-				if i == 30 {
-					fmt.Fprintf(&b, "\n    … and %d more", len(lines)-i)
-					break
-				}
-				b.WriteString("\n    " + line)
-			}
-			shown++
-		}
-	}
-	return b.String()
 }

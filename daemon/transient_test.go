@@ -46,6 +46,7 @@ func TestTransientOf(t *testing.T) {
 		{"source connection lost after a run", &sourceError{fmt.Errorf("read changelog: %w", mysql.ErrInvalidConn)}, true, causeLost, "source"},
 		{"connection refused after a run", Fail(ExitTarget, refused), true, causeLost, "target"},
 		{"connection refused at the first start", Fail(ExitTarget, refused), false, "", ""},
+		{"postgres session terminated under a starting stream", Fail(ExitTarget, fmt.Errorf("create checkpoint table: %w", pgconn.ErrConnClosed)), true, causeLost, "target"},
 		{"reset after a run", fmt.Errorf("x: %w", syscall.ECONNRESET), true, causeLost, "source or target"},
 		{"cancelled", context.Canceled, true, "", ""},
 		{"other", errors.New("duplicate key"), true, "", ""},

@@ -36,6 +36,7 @@ bench: deps build
 # server crashes, link blackholes, a killer storm, a read-only target; a
 # table of what sluice survived, non-zero on any difference. Not a test
 # (≤ 30 min on 2 cores); CHAOS_FLAGS=-short runs it in about a minute.
+# `make test` runs each scenario once, short (internal/chaos TestChaosShort).
 chaos: deps build
 	$(GO) run ./internal/cmd/chaos -sluice bin/sluice $(CHAOS_FLAGS)
 

@@ -67,6 +67,7 @@ func (s Stream) Check() error {
 	add(positive("stall-window", s.StallWindow, "2m"))
 	add(positive("poll-interval", s.PollInterval, "200ms"))
 	add(positive("shutdown-timeout", s.ShutdownTimeout, "30s"))
+	add(notNegative("transient-retry-for", s.TransientRetryFor, "5m"))
 	add(notNegative("kill-budget", s.KillBudget, "5s"))
 	add(notNegative("target-tx-timeout", s.TargetTxTimeout, "20s"))
 	if s.KillBudget > 0 && s.TargetTxTimeout > 0 && s.KillBudget >= s.TargetTxTimeout {

@@ -108,6 +108,7 @@ type Settings struct {
 	PollInterval        *Duration `toml:"poll_interval"`
 	MaxQueueBytes       *int64    `toml:"max_queue_bytes"`
 	ShutdownTimeout     *Duration `toml:"shutdown_timeout"`
+	TransientRetryFor   *Duration `toml:"transient_retry_for"`
 	MetricsListen       *string   `toml:"metrics_listen"`
 	LogLevel            *string   `toml:"log_level"`
 	LogFormat           *string   `toml:"log_format"`
@@ -282,6 +283,7 @@ type Stream struct {
 	PollInterval        time.Duration
 	MaxQueueBytes       int64
 	ShutdownTimeout     time.Duration
+	TransientRetryFor   time.Duration
 	MetricsListen       string
 	LogLevel            string
 	LogFormat           string

@@ -84,7 +84,12 @@ type StreamOptions struct {
 	PollInterval    time.Duration
 	MaxQueueBytes   int64
 	ShutdownTimeout time.Duration
-	Logger          *slog.Logger
+	// TransientRetryFor is how long a lone stream stopped by a passing
+	// state of its target or source (starting up, read-only, a lost
+	// connection: see transient.go) is started again in the process before
+	// the error ends it. Zero: it ends it at once.
+	TransientRetryFor time.Duration
+	Logger            *slog.Logger
 	// Progress, when set, receives a live one-line progress report every
 	// second (a terminal); otherwise progress goes to the log every 10 s.
 	Progress io.Writer
@@ -290,6 +295,8 @@ const (
 func (p *process) supervise(ctx context.Context, sl *slot) error {
 	log := sl.o.Logger
 	backoff := restartFirst
+	transient := transientRetry{limit: sl.o.TransientRetryFor}
+	ran := false // a run of the stream got past its start in this process
 	for attempt := 1; ; attempt++ {
 		began := time.Now()
 		err := p.runOnce(ctx, sl)
@@ -300,17 +307,31 @@ func (p *process) supervise(ctx context.Context, sl *slot) error {
 			sl.setPhase(phaseStopped, "", time.Time{})
 			return err
 		}
+		ran = ran || sl.pastStart()
 		err = fmt.Errorf("stream %s: %w", sl.o.ID, err)
 		others := len(p.list()) > 1
 		// A fenced stream runs in another sluice now: starting it again here
 		// would take it back from that one.
-		fatal := !others || (sl.o.ExitOnStall && stream.IsStalled(err)) || errors.Is(err, apply.ErrFenced)
+		fenced := errors.Is(err, apply.ErrFenced)
+		fatal := !others || (sl.o.ExitOnStall && stream.IsStalled(err)) || fenced
 		if time.Since(began) >= restartHealthy {
 			backoff = restartFirst
 		}
+		// A lone stream stopped by a passing state of an endpoint waits
+		// for it, within TransientRetryFor (transient.go).
+		var wait time.Duration
+		var fault transientFault
+		if !others && !fenced && !stream.IsStalled(err) {
+			wait, fault, err = transient.after(err, ran, time.Since(began), sl.o)
+			fatal = wait == 0
+		}
 		var retryAt time.Time // zero: not started again
-		if !fatal {
+		switch {
+		case fatal:
+		case others:
 			retryAt = time.Now().Add(backoff)
+		default:
+			retryAt = time.Now().Add(wait)
 		}
 		msg := redactErr(sl.o, err)
 		_ = p.store.SetError(sl.o.ID, msg)
@@ -331,15 +352,23 @@ func (p *process) supervise(ctx context.Context, sl *slot) error {
 			}
 			return nil
 		}
-		log.Error("stream stopped; the other streams go on, and this one is started again after a backoff",
-			append(stream.ErrAttrs(err), "stream", sl.o.ID, "attempt", attempt, "retry_in", backoff.String())...)
+		if others {
+			log.Error("stream stopped; the other streams go on, and this one is started again after a backoff",
+				append(stream.ErrAttrs(err), "stream", sl.o.ID, "attempt", attempt, "retry_in", backoff.String())...)
+		} else {
+			log.Warn("the stream's "+fault.side+" is "+fault.cause+": the stream is started again after a backoff",
+				append(stream.ErrAttrs(err), "stream", sl.o.ID, "endpoint", fault.endpoint(sl.o), "cause", fault.cause,
+					"attempt", attempt, "retry_in", wait.String(), "gives_up_after", sl.o.TransientRetryFor.String())...)
+		}
 		select {
 		case <-ctx.Done():
 			sl.setPhase(phaseStopped, redactErr(sl.o, err), time.Time{})
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(time.Until(retryAt)):
 		}
-		backoff = min(2*backoff, restartMax)
+		if others {
+			backoff = min(2*backoff, restartMax)
+		}
 		sl.setPhase(phaseStarting, "", time.Time{})
 		log.Info("starting stream again", "stream", sl.o.ID, "attempt", attempt+1)
 	}
@@ -563,6 +592,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		return recordErr(ctx, store, o, Fail(ExitSource, err))
 	}
 	defer rd.Close()
+	rd = sourceSide{rd}
 	if err := tgt.Preflight(ctx, rd.Tables()); err != nil {
 		return recordErr(ctx, store, o, Fail(ExitTarget, err))
 	}

@@ -64,6 +64,7 @@ var reloadKeys = map[string]struct {
 	"PollInterval":        {"poll_interval", restartStream},
 	"MaxQueueBytes":       {"max_queue_bytes", restartStream},
 	"ShutdownTimeout":     {"shutdown_timeout", restartStream},
+	"TransientRetryFor":   {"transient_retry_for", restartStream},
 	"MetricsListen":       {"metrics_listen", restartProcess},
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -159,7 +158,7 @@ func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed ui
 	}
 	if diffs != nil {
 		fmt.Fprintf(&b, "\n%s", diffs)
-		b.WriteString(traces(w, diffs))
+		b.WriteString(w.TraceDiffs(diffs))
 	}
 	t.Error(b.String())
 }
@@ -216,36 +215,4 @@ func waitCompared(t *testing.T, src, dst dbtest.DB, tables []string, run *runnin
 		}
 		time.Sleep(100 * time.Millisecond) // polling interval, not a wait for replication
 	}
-}
-
-var keyPart = regexp.MustCompile(`[a-z_0-9]+=(-?[0-9]+)`)
-
-// traces lists, for the first differing rows, what the source did to
-// them.
-func traces(w *wlgen.Workload, diffs dbtest.Diffs) string {
-	var b strings.Builder
-	shown := 0
-	for _, td := range diffs {
-		for _, r := range td.Rows {
-			if shown == 8 {
-				return b.String()
-			}
-			var key []int64
-			for _, m := range keyPart.FindAllStringSubmatch(r.Key, -1) {
-				v, _ := strconv.ParseInt(m[1], 10, 64)
-				key = append(key, v)
-			}
-			fmt.Fprintf(&b, "\nsource statements on %s %s:", td.Table, r.Key)
-			lines := w.Trace(td.Table, key)
-			for i, line := range lines {
-				if i == 30 {
-					fmt.Fprintf(&b, "\n    … and %d more", len(lines)-i)
-					break
-				}
-				b.WriteString("\n    " + line)
-			}
-			shown++
-		}
-	}
-	return b.String()
 }

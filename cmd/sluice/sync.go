@@ -88,6 +88,7 @@ func syncStartFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "poll-interval", Value: 200 * time.Millisecond, EnvVars: env("POLL_INTERVAL"), Usage: "how long the reader waits for new changes before it lets the applier flush (trigger mode: how often it polls the changelog)"},
 		&cli.Int64Flag{Name: "max-queue-bytes", Value: 64 << 20, EnvVars: env("MAX_QUEUE_BYTES"), Usage: "memory for changes read but not yet applied; when full the reader waits"},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, EnvVars: env("SHUTDOWN_TIMEOUT"), Usage: "on SIGINT/SIGTERM, how long the batch in flight may take to commit before it is rolled back"},
+		&cli.DurationFlag{Name: "transient-retry-for", Value: 5 * time.Minute, EnvVars: env("TRANSIENT_RETRY_FOR"), Usage: "how long a stream stopped by a passing state of its target or source (starting up or shutting down, read-only, a connection lost after it ran) is started again in the process, with a warning each time, before sluice exits with the error (0: exit at once)"},
 		&cli.StringFlag{Name: "metrics-listen", EnvVars: env("METRICS_LISTEN"), Usage: "serve Prometheus /metrics, /healthz and /readyz over HTTP at this address (host:port, e.g. 127.0.0.1:9187); off when empty"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: env("LOG_FORMAT"), Usage: "text, json, or auto (text with a live progress line on a terminal, json otherwise)"},
@@ -256,6 +257,7 @@ func streamOptions(s config.Stream) (daemon.StreamOptions, error) {
 		PollInterval:        s.PollInterval,
 		MaxQueueBytes:       s.MaxQueueBytes,
 		ShutdownTimeout:     s.ShutdownTimeout,
+		TransientRetryFor:   s.TransientRetryFor,
 		MetricsListen:       s.MetricsListen,
 	}, nil
 }

@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"bufio"
@@ -11,9 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,8 +46,8 @@ const probeDDL = "CREATE TABLE chaos_probe (id int PRIMARY KEY)"
 // pairRun is one pair's run: its servers, workload, sluice process and the
 // scenarios' rows.
 type pairRun struct {
-	cfg      config
-	spec     pairSpec
+	cfg      Config
+	spec     PairSpec
 	seed     uint64
 	rng      *rand.Rand
 	src, dst *endpoint
@@ -64,7 +62,8 @@ type pairRun struct {
 	dstURL   string
 	altProxy *wanproxy.Proxy
 
-	mu        sync.Mutex // guards proc, selfExits, exitWhy across the supervisor
+	mu        sync.Mutex // guards proc, selfExits, exitWhy, extraArgs across the supervisor
+	extraArgs []string   // a scenario's flags for sluice, after the usual ones
 	proc      *sluiceProc
 	selfExits int
 	exitWhy   []string
@@ -74,11 +73,15 @@ type pairRun struct {
 }
 
 func (pr *pairRun) logf(format string, args ...any) {
-	fmt.Printf("%s [%s] %s\n", time.Now().UTC().Format("15:04:05.0"), pr.spec.name, fmt.Sprintf(format, args...))
+	out := pr.cfg.Out
+	if out == nil {
+		out = os.Stdout
+	}
+	fmt.Fprintf(out, "%s [%s] %s\n", time.Now().UTC().Format("15:04:05.0"), pr.spec.Name, fmt.Sprintf(format, args...))
 }
 
 func (pr *pairRun) vlogf(format string, args ...any) {
-	if pr.cfg.verbose {
+	if pr.cfg.Verbose {
 		pr.logf(format, args...)
 	}
 }
@@ -101,14 +104,14 @@ var scenarios = []scenario{
 	{"zombie", "zombie batch", (*pairRun).scenarioZombie},
 }
 
-func runPair(ctx context.Context, cfg config, spec pairSpec, seed uint64, deadline time.Time) (rows []row, err error) {
+func RunPair(ctx context.Context, cfg Config, spec PairSpec, seed uint64, deadline time.Time) (rows []Row, err error) {
 	pr := &pairRun{cfg: cfg, spec: spec, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed))}
 	pr.logf("seed %d; starting servers", seed)
-	if pr.dir, err = os.MkdirTemp("", "sluice-chaos-"+spec.name+"-"); err != nil {
+	if pr.dir, err = os.MkdirTemp("", "sluice-chaos-"+spec.Name+"-"); err != nil {
 		return nil, err
 	}
 	pr.stateDir, pr.logPath = filepath.Join(pr.dir, "state"), filepath.Join(pr.dir, "sluice.log")
-	keep := cfg.keep
+	keep := cfg.Keep
 	defer func() {
 		if keep || err != nil || failedRows(rows) {
 			pr.logf("sluice's log and state kept in %s", pr.dir)
@@ -117,7 +120,7 @@ func runPair(ctx context.Context, cfg config, spec pairSpec, seed uint64, deadli
 		}
 	}()
 	if err := pr.setup(ctx); err != nil {
-		return nil, fmt.Errorf("set up %s: %w", spec.name, err)
+		return nil, fmt.Errorf("set up %s: %w", spec.Name, err)
 	}
 	defer pr.src.close()
 	defer pr.dst.close()
@@ -128,7 +131,7 @@ func runPair(ctx context.Context, cfg config, spec pairSpec, seed uint64, deadli
 		}
 	}()
 
-	pr.wr = newWriter(pr, pr.w.Txs[cfg.prefixTxs:])
+	pr.wr = newWriter(pr, pr.w.Txs[cfg.PrefixTxs:])
 	go pr.wr.run(ctx)
 	defer pr.wr.finish()
 
@@ -140,10 +143,10 @@ func runPair(ctx context.Context, cfg config, spec pairSpec, seed uint64, deadli
 	defer pr.stopSluice()
 
 	for _, sc := range scenarios {
-		if !slices.Contains(cfg.scenarios, sc.key) {
+		if !slices.Contains(cfg.Scenarios, sc.key) {
 			continue
 		}
-		r := row{pair: spec.name, scenario: sc.name}
+		r := Row{pair: spec.Name, scenario: sc.name}
 		if time.Now().After(deadline) {
 			r.skipped, r.ack = true, "-"
 			r.notes = append(r.notes, "not started: -duration reached")
@@ -186,9 +189,9 @@ func runPair(ctx context.Context, cfg config, spec pairSpec, seed uint64, deadli
 	return rows, nil
 }
 
-func failedRows(rs []row) bool {
+func failedRows(rs []Row) bool {
 	for _, r := range rs {
-		if r.failed() {
+		if r.Failed() {
 			return true
 		}
 	}
@@ -203,8 +206,8 @@ func (pr *pairRun) setup(ctx context.Context) error {
 	generated := make(chan *wlgen.Workload, 1)
 	go func() {
 		generated <- wlgen.Generate(wlgen.Config{
-			Seed: pr.seed, Source: wlgen.Engine(pr.spec.src), Target: wlgen.Engine(pr.spec.dst),
-			Txs: pr.cfg.txs, MaxStmts: 8,
+			Seed: pr.seed, Source: wlgen.Engine(pr.spec.Src), Target: wlgen.Engine(pr.spec.Dst),
+			Txs: pr.cfg.Txs, MaxStmts: 8,
 		})
 	}()
 	defer func() {
@@ -213,11 +216,11 @@ func (pr *pairRun) setup(ctx context.Context) error {
 		}
 	}()
 	var err error
-	db := "chaos_" + pr.spec.name
-	if pr.src, err = startEndpoint(ctx, pr.spec.src, db, 0, false); err != nil {
+	db := "chaos_" + pr.spec.Name
+	if pr.src, err = startEndpoint(ctx, pr.spec.Src, db, 0, false); err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
-	if pr.dst, err = startEndpoint(ctx, pr.spec.dst, db, pr.cfg.oneWay, true); err != nil {
+	if pr.dst, err = startEndpoint(ctx, pr.spec.Dst, db, pr.cfg.OneWay, true); err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
 	pr.w = <-generated
@@ -233,14 +236,14 @@ func (pr *pairRun) setup(ctx context.Context) error {
 		}
 	}
 	pr.tables = append(pr.w.Schema.TableNames(), "chaos_bulk", "chaos_marker")
-	fill := fmt.Sprintf("INSERT INTO chaos_bulk SELECT g, g %% 1000, md5(g::text) FROM generate_series(1, %d) g", pr.cfg.bulkRows)
-	if pr.spec.src == daemon.EngineMySQL {
-		fill = fmt.Sprintf("INSERT INTO chaos_bulk SELECT seq, seq %% 1000, MD5(seq) FROM seq_1_to_%d", pr.cfg.bulkRows)
+	fill := fmt.Sprintf("INSERT INTO chaos_bulk SELECT g, g %% 1000, md5(g::text) FROM generate_series(1, %d) g", pr.cfg.BulkRows)
+	if pr.spec.Src == daemon.EngineMySQL {
+		fill = fmt.Sprintf("INSERT INTO chaos_bulk SELECT seq, seq %% 1000, MD5(seq) FROM seq_1_to_%d", pr.cfg.BulkRows)
 	}
 	if err := pr.src.exec(ctx, fill); err != nil {
 		return fmt.Errorf("fill chaos_bulk: %w", err)
 	}
-	if err := pr.w.Apply(ctx, pr.srcWorkloadDB(), pr.w.Txs[:pr.cfg.prefixTxs]); err != nil {
+	if err := pr.w.Apply(ctx, pr.srcWorkloadDB(), pr.w.Txs[:pr.cfg.PrefixTxs]); err != nil {
 		return err
 	}
 	pr.logf("workload %s", pr.w)
@@ -248,8 +251,8 @@ func (pr *pairRun) setup(ctx context.Context) error {
 }
 
 func (pr *pairRun) prefixChanges() int {
-	n := pr.cfg.bulkRows
-	for _, tx := range pr.w.Txs[:pr.cfg.prefixTxs] {
+	n := pr.cfg.BulkRows
+	for _, tx := range pr.w.Txs[:pr.cfg.PrefixTxs] {
 		n += len(tx.Stmts)
 	}
 	return n
@@ -283,9 +286,19 @@ func (p *sluiceProc) exited() bool {
 func (pr *pairRun) sluiceArgs() []string {
 	return []string{"sync", "start", "--source", pr.src.sluiceURL, "--target", pr.dstURL,
 		"--tables", strings.Join(pr.tables, ","), "--state-dir", pr.stateDir, "--stream-id", streamID,
-		"--source-mode", pr.spec.mode, "--min-lanes", "1", "--max-lanes", "4",
+		"--source-mode", pr.spec.Mode, "--min-lanes", "1", "--max-lanes", "4",
 		"--copy-workers", "2", "--copy-chunk-rows", "1000", "--poll-interval", "50ms",
 		"--shutdown-timeout", "5s", "--log-format", "json"}
+}
+
+// restartWith kills sluice and starts it again with extra flags (none:
+// the usual ones), for a scenario that needs sluice run differently.
+func (pr *pairRun) restartWith(extra ...string) error {
+	pr.kill()
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.extraArgs = extra
+	return pr.startLocked()
 }
 
 // startSluice starts `sluice sync start`, its output appended to the
@@ -303,12 +316,12 @@ func (pr *pairRun) startLocked() error {
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "{\"chaos\":\"start\",\"time\":%q}\n", time.Now().UTC().Format(time.RFC3339Nano))
-	cmd := exec.Command(pr.cfg.sluice, pr.sluiceArgs()...)
+	cmd := exec.Command(pr.cfg.Sluice, append(pr.sluiceArgs(), pr.extraArgs...)...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// SIGKILL when the runner dies, so that no sluice outlives it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", pr.cfg.sluice, err)
+		return fmt.Errorf("start %s: %w", pr.cfg.Sluice, err)
 	}
 	p := &sluiceProc{cmd: cmd, done: make(chan struct{})}
 	go func() {
@@ -448,12 +461,12 @@ func (pr *pairRun) status() (daemon.Status, bool) {
 // delivered it and the target equals the source, counts what differs if it
 // does not, and checks after a kill -9 that the acknowledged position is
 // not past the target's.
-func (pr *pairRun) settle(ctx context.Context, r *row, faultEnd time.Time) {
+func (pr *pairRun) settle(ctx context.Context, r *Row, faultEnd time.Time) {
 	pr.wr.hold()
 	defer pr.wr.release()
 	pr.markers++
 	marker := pr.markers
-	stallAt := faultEnd.Add(pr.cfg.recoverWithin)
+	stallAt := faultEnd.Add(pr.cfg.RecoverWithin)
 	if err := retry(ctx, stallAt, func() error {
 		return pr.src.exec(ctx, fmt.Sprintf("INSERT INTO chaos_marker VALUES (%d, '%s')", marker, r.scenario))
 	}); err != nil {
@@ -476,12 +489,12 @@ func (pr *pairRun) settle(ctx context.Context, r *row, faultEnd time.Time) {
 		r.recover = time.Since(faultEnd)
 		st, _ := pr.status()
 		r.notes = append(r.notes, fmt.Sprintf("the marker did not reach the target within %v (status: applied %d, queue %d, last error %q; last logged error: %s)",
-			pr.cfg.recoverWithin, st.Applied, st.QueueLen, st.LastError, lastError(pr.logPath)))
+			pr.cfg.RecoverWithin, st.Applied, st.QueueLen, st.LastError, lastError(pr.logPath)))
 	}
 	// Lanes behind the marker's finish within moments of it.
 	var diffs dbtest.Diffs
 	var cmpErr error
-	equal := poll(ctx, time.Now().Add(pr.cfg.equalWithin), 500*time.Millisecond, func() bool {
+	equal := poll(ctx, time.Now().Add(pr.cfg.EqualWithin), 500*time.Millisecond, func() bool {
 		diffs, cmpErr = dbtest.CompareTables(ctx, pr.src.cmpDB(), pr.dst.cmpDB(), pr.tables...)
 		return cmpErr == nil && diffs.Equal()
 	})
@@ -495,10 +508,10 @@ func (pr *pairRun) settle(ctx context.Context, r *row, faultEnd time.Time) {
 		for _, td := range diffs {
 			r.diffs += len(td.Rows)
 		}
-		pr.logf("DIFFERENCES after %s (seed %d):\n%s%s", r.scenario, pr.seed, diffs, traces(pr.w, diffs))
+		pr.logf("DIFFERENCES after %s (seed %d):\n%s%s", r.scenario, pr.seed, diffs, pr.w.TraceDiffs(diffs))
 		r.notes = append(r.notes, "differences listed in the log above")
 	}
-	if equal && pr.spec.src == daemon.EngineMySQL && pr.spec.dst == daemon.EngineMySQL {
+	if equal && pr.spec.Src == daemon.EngineMySQL && pr.spec.Dst == daemon.EngineMySQL {
 		// The server's own row checksum, a second judge sharing no code
 		// with the comparison.
 		if err := dbtest.CompareChecksumTable(ctx, pr.src.my, pr.dst.my, pr.tables...); err != nil {
@@ -551,7 +564,7 @@ func (pr *pairRun) checkAck(ctx context.Context) (string, error) {
 	if haveState && stateSeq > 0 && (!haveTarget || stateSeq > tgtSeq) {
 		return fmt.Sprintf("the state file's checkpoint (seq %d) is past the target's (seq %d, present %v)", stateSeq, tgtSeq, haveTarget), nil
 	}
-	if pr.spec.mode != daemon.ModeLogical || !haveTarget {
+	if pr.spec.Mode != daemon.ModeLogical || !haveTarget {
 		return "", nil
 	}
 	confirmed, err := pr.slotConfirmed(ctx)
@@ -652,41 +665,4 @@ func retry(ctx context.Context, deadline time.Time, f func() error) error {
 		}
 		time.Sleep(250 * time.Millisecond) // retry interval
 	}
-}
-
-var keyPart = regexp.MustCompile(`[a-z_0-9]+=(-?[0-9]+)`)
-
-// traces lists, for the first differing rows, what the source did to
-// them, from the workload's model (chaos_bulk's random updates are not in
-// it).
-func traces(w *wlgen.Workload, diffs dbtest.Diffs) string {
-	var b strings.Builder
-	shown := 0
-	for _, td := range diffs {
-		for _, r := range td.Rows {
-			if shown == 8 {
-				return b.String()
-			}
-			var key []int64
-			for _, m := range keyPart.FindAllStringSubmatch(r.Key, -1) {
-				v, _ := strconv.ParseInt(m[1], 10, 64)
-				key = append(key, v)
-			}
-			table := td.Table
-			if i := strings.LastIndexByte(table, '.'); i >= 0 {
-				table = table[i+1:]
-			}
-			fmt.Fprintf(&b, "\nsource statements on %s %s:", td.Table, r.Key)
-			lines := w.Trace(table, key)
-			for i, line := range lines {
-				if i == 30 {
-					fmt.Fprintf(&b, "\n    … and %d more", len(lines)-i)
-					break
-				}
-				b.WriteString("\n    " + line)
-			}
-			shown++
-		}
-	}
-	return b.String()
 }

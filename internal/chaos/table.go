@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"fmt"
@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// row is one scenario's line of the report.
-type row struct {
+// Row is one scenario's line of the report.
+type Row struct {
 	pair     string
 	scenario string
 	faults   string
@@ -21,11 +21,11 @@ type row struct {
 	notes    []string
 }
 
-func (r row) failed() bool {
+func (r Row) Failed() bool {
 	return r.diffs > 0 || r.stalled || r.err != "" || r.skipped || strings.HasPrefix(r.ack, "VIOLATED")
 }
 
-func renderTable(rows []row) string {
+func RenderTable(rows []Row) string {
 	var b strings.Builder
 	b.WriteString("| pair | scenario | faults injected | source changes | differences | ack ≤ target | time to recover | notes |\n")
 	b.WriteString("|---|---|---|---:|---:|---|---:|---|\n")

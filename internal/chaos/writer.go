@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"context"
@@ -35,7 +35,7 @@ type writer struct {
 func newWriter(pr *pairRun, txs []wlgen.Tx) *writer {
 	w := &writer{pr: pr, txs: txs, rng: rand.New(rand.NewPCG(pr.seed, 0xb01c)), done: make(chan struct{}), stop: make(chan struct{})}
 	// Paced: a sustained stream over the whole run rather than one burst.
-	w.pause.Store(int64(pr.cfg.pause))
+	w.pause.Store(int64(pr.cfg.Pause))
 	return w
 }
 
@@ -115,9 +115,9 @@ func (w *writer) step(ctx context.Context) error {
 	if w.rng.IntN(3) != 0 {
 		return nil
 	}
-	id := 1 + w.rng.IntN(w.pr.cfg.bulkRows)
+	id := 1 + w.rng.IntN(w.pr.cfg.BulkRows)
 	q := fmt.Sprintf("UPDATE chaos_bulk SET k = k + 1, c = md5(random()::text) WHERE id = %d", id)
-	if w.pr.spec.src == daemon.EngineMySQL {
+	if w.pr.spec.Src == daemon.EngineMySQL {
 		q = fmt.Sprintf("UPDATE chaos_bulk SET k = k + 1, c = MD5(RAND()) WHERE id = %d", id)
 	}
 	for attempt := 0; attempt < 8; attempt++ {

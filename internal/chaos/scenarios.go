@@ -1,4 +1,4 @@
-package main
+package chaos
 
 import (
 	"context"
@@ -32,14 +32,14 @@ func sleep(ctx context.Context, d time.Duration) {
 // that the run cannot pass by restarting forever. After each kill the
 // acknowledged position is checked against the target.
 func (pr *pairRun) scenarioKills(ctx context.Context) (string, []string, error) {
-	pr.dst.proxy.SetBandwidth(pr.cfg.copyBandwidth)
+	pr.dst.proxy.SetBandwidth(pr.cfg.CopyBandwidth)
 	defer pr.dst.proxy.SetBandwidth(0)
 	inCopy, starting, checks := 0, 0, 0
 	var violations []string
 	var notes []string
 	var lastApplied uint64
 	copyDone := false
-	for i := 0; i < pr.cfg.kills && ctx.Err() == nil; i++ {
+	for i := 0; i < pr.cfg.Kills && ctx.Err() == nil; i++ {
 		pr.mu.Lock()
 		pid := pr.proc.cmd.Process.Pid
 		pr.mu.Unlock()
@@ -97,12 +97,12 @@ func (pr *pairRun) scenarioKills(ctx context.Context) (string, []string, error) 
 			violations = append(violations, fmt.Sprintf("kill %d: %s", i+1, v))
 			pr.logf("VIOLATION after kill %d: %s", i+1, v)
 		}
-		pr.vlogf("kill %d/%d (in copy %d)", i+1, pr.cfg.kills, inCopy)
+		pr.vlogf("kill %d/%d (in copy %d)", i+1, pr.cfg.Kills, inCopy)
 		if err := pr.startSluice(); err != nil {
 			return "", notes, err
 		}
 	}
-	faults := fmt.Sprintf("kill -9 ×%d (%d in the initial copy, %d while starting)", pr.cfg.kills, inCopy, starting)
+	faults := fmt.Sprintf("kill -9 ×%d (%d in the initial copy, %d while starting)", pr.cfg.Kills, inCopy, starting)
 	if len(violations) > 0 {
 		notes = append(notes, fmt.Sprintf("ACK PAST TARGET after %d of %d kills: %s", len(violations), checks, strings.Join(violations, "; ")))
 		return faults, notes, fmt.Errorf("acknowledged position past the target after %d kills", len(violations))
@@ -115,7 +115,7 @@ func (pr *pairRun) scenarioKills(ctx context.Context) (string, []string, error) 
 // at random moments under load.
 func (pr *pairRun) scenarioTargetRestarts(ctx context.Context) (string, []string, error) {
 	var notes []string
-	for i := 0; i < pr.cfg.targetRestarts && ctx.Err() == nil; i++ {
+	for i := 0; i < pr.cfg.TargetRestarts && ctx.Err() == nil; i++ {
 		sleep(ctx, pr.randDur(time.Second, 3*time.Second))
 		t0 := time.Now()
 		if err := pr.dst.crash(ctx); err != nil {
@@ -123,7 +123,7 @@ func (pr *pairRun) scenarioTargetRestarts(ctx context.Context) (string, []string
 		}
 		pr.vlogf("target crash %d: back in %v", i+1, time.Since(t0))
 	}
-	return fmt.Sprintf("target crash ×%d (%s)", pr.cfg.targetRestarts, crashKind(pr.spec.dst)), notes, nil
+	return fmt.Sprintf("target crash ×%d (%s)", pr.cfg.TargetRestarts, crashKind(pr.spec.Dst)), notes, nil
 }
 
 func crashKind(e daemon.Engine) string {
@@ -137,7 +137,7 @@ func crashKind(e daemon.Engine) string {
 // writer is held across each crash so that none of its commits is in
 // doubt.
 func (pr *pairRun) scenarioSourceRestarts(ctx context.Context) (string, []string, error) {
-	for i := 0; i < pr.cfg.sourceRestarts && ctx.Err() == nil; i++ {
+	for i := 0; i < pr.cfg.SourceRestarts && ctx.Err() == nil; i++ {
 		sleep(ctx, pr.randDur(time.Second, 3*time.Second))
 		pr.wr.hold()
 		err := pr.src.crash(ctx)
@@ -147,14 +147,14 @@ func (pr *pairRun) scenarioSourceRestarts(ctx context.Context) (string, []string
 		}
 		pr.vlogf("source crash %d", i+1)
 	}
-	return fmt.Sprintf("source crash ×%d (%s)", pr.cfg.sourceRestarts, crashKind(pr.spec.src)), nil, nil
+	return fmt.Sprintf("source crash ×%d (%s)", pr.cfg.SourceRestarts, crashKind(pr.spec.Src)), nil, nil
 }
 
 // scenarioBlackholes holds the target's link, then the source's, and so
 // on: bytes held, connections left open, for -blackhole-for each.
 func (pr *pairRun) scenarioBlackholes(ctx context.Context) (string, []string, error) {
 	var links []string
-	for i := 0; i < pr.cfg.blackholes && ctx.Err() == nil; i++ {
+	for i := 0; i < pr.cfg.Blackholes && ctx.Err() == nil; i++ {
 		sleep(ctx, pr.randDur(time.Second, 2*time.Second))
 		e, name := pr.dst, "target"
 		if i%2 == 1 {
@@ -162,48 +162,65 @@ func (pr *pairRun) scenarioBlackholes(ctx context.Context) (string, []string, er
 		}
 		links = append(links, name)
 		e.proxy.Blackhole(0)
-		sleep(ctx, pr.cfg.blackholeFor)
+		sleep(ctx, pr.cfg.BlackholeFor)
 		e.proxy.ClearBlackhole()
 		pr.vlogf("blackhole %d (%s link) cleared", i+1, name)
 	}
-	return fmt.Sprintf("blackhole %v ×%d (%s link)", pr.cfg.blackholeFor, pr.cfg.blackholes, strings.Join(links, ", ")), nil, nil
+	return fmt.Sprintf("blackhole %v ×%d (%s link)", pr.cfg.BlackholeFor, pr.cfg.Blackholes, strings.Join(links, ", ")), nil, nil
 }
 
 // scenarioStorm runs the transaction killer on the target while the
 // writer runs faster than the target link carries (a 80 ms RTT, 32 KiB/s
 // link), so that the backlog grows, the batches with it, and a batch's
 // transaction outlives the killer's limit.
-func (pr *pairRun) scenarioStorm(ctx context.Context) (string, []string, error) {
+//
+// On a MariaDB target sluice runs with --multi-statements off for the
+// storm. In its default mode a batch — BEGIN, the fence check, the rows,
+// the checkpoint, COMMIT — goes as one multi-statement packet, and MariaDB
+// runs a packet only once all of it has arrived: the transaction is open
+// for the server's own work on it, never across the slow link, so no
+// transaction lives 2 s and the killer has nothing to kill (every earlier
+// run killed 0). With multi-statements off (a server or proxy that does
+// not take them) a batch's transaction spans its round trips and its
+// bytes on the slow link, as a PostgreSQL target's does in any mode.
+func (pr *pairRun) scenarioStorm(ctx context.Context) (faults string, notes []string, err error) {
 	const stormOneWay, stormBandwidth = 40 * time.Millisecond, 32 << 10
+	// Streaming, not copying: the storm is on apply batches.
+	pr.waitStreaming(ctx)
+	mode := ""
+	if pr.dst.mySrv != nil {
+		if err := pr.restartWith("--multi-statements", "off"); err != nil {
+			return "", nil, err
+		}
+		mode = ", --multi-statements off"
+		defer func() {
+			if err := pr.restartWith(); err != nil {
+				notes = append(notes, "restart sluice after the storm: "+err.Error())
+			}
+		}()
+	}
 	pr.dst.proxy.SetDelay(stormOneWay)
 	pr.dst.proxy.SetBandwidth(stormBandwidth)
 	pr.wr.pause.Store(int64(10 * time.Millisecond))
 	defer func() {
-		pr.dst.proxy.SetDelay(pr.cfg.oneWay)
+		pr.dst.proxy.SetDelay(pr.cfg.OneWay)
 		pr.dst.proxy.SetBandwidth(0)
-		pr.wr.pause.Store(int64(pr.cfg.pause))
+		pr.wr.pause.Store(int64(pr.cfg.Pause))
 	}()
 	var k *txkiller.Killer
-	var err error
 	if pr.dst.pgSrv != nil {
-		k, err = txkiller.StartPostgres(ctx, pr.dst.killerURL(), pr.cfg.killerAge, 250*time.Millisecond)
+		k, err = txkiller.StartPostgres(ctx, pr.dst.killerURL(), pr.cfg.KillerAge, 250*time.Millisecond)
 	} else {
-		k, err = txkiller.StartMariaDB(ctx, pr.dst.killerURL(), pr.cfg.killerAge, 250*time.Millisecond)
+		k, err = txkiller.StartMariaDB(ctx, pr.dst.killerURL(), pr.cfg.KillerAge, 250*time.Millisecond)
 	}
 	if err != nil {
 		return "", nil, err
 	}
-	sleep(ctx, pr.cfg.stormFor)
+	sleep(ctx, pr.cfg.StormFor)
 	k.Stop()
-	var notes []string
 	st, _ := pr.status()
 	notes = append(notes, fmt.Sprintf("killer killed %d transactions; sluice counted %d kills, batch size %d", k.Killed(), st.Kills, st.BatchSize))
-	if k.Killed() == 0 && pr.dst.mySrv != nil {
-		// MariaDB reads a whole multi-statement packet before it runs it,
-		// so a slow link does not age the transaction the server sees.
-		notes = append(notes, "MariaDB runs a batch's packet only once all of it has arrived: the slow link did not age its transactions past the limit")
-	}
-	return fmt.Sprintf("txkiller > %v for %v (%v RTT, %d KiB/s)", pr.cfg.killerAge, pr.cfg.stormFor, 2*stormOneWay, stormBandwidth>>10), notes, nil
+	return fmt.Sprintf("txkiller > %v for %v (%v RTT, %d KiB/s%s)", pr.cfg.KillerAge, pr.cfg.StormFor, 2*stormOneWay, stormBandwidth>>10, mode), notes, nil
 }
 
 // scenarioReadOnly makes the target refuse writes for -read-only-for,
@@ -220,7 +237,7 @@ func (pr *pairRun) scenarioReadOnly(ctx context.Context) (string, []string, erro
 	} else {
 		notes = append(notes, "probe write refused: "+firstLine(err.Error()))
 	}
-	sleep(ctx, pr.cfg.readOnlyFor)
+	sleep(ctx, pr.cfg.ReadOnlyFor)
 	if err := pr.dst.setReadOnly(ctx, false); err != nil {
 		return "", notes, err
 	}
@@ -228,7 +245,7 @@ func (pr *pairRun) scenarioReadOnly(ctx context.Context) (string, []string, erro
 	if pr.dst.mySrv != nil {
 		how = "SET GLOBAL read_only=1, applier without SUPER"
 	}
-	return fmt.Sprintf("target read-only %v (%s)", pr.cfg.readOnlyFor, how), notes, probeErr
+	return fmt.Sprintf("target read-only %v (%s)", pr.cfg.ReadOnlyFor, how), notes, probeErr
 }
 
 func firstLine(s string) string {
@@ -252,13 +269,10 @@ func firstLine(s string) string {
 // since, unless something fences it off. Rounds alternate the two paths.
 func (pr *pairRun) scenarioZombie(ctx context.Context) (string, []string, error) {
 	const heldFor, newRuns = 1500 * time.Millisecond, 5 * time.Second
-	rounds := 3
-	if pr.cfg.kills < 10 { // -short
-		rounds = 2
-	}
+	rounds := max(pr.cfg.ZombieRounds, 1)
 	if pr.altProxy == nil {
 		target := pr.dst.proxyTarget()
-		p2, err := wanproxy.Start(target, pr.cfg.oneWay)
+		p2, err := wanproxy.Start(target, pr.cfg.OneWay)
 		if err != nil {
 			return "", nil, err
 		}
@@ -269,10 +283,7 @@ func (pr *pairRun) scenarioZombie(ctx context.Context) (string, []string, error)
 	cur := 0
 	for round := 0; round < rounds && ctx.Err() == nil; round++ {
 		// Streaming, not copying: the batch held is an apply batch.
-		poll(ctx, time.Now().Add(60*time.Second), 50*time.Millisecond, func() bool {
-			st, ok := pr.status()
-			return ok && st.Running && st.Copy == nil
-		})
+		pr.waitStreaming(ctx)
 		sleep(ctx, pr.randDur(500*time.Millisecond, 1500*time.Millisecond))
 		held := paths[cur]
 		held.Blackhole(0)
@@ -342,4 +353,13 @@ func (pr *pairRun) laneSeqs(ctx context.Context) (map[int]uint64, error) {
 		out[lane] = seq
 	}
 	return out, rows.Err()
+}
+
+// waitStreaming waits (up to a minute) until sluice streams: past its
+// start and its initial copy.
+func (pr *pairRun) waitStreaming(ctx context.Context) {
+	poll(ctx, time.Now().Add(60*time.Second), 50*time.Millisecond, func() bool {
+		st, ok := pr.status()
+		return ok && st.Running && st.Copy == nil
+	})
 }

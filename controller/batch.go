@@ -123,6 +123,18 @@ func (b *Batch) SizeFor(waiting int) int {
 	return b.size
 }
 
+// BacklogSize is the most changes SizeFor would give the next batch with
+// any backlog: the reader reads pages this large, so that the backlog can
+// reach the queue. Size when the backlog no longer sizes batches.
+func (b *Batch) BacklogSize() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cfg.Fixed > 0 || b.ramped {
+		return b.size
+	}
+	return max(b.size, min(b.pessimisticSize(), b.cfg.Max))
+}
+
 // pessimisticSize is the largest batch predicted to take under half the
 // budget at PessimisticPerChange (plus the round trips per change of the
 // apply path) and two round trips of fixed cost; 0 while the RTT is not
@@ -220,16 +232,18 @@ func (b *Batch) Observe(n int, d time.Duration) {
 		b.ramped = true
 	}
 	next := b.dither(b.choose())
-	// Move at most 4× up per batch (2× once the predicted time passes half
-	// the budget) so that one odd sample cannot jump the size; shrink
-	// faster than halving only when the current size is predicted to
-	// overrun the budget.
-	growth := 4
+	// Move at most 4× up per batch (1.25× once the predicted time passes
+	// half the budget, so that the last steps towards the budget are each
+	// measured: a target that slows down, because another lane started
+	// or the machine got busy, is seen before a batch is far over) so that
+	// one odd sample cannot jump the size; shrink faster than halving only
+	// when the current size is predicted to overrun the budget.
+	growth := 4.0
 	if a, s, ok := b.fit(); ok && a+s*float64(4*b.size) > 0.5*b.budget().Seconds() {
-		growth = 2
+		growth = 1.25
 	}
-	if next > growth*b.size {
-		next = growth * b.size
+	if limit := int(growth * float64(b.size)); next > limit {
+		next = limit
 	}
 	if next < b.size/2 {
 		if a, s, ok := b.fit(); !ok || a+s*float64(b.size/2) < 0.8*b.budget().Seconds() {

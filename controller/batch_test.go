@@ -208,6 +208,10 @@ func TestBatchFirstSizedFromBacklog(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := NewBatch(tt.cfg)
 			b.SetRTT(tt.rtt)
+			// The reader's page: at least what SizeFor gives any backlog.
+			if page := b.BacklogSize(); page < tt.want {
+				t.Fatalf("BacklogSize = %d, under the %d SizeFor gives", page, tt.want)
+			}
 			if got := b.SizeFor(tt.waiting); got != tt.want {
 				t.Fatalf("SizeFor(%d) = %d, want %d", tt.waiting, got, tt.want)
 			}
@@ -239,6 +243,9 @@ func TestBatchBacklogSizingStops(t *testing.T) {
 			size := b.Size()
 			if got := b.SizeFor(300_000); got != size {
 				t.Fatalf("SizeFor = %d, want the controller's own size %d", got, size)
+			}
+			if got := b.BacklogSize(); got != size {
+				t.Fatalf("BacklogSize = %d, want the controller's own size %d", got, size)
 			}
 		})
 	}

@@ -90,12 +90,21 @@ func (s *Stream) batch(p *prepared, first uint64, cs []sluice.Change) *apply.Bat
 // waiting (controller.Batch).
 type backlogSizer interface {
 	SizeFor(waiting int) int
+	BacklogSize() int
 }
 
 // sizeFor is z's size for the next batch with waiting changes queued.
 func sizeFor(z Sizer, waiting int) int {
 	if b, ok := z.(backlogSizer); ok {
 		return b.SizeFor(waiting)
+	}
+	return z.Size()
+}
+
+// backlogSize is the most changes z would give a batch with any backlog.
+func backlogSize(z Sizer) int {
+	if b, ok := z.(backlogSizer); ok {
+		return b.BacklogSize()
 	}
 	return z.Size()
 }

@@ -509,7 +509,9 @@ func (s *Stream) watchStall(ctx context.Context, stop context.CancelCauseFunc) {
 func (s *Stream) read(ctx context.Context) error {
 	avgSize := int64(512) // bytes per change, as measured
 	for {
-		page := s.cfg.Batch.Size()
+		// As many as the first batches may carry: they are sized from
+		// what is queued.
+		page := backlogSize(s.cfg.Batch)
 		if page < 1000 {
 			page = 1000
 		}

@@ -263,7 +263,10 @@ func (b *Batch) Observe(n int, d time.Duration) {
 	// the first batches of a stream) once chose a 2 s transaction against
 	// a 1 s budget. (It only holds growth back: shrinking is the fit's.)
 	if big := b.model.largest(); next > b.size && big.n > 0 && big.t > 0 {
-		if capN := int(big.n * ditherShare * b.budget().Seconds() / big.t); next > capN {
+		// That batch's own time may have been a fast one: divide by the
+		// spread of the overruns, not just the worst.
+		spread := max(b.model.worstOverrun()/max(b.model.leastOverrun(), 0.5), 1)
+		if capN := int(big.n * ditherShare / spread * b.budget().Seconds() / big.t); next > capN {
 			next = max(capN, b.size)
 		}
 	}
@@ -271,13 +274,21 @@ func (b *Batch) Observe(n int, d time.Duration) {
 }
 
 // The model aims a batch at chooseShare of the budget and lets dithering
-// reach ditherShare of it: on a shared, busy machine a transaction runs
-// up to about 1.3× its predicted time, and the budget is a promise (the
-// controller bench asserts that no transaction passes it), not a target.
+// reach ditherShare of it, each divided by how far over its prediction a
+// recent batch ran (share): on a shared, busy machine a transaction runs
+// up to 1.5× its predicted time, on a quiet one about 1.1×, and the budget
+// is a promise (the controller bench asserts that no transaction passes
+// it), not a target.
 const (
-	chooseShare = 0.75
-	ditherShare = 0.8
+	chooseShare = 0.9
+	ditherShare = 0.95
 )
+
+// share is the part of the budget a batch is aimed at: base divided by the
+// worst ratio of measured to predicted time in the window (at least 1).
+func (b *Batch) share(base float64) float64 {
+	return base / max(b.model.worstOverrun(), 1)
+}
 
 // Failed records that a batch of n changes failed after d (killed by the
 // target, timed out, connection lost) and returns the size to retry the
@@ -336,7 +347,7 @@ func (b *Batch) dither(n int) int {
 	}
 	m := int(float64(n) * f)
 	if a, s, ok := b.fit(); ok && s > 0 {
-		if capN := int((ditherShare*b.budget().Seconds() - a) / s); m > capN {
+		if capN := int((b.share(ditherShare)*b.budget().Seconds() - a) / s); m > capN {
 			m = capN
 		}
 	}
@@ -353,7 +364,7 @@ func (b *Batch) dither(n int) int {
 // timeout by default, so a prediction off by 4× still commits).
 func (b *Batch) choose() int {
 	a, s, ok := b.fit()
-	budget := chooseShare * b.budget().Seconds()
+	budget := b.share(chooseShare) * b.budget().Seconds()
 	if !ok {
 		// Too little measured to fit. With the RTT known, the last batch's
 		// time beyond one round trip estimates the per-change cost: aim
@@ -400,7 +411,39 @@ type costModel struct {
 	ring    [modelWindow]sample
 	samples int
 	lastT   float64
+	// overrun holds, for the samples taken once the fit stood, how far
+	// each ran over (or under) the time the fit predicted for it.
+	overrun  [modelWindow]float64
+	overruns int
 }
+
+// worstOverrun is the largest ratio of measured to predicted time in the
+// window; until half the window has been measured, at least
+// assumedOverrun.
+func (m *costModel) worstOverrun() float64 {
+	var w float64
+	for _, r := range m.overrun[:min(m.overruns, modelWindow)] {
+		w = max(w, r)
+	}
+	if m.overruns < modelWindow/2 {
+		w = max(w, assumedOverrun)
+	}
+	return w
+}
+
+// leastOverrun is the smallest ratio of measured to predicted time in the
+// window (at most 1).
+func (m *costModel) leastOverrun() float64 {
+	l := 1.0
+	for _, r := range m.overrun[:min(m.overruns, modelWindow)] {
+		l = min(l, r)
+	}
+	return l
+}
+
+// assumedOverrun is how far over its predicted time a batch is assumed to
+// run before enough have been measured to know.
+const assumedOverrun = 1.4
 
 type sample struct{ n, t float64 }
 
@@ -428,8 +471,12 @@ func (m *costModel) last() sample {
 func (m *costModel) add(n, t float64) {
 	if m.samples >= 4 {
 		if a, s, ok := m.fit(); ok {
-			if p := a + s*n; p > 0 && t > 4*p {
-				t = 4 * p
+			if p := a + s*n; p > 0 {
+				m.overrun[m.overruns%modelWindow] = min(t/p, 4)
+				m.overruns++
+				if t > 4*p {
+					t = 4 * p
+				}
 			}
 		}
 	}

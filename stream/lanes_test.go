@@ -96,13 +96,13 @@ func (t *laneTarget) Apply(_ context.Context, b *apply.Batch, cp sluice.Checkpoi
 
 func (t *laneTarget) Ping(context.Context) (time.Duration, error) { return time.Millisecond, nil }
 
-// orderWorkload is 4,000 changes to 300 keys, with deletes and, if moves,
-// key moves, and the rows they leave.
-func orderWorkload(moves bool) ([]sluice.Change, map[string]string) {
+// orderWorkload is n changes to 300 keys, with deletes and, if moves, key
+// moves, and the rows they leave.
+func orderWorkload(n int, moves bool) ([]sluice.Change, map[string]string) {
 	r := rand.New(rand.NewPCG(7, 9))
 	want := map[string]string{}
 	var cs []sluice.Change
-	for i := 0; i < 4000; i++ {
+	for i := 0; i < n; i++ {
 		id := strconv.Itoa(r.IntN(300))
 		pos := sluice.Position{Kind: "test", Token: strconv.Itoa(i)}
 		v := fmt.Sprintf("v%d", i)
@@ -134,7 +134,7 @@ func orderWorkload(moves bool) ([]sluice.Change, map[string]string) {
 }
 
 func TestLanesKeepRowOrderAndWatermark(t *testing.T) {
-	cs, want := orderWorkload(true)
+	cs, want := orderWorkload(4000, true)
 	db := &sharedRows{rows: map[string]string{}}
 	rd := &scriptReader{cs: cs}
 	store := &memStore{target: &rowTarget{rows: map[string]string{}}}
@@ -333,17 +333,21 @@ func TestBatchesCompactedAheadSurviveFailures(t *testing.T) {
 		name      string
 		lanes     int
 		failEvery int
+		// Whether a lane holds a second batch when it sends one depends on
+		// how fast the dispatcher routes: lanes must converge whether or
+		// not they compacted ahead, the single loop must compact ahead.
+		wantAhead bool
 	}{
-		{"one loop", 1, 0},
-		{"one loop, failures", 1, 10},
-		{"lanes", 4, 0},
-		{"lanes, failures", 4, 10},
+		{"one loop", 1, 0, true},
+		{"one loop, failures", 1, 10, true},
+		{"lanes", 4, 0, false},
+		{"lanes, failures", 4, 10, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// Key moves drain the lanes, which then hold too little to
 			// compact ahead: the single loop has them.
-			cs, want := orderWorkload(tt.lanes == 1)
+			cs, want := orderWorkload(3000, tt.lanes == 1)
 			db := &sharedRows{rows: map[string]string{}, failEvery: tt.failEvery}
 			rd := &scriptReader{cs: cs}
 			store := &memStore{target: &rowTarget{rows: map[string]string{}}}
@@ -380,7 +384,7 @@ func TestBatchesCompactedAheadSurviveFailures(t *testing.T) {
 			if tt.failEvery > 0 && db.failed == 0 {
 				t.Fatal("no transaction failed: the test did not test retries")
 			}
-			if st.CompactedAhead == 0 {
+			if tt.wantAhead && st.CompactedAhead == 0 {
 				t.Fatalf("no batch was compacted ahead (%d transactions)", db.applies)
 			}
 			if len(db.rows) != len(want) {

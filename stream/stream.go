@@ -301,15 +301,23 @@ func (s *Stream) beat(i int) { s.beats[i].Store(time.Now().UnixNano()) }
 // Run streams until ctx ends (then it finishes or rolls back the batch in
 // flight and returns nil) or a non-retryable error stops it.
 func (s *Stream) Run(ctx context.Context) error {
+	// The RTT the target measured while opening sizes the reader's first
+	// pages (controller.Batch.BacklogSize), so it is known before the
+	// reader starts.
+	measured := false
+	if rtt, ok := measuredRTT(s.cfg.Target); ok {
+		s.setRTT(rtt)
+		measured = true
+	}
 	readCtx, stopReader := context.WithCancel(ctx)
 	defer stopReader()
 	readErr := make(chan error, 1)
 	go func() { readErr <- s.read(readCtx) }()
 
-	if rtt, ok := measuredRTT(s.cfg.Target); ok {
-		s.setRTT(rtt)
-	} else if rtt, err := s.cfg.Target.Ping(ctx); err == nil {
-		s.setRTT(rtt)
+	if !measured {
+		if rtt, err := s.cfg.Target.Ping(ctx); err == nil {
+			s.setRTT(rtt)
+		}
 	}
 	applyCtx, stopApply := context.WithCancelCause(ctx)
 	defer stopApply(nil)

@@ -265,7 +265,7 @@ func (b *Batch) Observe(n int, d time.Duration) {
 	if big := b.model.largest(); next > b.size && big.n > 0 && big.t > 0 {
 		// That batch's own time may have been a fast one: divide by the
 		// spread of the overruns, not just the worst.
-		spread := max(b.model.worstOverrun()/max(b.model.leastOverrun(), 0.5), 1)
+		spread := min(max(b.model.worstOverrun()/max(b.model.leastOverrun(), 0.5), 1), maxOverrun)
 		if capN := int(big.n * ditherShare / spread * b.budget().Seconds() / big.t); next > capN {
 			next = max(capN, b.size)
 		}
@@ -286,9 +286,19 @@ const (
 
 // share is the part of the budget a batch is aimed at: base divided by the
 // worst ratio of measured to predicted time in the window (at least 1).
+//
+// The overrun counted is at most maxOverrun: a batch that waited on a lock
+// or a stalled target ran far over any prediction, and aiming every batch
+// at a sliver of the budget because of it is the "small enough to commit,
+// too small to keep up" collapse this controller exists to avoid (the
+// slow-target test's lock drove batches to one change).
 func (b *Batch) share(base float64) float64 {
-	return base / max(b.model.worstOverrun(), 1)
+	return base / min(max(b.model.worstOverrun(), 1), maxOverrun)
 }
+
+// maxOverrun bounds the overrun share divides by: the noise of a busy
+// machine, not a stall.
+const maxOverrun = 1.5
 
 // Failed records that a batch of n changes failed after d (killed by the
 // target, timed out, connection lost) and returns the size to retry the

@@ -327,3 +327,29 @@ func TestBatchNoisyTargetStaysInBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchRecoversAfterLockWaits: batches that waited on a lock ran far
+// over their prediction. The overrun they show must not keep later
+// batches at a sliver of the budget once the lock is gone.
+func TestBatchRecoversAfterLockWaits(t *testing.T) {
+	l := link{48 * time.Millisecond, 200 * time.Microsecond}
+	b := NewBatch(BatchConfig{Budget: time.Second, Initial: 1000})
+	b.SetRTT(l.a)
+	for range 40 {
+		b.Observe(b.Size(), l.cost(b.Size()))
+	}
+	steady := b.Size()
+	for range 5 {
+		b.Observe(b.Size(), l.cost(b.Size())+1500*time.Millisecond)
+	}
+	// Once the lock's samples have left the window (and the size has had
+	// a few batches to grow back), their overruns must be gone too.
+	for range 2 * modelWindow {
+		b.Observe(b.Size(), l.cost(b.Size()))
+	}
+	if got := b.Size(); got < steady*3/4 {
+		t.Fatalf("size %d two windows after the lock, %d before it: collapsed", got, steady)
+	} else {
+		t.Logf("size %d before the lock, %d after", steady, got)
+	}
+}

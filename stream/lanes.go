@@ -867,8 +867,8 @@ func changesOf(items []item) []sluice.Change {
 }
 
 // applyLane applies items (a prefix of the lane's queue; their changes cs,
-// compacted as b) in one transaction with the lane's checkpoint: the watermark the commit makes
-// true, and the position of its last change.
+// compacted as b) in one transaction with the lane's checkpoint: the
+// watermark the commit makes true, and the position of its last change.
 func (m *multi) applyLane(ctx context.Context, l *lane, items []item, cs []sluice.Change, b *apply.Batch) error {
 	s := m.s
 

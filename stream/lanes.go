@@ -812,7 +812,6 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 			continue
 		}
 		if err == nil {
-			l.head += uint64(len(items))
 			limit, attempts = 0, 0
 			if time.Since(l.lastPing) >= idlePing {
 				if rtt, perr := l.target.Ping(ctx); perr == nil {
@@ -919,6 +918,7 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item, cs []sluic
 		return fmt.Errorf("lane %d: apply batch of %d changes (%d rows): %w", l.id, len(items), b.Rows, err)
 	}
 	l.q.drop(len(items))
+	l.head += uint64(len(items)) // with the drop: they number the queue
 
 	m.mu.Lock()
 	l.fifo = l.fifo[len(items):]

@@ -829,11 +829,39 @@ func (ne *nativeEnv) sluiceCatchUp(ctx context.Context, system string, run int, 
 		return res, fmt.Errorf("%w; log:\n%s", err, p.lw.tail(15))
 	}
 	res.elapsed = seen.Sub(t0)
+	// With lanes, the marker's lane can commit it while another lane
+	// still applies earlier changes: the catch-up ends when the tables are
+	// equal, checked while sluice still runs (the marker's time when they
+	// are at once, else the start of the first check that finds them so).
+	// Stopping at the marker would cut those lanes off.
+	deadline := time.Now().Add(time.Minute)
+	for first := true; ; first = false {
+		began := time.Now()
+		ok, err := equal(ctx)
+		if err != nil {
+			return res, err
+		}
+		if ok {
+			res.verified = true
+			if !first {
+				res.elapsed = began.Sub(t0)
+				res.note = "lanes still applying at the marker: timed to the first equal check"
+			}
+			break
+		}
+		if time.Now().After(deadline) || p.failed() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	if code, err := p.stop(); err != nil || code != 0 {
 		res.note = fmt.Sprintf("exit %d after SIGTERM (%v)", code, err)
 	}
-	res.verified, err = equal(ctx)
-	return res, err
+	return res, nil
 }
 
 // sluiceProc is a running bin/sluice.

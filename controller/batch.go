@@ -54,7 +54,18 @@ type Batch struct {
 	// transaction: the target's real kill timeout is at most that, whatever
 	// the configured budget says.
 	killedAfter time.Duration
+	// ramped is set once the backlog no longer sizes batches (see
+	// SizeFor): the model is fitted, a batch failed, or one cost more per
+	// change than the pessimistic cost assumed.
+	ramped bool
 }
+
+// PessimisticPerChange is the cost per change the first batches are sized
+// with, before the model is fitted: several times what a pipelined upsert
+// costs a PostgreSQL or MariaDB target on a loaded two-core machine
+// (15–30 µs), so that a batch sized with it to half the budget stays
+// inside the budget on a target twice as slow again.
+const PessimisticPerChange = 100 * time.Microsecond
 
 // NewBatch returns a controller for cfg, filling zero fields from
 // DefaultBatchConfig.
@@ -87,6 +98,57 @@ func (b *Batch) Size() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.size
+}
+
+// SizeFor is the size of the next batch when waiting changes are queued.
+// Until the model is fitted it is at least what the budget allows under
+// PessimisticPerChange (half the budget, less two round trips for the
+// fixed cost), if that many are waiting: a backlog is taken in a few large
+// batches from the start rather than ramped up from Initial at 4× per
+// batch. Once the fit takes over, or a batch failed, or one cost more per
+// change than assumed, it is Size.
+func (b *Batch) SizeFor(waiting int) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cfg.Fixed > 0 || b.ramped {
+		return b.size
+	}
+	if _, _, ok := b.fit(); ok {
+		b.ramped = true
+		return b.size
+	}
+	if n := min(waiting, b.pessimisticSize()); n > b.size {
+		b.size = clamp(n, b.cfg.Min, b.cfg.Max)
+	}
+	return b.size
+}
+
+// BacklogSize is the most changes SizeFor would give the next batch with
+// any backlog: the reader reads pages this large, so that the backlog can
+// reach the queue. Size when the backlog no longer sizes batches.
+func (b *Batch) BacklogSize() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cfg.Fixed > 0 || b.ramped {
+		return b.size
+	}
+	return max(b.size, min(b.pessimisticSize(), b.cfg.Max))
+}
+
+// pessimisticSize is the largest batch predicted to take under half the
+// budget at PessimisticPerChange (plus the round trips per change of the
+// apply path) and two round trips of fixed cost; 0 while the RTT is not
+// measured.
+func (b *Batch) pessimisticSize() int {
+	if b.rtt <= 0 {
+		return 0
+	}
+	perChange := PessimisticPerChange.Seconds() + b.cfg.RoundTripsPerChange*b.rtt.Seconds()
+	n := (0.5*b.budget().Seconds() - 2*b.rtt.Seconds()) / perChange
+	if n < 1 {
+		return 0
+	}
+	return int(min(n, float64(b.cfg.Max)))
 }
 
 // SetRTT records a measured round trip to the target. Before the model is
@@ -164,17 +226,24 @@ func (b *Batch) Observe(n int, d time.Duration) {
 	if b.cfg.Fixed > 0 {
 		return
 	}
-	next := b.dither(b.choose())
-	// Move at most 4× up per batch (2× once the predicted time passes half
-	// the budget) so that one odd sample cannot jump the size; shrink
-	// faster than halving only when the current size is predicted to
-	// overrun the budget.
-	growth := 4
-	if a, s, ok := b.fit(); ok && a+s*float64(4*b.size) > 0.5*b.budget().Seconds() {
-		growth = 2
+	if !b.ramped && d.Seconds() > 2*b.rtt.Seconds()+float64(n)*(PessimisticPerChange.Seconds()+b.cfg.RoundTripsPerChange*b.rtt.Seconds()) {
+		// The target is slower than the pessimistic cost: only what was
+		// measured sizes batches from now on.
+		b.ramped = true
 	}
-	if next > growth*b.size {
-		next = growth * b.size
+	next := b.dither(b.choose())
+	// Move at most 4× up per batch (1.25× once the predicted time passes
+	// half the budget, so that the last steps towards the budget are each
+	// measured: a target that slows down, because another lane started
+	// or the machine got busy, is seen before a batch is far over) so that
+	// one odd sample cannot jump the size; shrink faster than halving only
+	// when the current size is predicted to overrun the budget.
+	growth := 4.0
+	if a, s, ok := b.fit(); ok && a+s*float64(4*b.size) > 0.5*b.budget().Seconds() {
+		growth = 1.25
+	}
+	if limit := int(growth * float64(b.size)); next > limit {
+		next = limit
 	}
 	if next < b.size/2 {
 		if a, s, ok := b.fit(); !ok || a+s*float64(b.size/2) < 0.8*b.budget().Seconds() {
@@ -186,8 +255,50 @@ func (b *Batch) Observe(n int, d time.Duration) {
 	if n < b.size && next < b.size && d < b.budget()/2 {
 		next = b.size
 	}
+	// Whatever the fit says, grow no further than the largest recent
+	// batch scaled in proportion to its time up to ditherShare of the
+	// budget. Scaling the whole time, fixed cost included, overestimates a
+	// larger batch, so the size creeps up to the budget one measured step
+	// at a time: a fit from a few small, noisy batches (a loaded target,
+	// the first batches of a stream) once chose a 2 s transaction against
+	// a 1 s budget. (It only holds growth back: shrinking is the fit's.)
+	if big := b.model.largest(); next > b.size && big.n > 0 && big.t > 0 {
+		// That batch's own time may have been a fast one: divide by the
+		// spread of the overruns, not just the worst.
+		spread := min(max(b.model.worstOverrun()/max(b.model.leastOverrun(), 0.5), 1), maxOverrun)
+		if capN := int(big.n * ditherShare / spread * b.budget().Seconds() / big.t); next > capN {
+			next = max(capN, b.size)
+		}
+	}
 	b.size = clamp(next, b.cfg.Min, b.cfg.Max)
 }
+
+// The model aims a batch at chooseShare of the budget and lets dithering
+// reach ditherShare of it, each divided by how far over its prediction a
+// recent batch ran (share): on a shared, busy machine a transaction runs
+// up to 1.5× its predicted time, on a quiet one about 1.1×, and the budget
+// is a promise (the controller bench asserts that no transaction passes
+// it), not a target.
+const (
+	chooseShare = 0.9
+	ditherShare = 0.95
+)
+
+// share is the part of the budget a batch is aimed at: base divided by the
+// worst ratio of measured to predicted time in the window (at least 1).
+//
+// The overrun counted is at most maxOverrun: a batch that waited on a lock
+// or a stalled target ran far over any prediction, and aiming every batch
+// at a sliver of the budget because of it is the "small enough to commit,
+// too small to keep up" collapse this controller exists to avoid (the
+// slow-target test's lock drove batches to one change).
+func (b *Batch) share(base float64) float64 {
+	return base / min(max(b.model.worstOverrun(), 1), maxOverrun)
+}
+
+// maxOverrun bounds the overrun share divides by: the noise of a busy
+// machine, not a stall.
+const maxOverrun = 1.5
 
 // Failed records that a batch of n changes failed after d (killed by the
 // target, timed out, connection lost) and returns the size to retry the
@@ -202,6 +313,7 @@ func (b *Batch) Failed(n int, d time.Duration, killed bool) int {
 	if killed && d > 0 && (b.killedAfter == 0 || d < b.killedAfter) {
 		b.killedAfter = d
 	}
+	b.ramped = true
 	retry := n / 2
 	if retry < 1 {
 		retry = 1
@@ -245,7 +357,7 @@ func (b *Batch) dither(n int) int {
 	}
 	m := int(float64(n) * f)
 	if a, s, ok := b.fit(); ok && s > 0 {
-		if capN := int((0.9*b.budget().Seconds() - a) / s); m > capN {
+		if capN := int((b.share(ditherShare)*b.budget().Seconds() - a) / s); m > capN {
 			m = capN
 		}
 	}
@@ -258,11 +370,11 @@ func (b *Batch) dither(n int) int {
 // choose returns the size the model recommends: the smallest that spends
 // under a tenth of the batch's time on the fixed cost (past it, doubling n
 // gains under 5% throughput), capped so that the predicted time stays
-// inside 90% of the budget (itself a quarter of the target's timeout by
-// default, so a prediction off by 4× still commits).
+// inside chooseShare of the budget (itself a quarter of the target's
+// timeout by default, so a prediction off by 4× still commits).
 func (b *Batch) choose() int {
 	a, s, ok := b.fit()
-	budget := 0.9 * b.budget().Seconds()
+	budget := b.share(chooseShare) * b.budget().Seconds()
 	if !ok {
 		// Too little measured to fit. With the RTT known, the last batch's
 		// time beyond one round trip estimates the per-change cost: aim
@@ -309,11 +421,54 @@ type costModel struct {
 	ring    [modelWindow]sample
 	samples int
 	lastT   float64
+	// overrun holds, for the samples taken once the fit stood, how far
+	// each ran over (or under) the time the fit predicted for it.
+	overrun  [modelWindow]float64
+	overruns int
 }
+
+// worstOverrun is the largest ratio of measured to predicted time in the
+// window; until half the window has been measured, at least
+// assumedOverrun.
+func (m *costModel) worstOverrun() float64 {
+	var w float64
+	for _, r := range m.overrun[:min(m.overruns, modelWindow)] {
+		w = max(w, r)
+	}
+	if m.overruns < modelWindow/2 {
+		w = max(w, assumedOverrun)
+	}
+	return w
+}
+
+// leastOverrun is the smallest ratio of measured to predicted time in the
+// window (at most 1).
+func (m *costModel) leastOverrun() float64 {
+	l := 1.0
+	for _, r := range m.overrun[:min(m.overruns, modelWindow)] {
+		l = min(l, r)
+	}
+	return l
+}
+
+// assumedOverrun is how far over its predicted time a batch is assumed to
+// run before enough have been measured to know.
+const assumedOverrun = 1.4
 
 type sample struct{ n, t float64 }
 
 const modelWindow = 16
+
+// largest returns the sample of the most changes in the window.
+func (m *costModel) largest() sample {
+	var big sample
+	for _, p := range m.ring[:min(m.samples, modelWindow)] {
+		if p.n > big.n {
+			big = p
+		}
+	}
+	return big
+}
 
 // last returns the newest sample.
 func (m *costModel) last() sample {
@@ -326,8 +481,12 @@ func (m *costModel) last() sample {
 func (m *costModel) add(n, t float64) {
 	if m.samples >= 4 {
 		if a, s, ok := m.fit(); ok {
-			if p := a + s*n; p > 0 && t > 4*p {
-				t = 4 * p
+			if p := a + s*n; p > 0 {
+				m.overrun[m.overruns%modelWindow] = min(t/p, 4)
+				m.overruns++
+				if t > 4*p {
+					t = 4 * p
+				}
 			}
 		}
 	}

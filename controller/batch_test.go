@@ -183,3 +183,173 @@ func TestRTTFloorsFixedCost(t *testing.T) {
 		t.Fatalf("per-change cost %v did not shed the round trip it had absorbed", s)
 	}
 }
+
+func TestBatchFirstSizedFromBacklog(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     BatchConfig
+		rtt     time.Duration
+		waiting int
+		want    int
+	}{
+		// (0.5 s − 2·20 ms) ÷ 100 µs: the budget under the pessimistic cost.
+		{"budget bound", BatchConfig{Budget: time.Second, Initial: 1000}, 20 * time.Millisecond, 300_000, 4600},
+		{"backlog bound", BatchConfig{Budget: time.Second, Initial: 1000}, 20 * time.Millisecond, 3000, 3000},
+		{"never under Initial", BatchConfig{Budget: time.Second, Initial: 1000}, 20 * time.Millisecond, 10, 1000},
+		{"default budget", BatchConfig{Budget: 15 * time.Second, Initial: 1000}, 96 * time.Millisecond, 170_000, 73_080},
+		{"no room in the budget", BatchConfig{Budget: time.Second, Initial: 1000}, 300 * time.Millisecond, 300_000, 1000},
+		{"RTT not measured", BatchConfig{Budget: time.Second, Initial: 1000}, 0, 300_000, 1000},
+		// Per-row apply pays a round trip per change: (7.5 s − 0.192 s) ÷ 96.1 ms.
+		{"per row", BatchConfig{Budget: 15 * time.Second, Initial: 1000, RoundTripsPerChange: 1}, 96 * time.Millisecond, 300_000, 76},
+		{"pinned", BatchConfig{Budget: time.Second, Fixed: 500}, 20 * time.Millisecond, 300_000, 500},
+		{"max", BatchConfig{Budget: 15 * time.Second, Initial: 1000, Max: 20_000}, 20 * time.Millisecond, 300_000, 20_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := NewBatch(tt.cfg)
+			b.SetRTT(tt.rtt)
+			// The reader's page: at least what SizeFor gives any backlog.
+			if page := b.BacklogSize(); page < tt.want {
+				t.Fatalf("BacklogSize = %d, under the %d SizeFor gives", page, tt.want)
+			}
+			if got := b.SizeFor(tt.waiting); got != tt.want {
+				t.Fatalf("SizeFor(%d) = %d, want %d", tt.waiting, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBatchBacklogSizingStops(t *testing.T) {
+	rtt := 20 * time.Millisecond
+	tests := []struct {
+		name string
+		// before is what happens before SizeFor is asked again.
+		before func(b *Batch)
+	}{
+		{"after a kill", func(b *Batch) { b.Failed(4600, 2*time.Second, true) }},
+		{"after a batch slower than the pessimistic cost", func(b *Batch) { b.Observe(4600, 2*time.Second) }},
+		{"once the model is fitted", func(b *Batch) {
+			l := link{rtt, 10 * time.Microsecond}
+			for _, n := range []int{1000, 2000, 4000} {
+				b.Observe(n, l.cost(n))
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := NewBatch(BatchConfig{Budget: time.Second, Initial: 1000})
+			b.SetRTT(rtt)
+			tt.before(b)
+			size := b.Size()
+			if got := b.SizeFor(300_000); got != size {
+				t.Fatalf("SizeFor = %d, want the controller's own size %d", got, size)
+			}
+			if got := b.BacklogSize(); got != size {
+				t.Fatalf("BacklogSize = %d, want the controller's own size %d", got, size)
+			}
+		})
+	}
+}
+
+// TestBatchBacklogRampStaysInBudget runs a backlog through the controller
+// on targets up to twice as slow per change as the pessimistic cost: no
+// batch, the first ones included, may be predicted over the budget.
+func TestBatchBacklogRampStaysInBudget(t *testing.T) {
+	budget := time.Second
+	for _, l := range []link{
+		{20 * time.Millisecond, 15 * time.Microsecond},
+		{96 * time.Millisecond, 15 * time.Microsecond},
+		{300 * time.Millisecond, 15 * time.Microsecond},
+		{20 * time.Millisecond, 2 * PessimisticPerChange},
+	} {
+		b := NewBatch(BatchConfig{Budget: budget, Initial: 1000})
+		b.SetRTT(l.a)
+		backlog := 300_000
+		var sizes []int
+		for backlog > 0 {
+			n := min(b.SizeFor(backlog), backlog)
+			sizes = append(sizes, n)
+			if d := l.cost(n); d > budget {
+				t.Fatalf("link %v: batch %d of %d changes takes %v, over the %v budget (sizes %v)", l, len(sizes), n, d, budget, sizes)
+			}
+			b.Observe(n, l.cost(n))
+			backlog -= n
+		}
+		if l.s < PessimisticPerChange && sizes[0] <= 1000 && l.a < 300*time.Millisecond {
+			t.Errorf("link %v: first batch %d, want it sized from the backlog (sizes %v)", l, sizes[0], sizes)
+		}
+	}
+}
+
+// TestBatchGrowthBoundByLargestMeasured: noise that makes larger batches
+// look cheaper fits a zero per-change cost, and the fit alone would grow
+// the size 4× into a transaction far over the budget. Growth stops at the
+// largest measured batch scaled to ditherShare of the budget (before any
+// overrun is measured).
+func TestBatchGrowthBoundByLargestMeasured(t *testing.T) {
+	b := NewBatch(BatchConfig{Budget: time.Second, Initial: 10_000})
+	b.SetRTT(20 * time.Millisecond)
+	for _, s := range []struct {
+		n int
+		d time.Duration
+	}{{10_000, 400 * time.Millisecond}, {12_000, 380 * time.Millisecond}, {8_000, 420 * time.Millisecond}} {
+		b.Observe(s.n, s.d)
+	}
+	// 12,000 changes took 380 ms: 0.95 s holds 30,000 at that rate.
+	if got := b.Size(); got > 30_000 || got < 10_000 {
+		t.Fatalf("size = %d, want in [10000, 30000]", got)
+	}
+}
+
+// TestBatchNoisyTargetStaysInBudget: a target whose transactions run from
+// 0.8× to 1.4× the time their size predicts (a busy shared machine). The
+// controller aims by the worst overrun it measured, so that no transaction
+// passes the budget, the first batches included, at any RTT.
+func TestBatchNoisyTargetStaysInBudget(t *testing.T) {
+	noise := []float64{1.0, 0.8, 1.4, 0.9, 1.2, 1.0, 1.3, 0.85}
+	for _, l := range []link{
+		{20 * time.Millisecond, 20 * time.Microsecond},
+		{96 * time.Millisecond, 20 * time.Microsecond},
+		{300 * time.Millisecond, 20 * time.Microsecond},
+	} {
+		budget := time.Second
+		b := NewBatch(BatchConfig{Budget: budget, Initial: 1000})
+		b.SetRTT(l.a)
+		var sizes []int
+		for i := range 80 {
+			n := b.SizeFor(1_000_000)
+			d := time.Duration(float64(l.cost(n)) * noise[i%len(noise)])
+			sizes = append(sizes, n)
+			if d > budget {
+				t.Fatalf("link %v: batch %d of %d changes took %v, over the %v budget (sizes %v)", l, i, n, d, budget, sizes)
+			}
+			b.Observe(n, d)
+		}
+	}
+}
+
+// TestBatchRecoversAfterLockWaits: batches that waited on a lock ran far
+// over their prediction. The overrun they show must not keep later
+// batches at a sliver of the budget once the lock is gone.
+func TestBatchRecoversAfterLockWaits(t *testing.T) {
+	l := link{48 * time.Millisecond, 200 * time.Microsecond}
+	b := NewBatch(BatchConfig{Budget: time.Second, Initial: 1000})
+	b.SetRTT(l.a)
+	for range 40 {
+		b.Observe(b.Size(), l.cost(b.Size()))
+	}
+	steady := b.Size()
+	for range 5 {
+		b.Observe(b.Size(), l.cost(b.Size())+1500*time.Millisecond)
+	}
+	// Once the lock's samples have left the window (and the size has had
+	// a few batches to grow back), their overruns must be gone too.
+	for range 2 * modelWindow {
+		b.Observe(b.Size(), l.cost(b.Size()))
+	}
+	if got := b.Size(); got < steady*3/4 {
+		t.Fatalf("size %d two windows after the lock, %d before it: collapsed", got, steady)
+	} else {
+		t.Logf("size %d before the lock, %d after", steady, got)
+	}
+}

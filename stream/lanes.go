@@ -142,6 +142,34 @@ func (q *laneQueue) peek(ctx context.Context, max int, wait time.Duration, wake 
 	}
 }
 
+// peekAt returns up to max queued items from the offset-th on, without
+// removing them or waiting.
+func (q *laneQueue) peekAt(offset, max int) []item {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if offset >= len(q.items) {
+		return nil
+	}
+	rest := q.items[offset:]
+	return append([]item(nil), rest[:min(max, len(rest))]...)
+}
+
+// len is how many items are queued.
+func (q *laneQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items)
+}
+
+// wakePushers has a waiting push look again at the limits: the lane's
+// batch size grew.
+func (q *laneQueue) wakePushers() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	close(q.notFull)
+	q.notFull = make(chan struct{})
+}
+
 // drop removes the first k items (committed).
 func (q *laneQueue) drop(k int) {
 	q.mu.Lock()
@@ -167,6 +195,9 @@ type lane struct {
 	// fifo holds the numbers of changes routed here and not committed.
 	fifo     []uint64
 	lastPing time.Time
+	// head counts the lane's committed changes: it numbers the first
+	// queued one, for the batch compacted ahead (see prepare).
+	head uint64
 }
 
 // ahead is how many changes may be routed to the lane ahead of its
@@ -698,11 +729,26 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 	// the other lanes' commits move it all the time, and their own
 	// checkpoints follow close behind.
 	var lastFlush, flushAt time.Time
+	// next is the batch after the one in flight, compacted ahead.
+	var next *prepared
 	for ctx.Err() == nil {
 		s.beat(l.id)
-		want := l.ctrl.Size()
-		if limit > 0 {
-			want = limit
+		want := limit
+		if limit == 0 {
+			queued, _ := s.q.size()
+			size := l.ctrl.Size()
+			want = sizeFor(l.ctrl, l.q.len()+queued/max(m.lanesActive(), 1))
+			if want > size {
+				// The dispatcher routes up to a few batches ahead: let it
+				// route for the larger size now.
+				l.q.wakePushers()
+			}
+			want = next.sizeFor(l.head, want, l.ctrl)
+		}
+		if next != nil && next.first > l.head {
+			// A failed batch is retried in pieces: they end where the
+			// batch compacted ahead begins, so that it stays usable.
+			want = min(want, int(next.first-l.head))
 		}
 		wait := s.cfg.IdleWait
 		if !flushAt.IsZero() {
@@ -748,7 +794,20 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 				l.ctrl.SetRTT(rtt)
 			}
 		}
-		err := m.applyLane(ctx, l, items)
+		cs := changesOf(items)
+		b := s.batch(next, l.head, cs)
+		if next != nil && next.first <= l.head {
+			next.drop()
+			next = nil
+		}
+		if limit == 0 && next == nil {
+			// The next batch's changes, compacted while this one is in
+			// flight: what is routed here now, up to this batch's size.
+			if rest := l.q.peekAt(len(items), want); len(rest) > 0 {
+				next = s.prepare(l.head+uint64(len(items)), changesOf(rest[:bytePrefix(rest, s.cfg.MaxBatchBytes, itemSize)]))
+			}
+		}
+		err := m.applyLane(ctx, l, items, cs, b)
 		if errors.Is(err, errReorder) {
 			continue
 		}
@@ -797,16 +856,20 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 
 func itemSize(it *item) int64 { return int64(it.c.Size()) }
 
-// applyLane applies items (a prefix of the lane's queue) in one
-// transaction with the lane's checkpoint: the watermark the commit makes
-// true, and the position of its last change.
-func (m *multi) applyLane(ctx context.Context, l *lane, items []item) error {
-	s := m.s
+// changesOf is the changes of items.
+func changesOf(items []item) []sluice.Change {
 	cs := make([]sluice.Change, len(items))
 	for i := range items {
 		cs[i] = items[i].c
 	}
-	b := apply.Compact(cs, s.ordered.has)
+	return cs
+}
+
+// applyLane applies items (a prefix of the lane's queue; their changes cs,
+// compacted as b) in one transaction with the lane's checkpoint: the
+// watermark the commit makes true, and the position of its last change.
+func (m *multi) applyLane(ctx context.Context, l *lane, items []item, cs []sluice.Change, b *apply.Batch) error {
+	s := m.s
 
 	m.mu.Lock()
 	wIf := m.next - 1
@@ -840,6 +903,7 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item) error {
 	m.ctl.Tx(d)
 	s.mu.Lock()
 	s.stats.LastTxTime, s.stats.LastBatch = d, len(items)
+	s.stats.MaxTxTime = max(s.stats.MaxTxTime, d)
 	if err == nil {
 		s.stats.PingError = ""
 	}
@@ -854,6 +918,7 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item) error {
 		return fmt.Errorf("lane %d: apply batch of %d changes (%d rows): %w", l.id, len(items), b.Rows, err)
 	}
 	l.q.drop(len(items))
+	l.head += uint64(len(items)) // with the drop: they number the queue
 
 	m.mu.Lock()
 	l.fifo = l.fifo[len(items):]

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -57,6 +58,11 @@ type sharedRows struct {
 	committed int
 	bad       error
 	maxCP     uint64
+	// failEvery > 0 fails every failEvery-th transaction (of more than one
+	// change) as a lost connection; failed counts them.
+	failEvery int
+	applies   int
+	failed    int
 }
 
 type laneTarget struct{ db *sharedRows }
@@ -65,6 +71,12 @@ func (t *laneTarget) Apply(_ context.Context, b *apply.Batch, cp sluice.Checkpoi
 	time.Sleep(time.Millisecond) // a round trip; lets lanes interleave
 	t.db.mu.Lock()
 	defer t.db.mu.Unlock()
+	t.db.applies++
+	if t.db.failEvery > 0 && t.db.applies%t.db.failEvery == 0 && b.Changes > 1 {
+		// The connection dropped: nothing of the batch is committed.
+		t.db.failed++
+		return &apply.RetryableError{Err: errors.New("connection lost")}
+	}
 	for _, tb := range b.Tables {
 		for _, k := range tb.Deletes {
 			delete(t.db.rows, k[0].Text)
@@ -84,11 +96,13 @@ func (t *laneTarget) Apply(_ context.Context, b *apply.Batch, cp sluice.Checkpoi
 
 func (t *laneTarget) Ping(context.Context) (time.Duration, error) { return time.Millisecond, nil }
 
-func TestLanesKeepRowOrderAndWatermark(t *testing.T) {
+// orderWorkload is n changes to 300 keys, with deletes and, if moves, key
+// moves, and the rows they leave.
+func orderWorkload(n int, moves bool) ([]sluice.Change, map[string]string) {
 	r := rand.New(rand.NewPCG(7, 9))
 	want := map[string]string{}
 	var cs []sluice.Change
-	for i := 0; i < 4000; i++ {
+	for i := 0; i < n; i++ {
 		id := strconv.Itoa(r.IntN(300))
 		pos := sluice.Position{Kind: "test", Token: strconv.Itoa(i)}
 		v := fmt.Sprintf("v%d", i)
@@ -99,7 +113,7 @@ func TestLanesKeepRowOrderAndWatermark(t *testing.T) {
 		case r.IntN(5) == 0:
 			cs = append(cs, sluice.Change{Table: table, Op: sluice.OpDelete, Key: sluice.Row{sluice.Text(id)}, Pos: pos})
 			delete(want, id)
-		case r.IntN(5) == 0:
+		case moves && r.IntN(5) == 0:
 			// Primary-key change to a free id: probably another lane.
 			nid := strconv.Itoa(300 + r.IntN(300))
 			if _, taken := want[nid]; taken {
@@ -116,6 +130,11 @@ func TestLanesKeepRowOrderAndWatermark(t *testing.T) {
 	for i := range cs {
 		cs[i].Pos.Token = strconv.Itoa(i)
 	}
+	return cs, want
+}
+
+func TestLanesKeepRowOrderAndWatermark(t *testing.T) {
+	cs, want := orderWorkload(4000, true)
 	db := &sharedRows{rows: map[string]string{}}
 	rd := &scriptReader{cs: cs}
 	store := &memStore{target: &rowTarget{rows: map[string]string{}}}
@@ -300,5 +319,83 @@ func TestLanesGrowWhenRoundTripBound(t *testing.T) {
 	}
 	if took > oneLane*3/4 {
 		t.Fatalf("took %v, one lane alone takes ~%v: the added lanes did not raise throughput", took, oneLane)
+	}
+}
+
+// TestBatchesCompactedAheadSurviveFailures runs the order workload with the
+// next batch compacted while the one before it is in flight, with
+// transactions failing on the way: each failed batch is retried in pieces
+// while the batch after it is already compacted. The rows must come out
+// as the source left them, the checkpoint never ahead of the commits, and
+// batches must have been compacted ahead.
+func TestBatchesCompactedAheadSurviveFailures(t *testing.T) {
+	tests := []struct {
+		name      string
+		lanes     int
+		failEvery int
+		// Whether a lane holds a second batch when it sends one depends on
+		// how fast the dispatcher routes: lanes must converge whether or
+		// not they compacted ahead, the single loop must compact ahead.
+		wantAhead bool
+	}{
+		{"one loop", 1, 0, true},
+		{"one loop, failures", 1, 10, true},
+		{"lanes", 4, 0, false},
+		{"lanes, failures", 4, 10, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Key moves drain the lanes, which then hold too little to
+			// compact ahead: the single loop has them.
+			cs, want := orderWorkload(3000, tt.lanes == 1)
+			db := &sharedRows{rows: map[string]string{}, failEvery: tt.failEvery}
+			rd := &scriptReader{cs: cs}
+			store := &memStore{target: &rowTarget{rows: map[string]string{}}}
+			newSizer := func() Sizer {
+				return controller.NewBatch(controller.BatchConfig{Initial: 40, Max: 200, Budget: time.Second})
+			}
+			s := New(Config{
+				ID: "ahead", Reader: rd, Target: &laneTarget{db}, Store: store, Batch: newSizer(),
+				MinLanes: tt.lanes, MaxLanes: tt.lanes, MaxAttempts: 20,
+				NewTarget: func(context.Context) (Target, error) { return &laneTarget{db}, nil },
+				NewSizer:  newSizer,
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- s.Run(ctx) }()
+			deadline := time.Now().Add(25 * time.Second)
+			for s.Stats().Applied < uint64(len(cs)) && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			st := s.Stats()
+			db.mu.Lock()
+			defer db.mu.Unlock()
+			if db.bad != nil {
+				t.Fatal(db.bad)
+			}
+			if st.Applied != uint64(len(cs)) {
+				t.Fatalf("applied %d of %d changes", st.Applied, len(cs))
+			}
+			if tt.failEvery > 0 && db.failed == 0 {
+				t.Fatal("no transaction failed: the test did not test retries")
+			}
+			if tt.wantAhead && st.CompactedAhead == 0 {
+				t.Fatalf("no batch was compacted ahead (%d transactions)", db.applies)
+			}
+			if len(db.rows) != len(want) {
+				t.Fatalf("target has %d rows, want %d", len(db.rows), len(want))
+			}
+			for k, v := range want {
+				if db.rows[k] != v {
+					t.Fatalf("row %s = %q, want %q", k, db.rows[k], v)
+				}
+			}
+			t.Logf("%d transactions, %d failed, %d batches compacted ahead", db.applies, db.failed, st.CompactedAhead)
+		})
 	}
 }

@@ -38,6 +38,16 @@ const orderedFor = 5 * time.Minute
 type orderedTables struct {
 	mu    sync.Mutex
 	until map[sluice.TableName]time.Time
+	// gen counts the calls to add: a batch compacted ahead (prepare) under
+	// an older generation may compact a table that must now go in order.
+	gen uint64
+}
+
+// generation is the count of adds so far.
+func (o *orderedTables) generation() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.gen
 }
 
 // has reports whether t's changes are applied in source order now.
@@ -58,6 +68,7 @@ func (o *orderedTables) add(ts []sluice.TableName) {
 	if o.until == nil {
 		o.until = map[sluice.TableName]time.Time{}
 	}
+	o.gen++
 	for _, t := range ts {
 		o.until[t] = time.Now().Add(orderedFor)
 	}

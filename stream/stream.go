@@ -158,6 +158,12 @@ type Stats struct {
 	// InFlight is how long the oldest target transaction still running
 	// has been running; zero when none is.
 	InFlight time.Duration
+	// MaxTxTime is the longest target transaction so far, committed or
+	// not (a killed one counts up to its kill).
+	MaxTxTime time.Duration
+	// CompactedAhead counts the batches compacted while the batch before
+	// them was in flight (prepare.go).
+	CompactedAhead uint64
 }
 
 // Stream moves changes from a reader to a target.
@@ -295,15 +301,23 @@ func (s *Stream) beat(i int) { s.beats[i].Store(time.Now().UnixNano()) }
 // Run streams until ctx ends (then it finishes or rolls back the batch in
 // flight and returns nil) or a non-retryable error stops it.
 func (s *Stream) Run(ctx context.Context) error {
+	// The RTT the target measured while opening sizes the reader's first
+	// pages (controller.Batch.BacklogSize), so it is known before the
+	// reader starts.
+	measured := false
+	if rtt, ok := measuredRTT(s.cfg.Target); ok {
+		s.setRTT(rtt)
+		measured = true
+	}
 	readCtx, stopReader := context.WithCancel(ctx)
 	defer stopReader()
 	readErr := make(chan error, 1)
 	go func() { readErr <- s.read(readCtx) }()
 
-	if rtt, ok := measuredRTT(s.cfg.Target); ok {
-		s.setRTT(rtt)
-	} else if rtt, err := s.cfg.Target.Ping(ctx); err == nil {
-		s.setRTT(rtt)
+	if !measured {
+		if rtt, err := s.cfg.Target.Ping(ctx); err == nil {
+			s.setRTT(rtt)
+		}
 	}
 	applyCtx, stopApply := context.WithCancelCause(ctx)
 	defer stopApply(nil)
@@ -503,7 +517,9 @@ func (s *Stream) watchStall(ctx context.Context, stop context.CancelCauseFunc) {
 func (s *Stream) read(ctx context.Context) error {
 	avgSize := int64(512) // bytes per change, as measured
 	for {
-		page := s.cfg.Batch.Size()
+		// As many as the first batches may carry: they are sized from
+		// what is queued.
+		page := backlogSize(s.cfg.Batch)
 		if page < 1000 {
 			page = 1000
 		}
@@ -554,7 +570,11 @@ const idlePing = 5 * time.Second
 
 func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 	var pending []sluice.Change // taken from the queue, not yet committed
-	limit := 0                  // when >0, the size a failed batch is retried with
+	// head numbers pending[0] (changes taken before it); next is the batch
+	// after the one in flight, compacted ahead (see prepare).
+	var head uint64
+	var next *prepared
+	limit := 0 // when >0, the size a failed batch is retried with
 	attempts := 0
 	lastPing := time.Now()
 	for {
@@ -562,9 +582,10 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		want := s.cfg.Batch.Size()
-		if limit > 0 {
-			want = limit
+		want := limit
+		if limit == 0 {
+			queued, _ := s.q.size()
+			want = next.sizeFor(head, sizeFor(s.cfg.Batch, len(pending)+queued), s.cfg.Batch)
 		}
 		if len(pending) < want {
 			if len(pending) == 0 {
@@ -601,8 +622,32 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 		if len(pending) == 0 {
 			continue
 		}
+		if next != nil && next.first > head {
+			// A failed batch is retried in pieces: they end where the
+			// batch compacted ahead begins, so that it stays usable.
+			want = min(want, int(next.first-head))
+		}
 		n := bytePrefix(pending[:min(want, len(pending))], s.cfg.MaxBatchBytes, changeSize)
-		err := s.applyBatch(ctx, pending[:n])
+		b := s.batch(next, head, pending[:n])
+		if next != nil && next.first <= head {
+			next.drop()
+			next = nil
+		}
+		if limit == 0 && next == nil {
+			// The next batch's changes, compacted while this one is in
+			// flight: what is queued now, up to this batch's size.
+			if len(pending) < n+want && s.q.waitNonEmpty() == nil {
+				more, err := s.q.take(ctx, n+want-len(pending))
+				if err != nil {
+					return nil
+				}
+				pending = append(pending, more...)
+			}
+			if rest := pending[n:min(n+want, len(pending))]; len(rest) > 0 {
+				next = s.prepare(head+uint64(n), rest[:bytePrefix(rest, s.cfg.MaxBatchBytes, changeSize)])
+			}
+		}
+		err := s.applyBatch(ctx, pending[:n], b)
 		if errors.Is(err, errReorder) {
 			continue
 		}
@@ -617,6 +662,7 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 		if err == nil {
 			clear(pending[:n])
 			pending = pending[n:]
+			head += uint64(n)
 			limit, attempts = 0, 0
 			s.mu.Lock()
 			s.oldest = time.Time{}
@@ -703,11 +749,10 @@ func (s *Stream) setRTT(d time.Duration) {
 	s.cfg.Batch.SetRTT(d)
 }
 
-// applyBatch compacts cs, applies it with the next checkpoint in one target
+// applyBatch applies cs, compacted as b, with the next checkpoint in one target
 // transaction and, once the commit returned, records the checkpoint in the
 // state file and tells the reader.
-func (s *Stream) applyBatch(ctx context.Context, cs []sluice.Change) error {
-	b := apply.Compact(cs, s.ordered.has)
+func (s *Stream) applyBatch(ctx context.Context, cs []sluice.Change, b *apply.Batch) error {
 	s.mu.Lock()
 	cp := sluice.Checkpoint{
 		Stream:   s.cfg.ID,
@@ -731,6 +776,7 @@ func (s *Stream) applyBatch(ctx context.Context, cs []sluice.Change) error {
 	s.txEnded(0)
 	s.mu.Lock()
 	s.stats.LastTxTime = d
+	s.stats.MaxTxTime = max(s.stats.MaxTxTime, d)
 	s.stats.LastBatch = len(cs)
 	if err == nil {
 		s.stats.PingError = ""

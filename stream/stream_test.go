@@ -125,12 +125,18 @@ func (s *memStore) SetError(_, msg string) error {
 
 func run(t *testing.T, n int, fail func(int, *apply.Batch) error, batch int) (*rowTarget, *memStore, *sliceReader, error) {
 	t.Helper()
+	return runWith(t, n, fail, controller.BatchConfig{Initial: batch, Budget: time.Second})
+}
+
+// runWith is run with the batch controller configured by cfg.
+func runWith(t *testing.T, n int, fail func(int, *apply.Batch) error, cfg controller.BatchConfig) (*rowTarget, *memStore, *sliceReader, error) {
+	t.Helper()
 	rd := &sliceReader{n: n}
 	tgt := &rowTarget{rows: map[string]string{}, fail: fail}
 	store := &memStore{target: tgt}
 	s := New(Config{
 		ID: "test", Reader: rd, Target: tgt, Store: store,
-		Batch:       controller.NewBatch(controller.BatchConfig{Initial: batch, Budget: time.Second}),
+		Batch:       controller.NewBatch(cfg),
 		MaxAttempts: 6,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -194,7 +200,9 @@ func TestStreamStopsOnPermanentError(t *testing.T) {
 		}
 		return nil
 	}
-	_, store, _, err := run(t, 1000, fail, 10)
+	// Pinned: the first batches would otherwise be sized from the backlog,
+	// and this wants the third of several.
+	_, store, _, err := runWith(t, 1000, fail, controller.BatchConfig{Fixed: 10, Budget: time.Second})
 	if err == nil || store.err == "" {
 		t.Fatalf("err %v, state file error %q; want the CHECK error in both", err, store.err)
 	}

@@ -7,8 +7,9 @@ package main
 // (the static-batch test), the model controller with one lane and with
 // adaptive lanes, and the naive AIMD controller, each over the same backlog,
 // and reports each one's rate against the best static size that ran without
-// a kill. Bar: the model controller ≥ 0.8 × the best static at every RTT,
-// with zero kills.
+// a kill. Bar: the model controller ≥ 0.9 × the best static at every RTT,
+// with zero kills and no transaction over the kill budget (the section
+// fails when a model run has one, and reports the worst of each run).
 //
 // Every run gets its own source and target database, copied (CREATE
 // DATABASE … TEMPLATE) from a source holding the base rows, the capture
@@ -46,8 +47,9 @@ type ctlConfig struct {
 	maxLanes   int
 }
 
-// The bar: the model controller's rate over the best static one.
-const ctlBar = 0.8
+// The bar: the model controller's rate over the best static one (issue
+// 14's goal; issue 5's was 0.8).
+const ctlBar = 0.9
 
 // ctlRun is one controller-section run and its result.
 type ctlRun struct {
@@ -134,9 +136,9 @@ func (e *env) benchController(ctx context.Context) ([]ctlRTTResult, error) {
 			runs = append(runs, ctlRun{rtt: rtt, name: fmt.Sprintf("static %d", size), static: true, pinned: size, minLanes: 1, maxLanes: 1, budget: cc.killBudget})
 		}
 		runs = append(runs,
-			ctlRun{rtt: rtt, name: "model, 1 lane", controller: "model", minLanes: 1, maxLanes: 1},
-			ctlRun{rtt: rtt, name: fmt.Sprintf("model, 1–%d lanes", cc.maxLanes), controller: "model", minLanes: 1, maxLanes: cc.maxLanes},
-			ctlRun{rtt: rtt, name: "aimd, 1 lane", controller: "aimd", minLanes: 1, maxLanes: 1},
+			ctlRun{rtt: rtt, name: "model, 1 lane", controller: "model", minLanes: 1, maxLanes: 1, budget: cc.killBudget},
+			ctlRun{rtt: rtt, name: fmt.Sprintf("model, 1–%d lanes", cc.maxLanes), controller: "model", minLanes: 1, maxLanes: cc.maxLanes, budget: cc.killBudget},
+			ctlRun{rtt: rtt, name: "aimd, 1 lane", controller: "aimd", minLanes: 1, maxLanes: 1, budget: cc.killBudget},
 		)
 		for _, r := range runs {
 			if ctx.Err() != nil {
@@ -252,13 +254,16 @@ func (e *env) ctlRunOnce(ctx context.Context, r ctlRun, seq int, srcTmpl, dstTmp
 	started := make(chan time.Time, 1)
 	done := make(chan error, 1)
 	opts := daemon.StreamOptions{
-		ID:              fmt.Sprintf("ctl%d", seq),
-		SourceURL:       srcURL,
-		TargetURL:       targetURL,
-		Tables:          pgTables,
-		StateDir:        stateDir,
-		ApplyMode:       "pipelined",
-		SourceMode:      "trigger",
+		ID:         fmt.Sprintf("ctl%d", seq),
+		SourceURL:  srcURL,
+		TargetURL:  targetURL,
+		Tables:     pgTables,
+		StateDir:   stateDir,
+		ApplyMode:  "pipelined",
+		SourceMode: "trigger",
+		// The target holds the base rows already (its template), and the
+		// backlog is the changelog from its start.
+		InitialCopy:     "off",
 		Controller:      r.controller,
 		MinLanes:        r.minLanes,
 		MaxLanes:        r.maxLanes,
@@ -340,6 +345,9 @@ func (e *env) ctlRunOnce(ctx context.Context, r ctlRun, seq int, srcTmpl, dstTmp
 		r.meanBatch = float64(last.Applied) / float64(last.Seq)
 	}
 	r.lanes = last.Lanes
+	// The stream's own worst transaction: with lanes, polling misses
+	// commits, and a killed transaction never shows as the last one.
+	r.maxTx = max(r.maxTx, last.MaxTxTime)
 	r.seenKills, r.retries = last.Kills, last.Retries
 	if txN > 0 {
 		r.meanTx = txSum / time.Duration(txN)
@@ -439,24 +447,42 @@ func renderController(cc ctlConfig, results []ctlRTTResult, took time.Duration) 
 				continue
 			}
 			ratio := r.rate / best.rate
-			met := ratio >= ctlBar && r.kills == 0 && r.finished && r.verified
+			met := ratio >= ctlBar && r.kills == 0 && r.finished && r.verified && r.maxTx <= r.budget
 			verdict := "met ✓"
 			if !met {
 				verdict = "**missed ✗**"
 			}
-			line += fmt.Sprintf(" = %.2f× best static** (size %d, %s changes/s), final batch %d, lanes %d, kills %d — bar ≥ %.1f with zero kills: %s",
-				ratio, best.pinned, thousands(best.rate), r.finalBatch, r.lanes, r.kills, ctlBar, verdict)
+			line += fmt.Sprintf(" = %.2f× best static** (size %d, %s changes/s), final batch %d, lanes %d (peak %d), kills %d, worst transaction %s — bar ≥ %.1f with zero kills and none over the %v budget: %s",
+				ratio, best.pinned, thousands(best.rate), r.finalBatch, r.lanes, r.peakLanes, r.kills, ms(r.maxTx), ctlBar, r.budget, verdict)
 			if fastest, ok := res.fastestStatic(); ok && fastest.name != best.name {
 				line += fmt.Sprintf(" (against the fastest pinned run, %d over the budget at %s changes/s: %.2f×)", fastest.pinned, thousands(fastest.rate), r.rate/fastest.rate)
 			}
 			summary = append(summary, line)
 		}
 	}
-	fmt.Fprintln(&b, "\n### Controller bar (model ≥ 0.8 × best static, zero kills)")
+	fmt.Fprintf(&b, "\n### Controller bar (model ≥ %.1f × best static, zero kills, no transaction over the budget)\n", ctlBar)
 	fmt.Fprintln(&b)
 	for _, l := range summary {
 		fmt.Fprintln(&b, l)
 	}
 	fmt.Fprintln(&b)
 	return b.String()
+}
+
+// overBudget is an error naming every model run that had a transaction
+// over the kill budget (the bench fails on it: the model's promise is that
+// none does), or nil.
+func overBudget(results []ctlRTTResult) error {
+	var over []string
+	for _, res := range results {
+		for _, r := range res.runs {
+			if r.controller == "model" && r.maxTx > r.budget {
+				over = append(over, fmt.Sprintf("%s RTT, %s: %s", rttLabel(res.rtt), r.name, ms(r.maxTx)))
+			}
+		}
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	return fmt.Errorf("a model run's transaction took longer than the kill budget: %s", strings.Join(over, "; "))
 }

@@ -423,6 +423,7 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	var report string
+	var ctlErr error
 	if len(sources) > 0 {
 		report = render(cfg, results, readers, time.Since(began))
 	}
@@ -432,6 +433,10 @@ func run(ctx context.Context, cfg config) error {
 		ctl, err := e.benchController(ctx)
 		if len(ctl) > 0 || err == nil {
 			report += renderController(cfg.ctl, ctl, time.Since(ctlBegan))
+		}
+		if err == nil {
+			// The rest of the sections still run; the bench fails at the end.
+			ctlErr = overBudget(ctl)
 		}
 		if err != nil {
 			fmt.Print(report)
@@ -476,6 +481,9 @@ func run(ctx context.Context, cfg config) error {
 		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
 			return fmt.Errorf("write -out %s: %w", cfg.out, err)
 		}
+	}
+	if ctlErr != nil {
+		return fmt.Errorf("controller: %w", ctlErr)
 	}
 	return nil
 }

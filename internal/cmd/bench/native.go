@@ -37,11 +37,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -61,12 +63,13 @@ const secNative = "native"
 const (
 	sysPGNative      = "pg-native"
 	sysPGSluice      = "pg-sluice"
+	sysPGBouncer     = "pg-sluice-pgbouncer"
 	sysMyNative      = "my-native"
 	sysMyNativeTuned = "my-native-tuned"
 	sysMySluice      = "my-sluice"
 )
 
-var nativeSystems = []string{sysPGNative, sysPGSluice, sysMyNative, sysMyNativeTuned, sysMySluice}
+var nativeSystems = []string{sysPGNative, sysPGSluice, sysPGBouncer, sysMyNative, sysMyNativeTuned, sysMySluice}
 
 // The issue's goals at the 96 ms link.
 const (
@@ -279,38 +282,63 @@ func (ne *nativeEnv) postgresRun(ctx context.Context, run int) error {
 	// started once from now (their slot, publication and checkpoint).
 	type consumer struct {
 		rtt      time.Duration
-		slot     string // the subscription's
+		slot     string // the subscription's; "" for sluice through PgBouncer
 		stream   string // sluice's stream id, also its target database
 		stateDir string
+		// targetURL and targetAddr are where sluice connects: the target
+		// server, or PgBouncer in front of it.
+		targetURL, targetAddr string
 	}
+	// sluice's row through PgBouncer in transaction pooling, in front of
+	// the same target server (as managed PostgreSQL services run it): the
+	// proxy sits between sluice and PgBouncer.
+	bouncer, err := dbtest.StartPgBouncer(ctx, dst)
+	if err != nil {
+		return err
+	}
+	defer bouncer.Stop() //nolint:errcheck // cleanup only
+	bouncerAddr := net.JoinHostPort(bouncer.Host, strconv.Itoa(bouncer.Port))
 	var cs []consumer
 	defer func() {
 		for _, c := range cs {
 			dropSlot(context.WithoutCancel(ctx), srcURL, c.stream, []string{nativeTable})
-			pgDropSlot(context.WithoutCancel(ctx), srcURL, c.slot)
+			if c.slot != "" {
+				pgDropSlot(context.WithoutCancel(ctx), srcURL, c.slot)
+			}
 			dst.DropDatabase(context.WithoutCancel(ctx), c.stream) //nolint:errcheck // cleanup only
 			os.RemoveAll(c.stateDir)
 		}
 	}()
 	for i, rtt := range ne.nc.rtts {
-		c := consumer{rtt: rtt, slot: fmt.Sprintf("%s_sub%d", name, i), stream: fmt.Sprintf("%s_sl%d", name, i)}
-		dir, err := os.MkdirTemp("", "sluice-bench-native-")
-		if err != nil {
-			return fmt.Errorf("state dir: %w", err)
-		}
-		c.stateDir = dir
-		cs = append(cs, c)
-		if err := execAll(ctx, srcURL, fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", c.slot)); err != nil {
-			return fmt.Errorf("create the subscription's slot %s: %w", c.slot, err)
-		}
-		if err := dst.CreateDatabase(ctx, c.stream); err != nil {
-			return err
-		}
-		if err := execAll(ctx, dst.URL(c.stream), nativeDDL); err != nil {
-			return err
-		}
-		if err := ne.sluiceFromNow(ctx, srcURL, dst.URL(c.stream), c.stream, c.stateDir); err != nil {
-			return err
+		for _, viaBouncer := range []bool{false, true} {
+			c := consumer{rtt: rtt, slot: fmt.Sprintf("%s_sub%d", name, i), stream: fmt.Sprintf("%s_sl%d", name, i)}
+			if viaBouncer {
+				c.slot, c.stream = "", fmt.Sprintf("%s_pb%d", name, i)
+			}
+			dir, err := os.MkdirTemp("", "sluice-bench-native-")
+			if err != nil {
+				return fmt.Errorf("state dir: %w", err)
+			}
+			c.stateDir = dir
+			c.targetURL, c.targetAddr = dst.URL(c.stream), dst.Addr()
+			if viaBouncer {
+				c.targetURL, c.targetAddr = bouncer.URL(c.stream), bouncerAddr
+			}
+			cs = append(cs, c)
+			if c.slot != "" {
+				if err := execAll(ctx, srcURL, fmt.Sprintf("SELECT pg_create_logical_replication_slot('%s', 'pgoutput')", c.slot)); err != nil {
+					return fmt.Errorf("create the subscription's slot %s: %w", c.slot, err)
+				}
+			}
+			if err := dst.CreateDatabase(ctx, c.stream); err != nil {
+				return err
+			}
+			if err := execAll(ctx, dst.URL(c.stream), nativeDDL); err != nil {
+				return err
+			}
+			if err := ne.sluiceFromNow(ctx, srcURL, c.targetURL, c.stream, c.stateDir); err != nil {
+				return err
+			}
 		}
 	}
 	t0 := time.Now()
@@ -336,16 +364,20 @@ func (ne *nativeEnv) postgresRun(ctx context.Context, run int) error {
 		return fmt.Errorf("subscriber: %w", err)
 	}
 	for _, c := range cs {
-		r, err := ne.pgSubscription(ctx, run, srcURL, name, c.slot, c.rtt)
-		if err != nil {
-			return fmt.Errorf("subscription, %s: %w", linkLabel(c.rtt), err)
+		system := sysPGBouncer
+		if c.slot != "" {
+			system = sysPGSluice
+			r, err := ne.pgSubscription(ctx, run, srcURL, name, c.slot, c.rtt)
+			if err != nil {
+				return fmt.Errorf("subscription, %s: %w", linkLabel(c.rtt), err)
+			}
+			ne.record(r)
 		}
-		ne.record(r)
-		r, err = ne.sluiceCatchUp(ctx, sysPGSluice, run, srcURL, dst.URL(c.stream), dst.Addr(), c.stream, c.stateDir, c.rtt,
+		r, err := ne.sluiceCatchUp(ctx, system, run, srcURL, c.targetURL, c.targetAddr, c.stream, c.stateDir, c.rtt,
 			func(ctx context.Context) (bool, error) { return pgMarker(ctx, dst.URL(c.stream)) },
 			func(ctx context.Context) (bool, error) { return pgEqual(ctx, srcURL, dst.URL(c.stream)) })
 		if err != nil {
-			return fmt.Errorf("sluice, %s: %w", linkLabel(c.rtt), err)
+			return fmt.Errorf("%s, %s: %w", nativeTitle(system, ne.nc), linkLabel(c.rtt), err)
 		}
 		ne.record(r)
 		// Its slot would hold WAL for the rest of the run.
@@ -797,11 +829,39 @@ func (ne *nativeEnv) sluiceCatchUp(ctx context.Context, system string, run int, 
 		return res, fmt.Errorf("%w; log:\n%s", err, p.lw.tail(15))
 	}
 	res.elapsed = seen.Sub(t0)
+	// With lanes, the marker's lane can commit it while another lane
+	// still applies earlier changes: the catch-up ends when the tables are
+	// equal, checked while sluice still runs (the marker's time when they
+	// are at once, else the start of the first check that finds them so).
+	// Stopping at the marker would cut those lanes off.
+	deadline := time.Now().Add(time.Minute)
+	for first := true; ; first = false {
+		began := time.Now()
+		ok, err := equal(ctx)
+		if err != nil {
+			return res, err
+		}
+		if ok {
+			res.verified = true
+			if !first {
+				res.elapsed = began.Sub(t0)
+				res.note = "lanes still applying at the marker: timed to the first equal check"
+			}
+			break
+		}
+		if time.Now().After(deadline) || p.failed() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 	if code, err := p.stop(); err != nil || code != 0 {
 		res.note = fmt.Sprintf("exit %d after SIGTERM (%v)", code, err)
 	}
-	res.verified, err = equal(ctx)
-	return res, err
+	return res, nil
 }
 
 // sluiceProc is a running bin/sluice.
@@ -922,6 +982,8 @@ func nativeTitle(system string, nc nativeConfig) string {
 		return "PostgreSQL logical replication (subscription)"
 	case sysPGSluice:
 		return "sluice, pgoutput → PostgreSQL"
+	case sysPGBouncer:
+		return "sluice, pgoutput → PgBouncer (pool_mode transaction) → PostgreSQL"
 	case sysMyNative:
 		return "MariaDB replication (replica, slave_parallel_threads 0: the default)"
 	case sysMyNativeTuned:
@@ -973,7 +1035,7 @@ func renderNative(nc nativeConfig, rs []nativeRun, took time.Duration) string {
 	fmt.Fprintf(&b, "Backlog per run and engine: %s inserts, then %s updates, then %s deletes in %d-change source transactions, then a marker row, in `items (id bigint primary key, k int, c varchar(120), pad varchar(60))`; written while every consumer is stopped, positioned before it. "+
 		"Each system crosses one WAN proxy (half the RTT each way): native replication pulls across it (the subscription's CONNECTION, the replica's MASTER_PORT point at the proxy in front of the source); sluice (`sync start --initial-copy off`, resuming a stream started with `--from-now` before the backlog) pushes across it to the target. "+
 		"Timed from start (ENABLE, START SLAVE, sluice's process start) until the marker is on the target; then the table is checked equal (CompareTables on PostgreSQL, CHECKSUM TABLE on MariaDB). "+
-		"Rates are backlog changes (%s) per second, the median of %d run(s), on a shared, noisy machine. MariaDB's replica and sluice's MariaDB target are the same server (binlog on, log_slave_updates off), as are PostgreSQL's subscriber and sluice's PostgreSQL target.\n\n",
+		"Rates are backlog changes (%s) per second, the median of %d run(s), on a shared, noisy machine. MariaDB's replica and sluice's MariaDB target are the same server (binlog on, log_slave_updates off), as are PostgreSQL's subscriber and sluice's PostgreSQL target; the PgBouncer row runs through a throwaway PgBouncer (pool_mode = transaction, ignore_startup_parameters = extra_float_digits) in front of that server, the proxy between sluice and PgBouncer.\n\n",
 		thousands(float64(shape.inserts)), thousands(float64(shape.updates)), thousands(float64(shape.deletes)), nativeTxSize, thousands(float64(shape.changes())), nc.runs)
 	first, last := nc.rtts[0], nc.rtts[len(nc.rtts)-1]
 	b.WriteString("| |")

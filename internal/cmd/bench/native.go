@@ -292,7 +292,7 @@ func (ne *nativeEnv) postgresRun(ctx context.Context, run int) error {
 	// sluice's row through PgBouncer in transaction pooling, in front of
 	// the same target server (as managed PostgreSQL services run it): the
 	// proxy sits between sluice and PgBouncer.
-	bouncer, err := dbtest.StartPgBouncer(ctx, dst)
+	bouncer, err := dbtest.StartPgBouncer(ctx, dst.(*dbtest.Postgres))
 	if err != nil {
 		return err
 	}

@@ -1,13 +1,11 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -101,8 +99,8 @@ func TestTransientReadOnlyTarget(t *testing.T) {
 	setReadOnly(true)
 	defer setReadOnly(false)
 
-	run := func(t *testing.T, retryFor time.Duration) (*logBuffer, chan error, context.CancelFunc) {
-		var log logBuffer
+	run := func(t *testing.T, retryFor time.Duration) (*dbtest.LogBuffer, chan error, context.CancelFunc) {
+		var log dbtest.LogBuffer
 		tables, err := ParseTables([]string{"public.items"})
 		if err != nil {
 			t.Fatal(err)
@@ -185,22 +183,4 @@ func TestTransientReadOnlyTarget(t *testing.T) {
 			t.Fatalf("the stream did not give up within 60 s; log:\n%s", log)
 		}
 	})
-}
-
-// logBuffer is a stream's log, written from its goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,14 +1,12 @@
 package mytrigger
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -107,7 +105,7 @@ func TestFloatExact(t *testing.T) {
 func TestTwoStreams(t *testing.T) {
 	f := newFixture(t, "CREATE TABLE t (id int PRIMARY KEY)", "CREATE TABLE u (id int PRIMARY KEY)", "CREATE TABLE w (id int PRIMARY KEY)")
 	ctx := context.Background()
-	logs := &logBuffer{}
+	logs := &dbtest.LogBuffer{}
 	a := f.open(t, Config{Tables: dbtest.Tables("t", "u"), Install: true, Stream: "a", PinWarnAfter: time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}, sluice.Position{})
 	b := f.open(t, Config{Tables: dbtest.Tables("u", "w"), Install: true, Stream: "b"}, sluice.Position{})
@@ -168,23 +166,6 @@ func TestTwoStreams(t *testing.T) {
 			t.Fatal("stream b's reader read on after it was unregistered")
 		}
 	}
-}
-
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // readErr reads until Read fails, failing the test after a deadline.

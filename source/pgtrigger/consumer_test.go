@@ -1,13 +1,11 @@
 package pgtrigger
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -165,23 +163,6 @@ func TestUpgrade(t *testing.T) {
 	dbtest.ExpectChanges(t, collect(t, r2, 3, 10), "insert t [2]", "insert t [3]", "truncate t")
 }
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestTwoStreams: two streams read one changelog with overlapping tables.
 // One acknowledges everything at once; the other must still read every
 // change of its tables, and the changelog is pruned only once both have
@@ -189,7 +170,7 @@ func (l *logBuffer) String() string {
 func TestTwoStreams(t *testing.T) {
 	f := newFixture(t, `CREATE TABLE t (id int PRIMARY KEY)`, `CREATE TABLE u (id int PRIMARY KEY)`, `CREATE TABLE w (id int PRIMARY KEY)`)
 	ctx := context.Background()
-	logs := &logBuffer{}
+	logs := &dbtest.LogBuffer{}
 	a := f.open(t, Config{Tables: dbtest.Tables("t", "u"), Install: true, Stream: "a", PinWarnAfter: time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}, sluice.Position{})
 	b := f.open(t, Config{Tables: dbtest.Tables("u", "w"), Install: true, Stream: "b"}, sluice.Position{})

@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -29,9 +31,39 @@ var (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopProfile := cpuProfile(os.Getenv("SLUICE_CPU_PROFILE"), os.Stderr)
 	code := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stopProfile()
 	stop()
 	os.Exit(code)
+}
+
+// cpuProfile writes a Go CPU profile of the whole process to path (the
+// environment's SLUICE_CPU_PROFILE: a developer's tool, to see where a
+// bench run's CPU went) until the returned function is called. An empty
+// path profiles nothing; a path that cannot be created is reported and
+// ignored, since the profile must never stop the stream. "%p" in path
+// becomes the process id, so that runs one after another keep theirs.
+func cpuProfile(path string, stderr io.Writer) func() {
+	if path == "" {
+		return func() {}
+	}
+	path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice: SLUICE_CPU_PROFILE %s: %v; running without a profile\n", path, err)
+		if f != nil {
+			f.Close()
+		}
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // run runs the command line and returns the exit status (see

@@ -139,6 +139,7 @@ func syncStart(c *cli.Context) error {
 	}
 	secrets := &secretSet{}
 	log = slog.New(redactHandler{log.Handler(), secrets})
+	log.Info("sluice starting", "version", version, "commit", commit, "pid", os.Getpid(), "streams", len(streams))
 	var progress io.Writer
 	if tty && len(streams) == 1 {
 		progress = os.Stderr

@@ -92,6 +92,7 @@ type nativeConfig struct {
 	timeout   time.Duration
 	myThreads int // slave_parallel_threads of the tuned replica row; 0: no such row
 	engines   []string
+	logDir    string // keep each sluice run's log here; "" drops them with the state dir
 }
 
 // nativeFlags registers the native section's flags; the returned function
@@ -104,6 +105,7 @@ func nativeFlags(nc *nativeConfig) func() error {
 	flag.DurationVar(&nc.timeout, "native-timeout", 10*time.Minute, "native section: give up on one catch-up after this")
 	flag.IntVar(&nc.myThreads, "native-my-threads", 4, "native section: slave_parallel_threads (mode optimistic) of the tuned MariaDB replica row; 0 leaves the row out")
 	flag.StringVar(&engines, "native-engines", "postgres,mariadb", "native section: engines to run, comma-separated: postgres, mariadb")
+	flag.StringVar(&nc.logDir, "native-logs", "", "native section: keep each sluice run's JSON log in this directory, named by stream and run (to read its batches' timeline)")
 	return func() error {
 		if nc.scale <= 0 || nc.runs < 1 || nc.timeout <= 0 || nc.myThreads < 0 {
 			return errors.New("native section: -native-scale, -native-runs and -native-timeout must be positive, -native-my-threads not negative")
@@ -874,6 +876,12 @@ type sluiceProc struct {
 
 func (ne *nativeEnv) startSluice(stream, stateDir, logName, srcURL, dstURL string, extra ...string) (*sluiceProc, error) {
 	logPath := filepath.Join(stateDir, logName)
+	if ne.nc.logDir != "" {
+		if err := os.MkdirAll(ne.nc.logDir, 0o755); err != nil {
+			return nil, fmt.Errorf("-native-logs: %w", err)
+		}
+		logPath = filepath.Join(ne.nc.logDir, stream+"-"+logName)
+	}
 	args := append([]string{"sync", "start", "--source", srcURL, "--target", dstURL, "--tables", nativeTable,
 		"--state-dir", filepath.Join(stateDir, "state"), "--stream-id", stream, "--log-format", "json"}, extra...)
 	if ne.cfg.verbose {

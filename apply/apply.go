@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-cdc/sluice"
@@ -88,105 +89,162 @@ type keyState struct {
 // unknown commit outcome retried) may find the insert already committed,
 // and deleting a key that is absent costs nothing.
 func Compact(changes []sluice.Change, inOrder func(sluice.TableName) bool) *Batch {
-	b := &Batch{}
-	if len(changes) == 0 {
-		return b
-	}
-	b.Last = changes[len(changes)-1].Pos
-	states := make(map[string]*keyState, len(changes))
-	var order []*keyState
+	c := NewCompactor(inOrder)
+	c.Add(changes)
+	return c.Batch()
+}
+
+// Compactor is Compact done a run of changes at a time: a batch can be
+// compacted while its changes arrive (the stream compacts the next batch
+// while the one before it is in flight), and finished when its size is
+// known. Add the runs in source order; Batch is what Compact of all of them
+// would return. A Compactor is not safe for concurrent use.
+type Compactor struct {
+	inOrder func(sluice.TableName) bool
+	b       Batch
+	// runs are the changes added, kept for Batch.Ordered: a table can turn
+	// ordered at any change, and then all of its changes are applied in
+	// order, the earlier ones included.
+	runs   [][]sluice.Change
+	states map[string]*keyState
+	order  []*keyState
 	// A reader hands out a new *Table when a table's definition changes:
 	// each key's final image goes with the *Table it is aligned with, so
 	// one table may have a TableBatch per definition.
-	tableOrder := map[*sluice.Table]int{}
-	var tables []*sluice.Table
-	truncated := map[sluice.TableName]bool{}
-	ordered := map[sluice.TableName]bool{}
+	tableOrder map[*sluice.Table]int
+	tables     []*sluice.Table
+	truncated  map[sluice.TableName]bool
+	ordered    map[sluice.TableName]bool
+	// asked caches inOrder per table: it takes a lock, and a batch has
+	// tens of thousands of changes of a handful of tables.
+	asked  map[sluice.TableName]bool
+	keyBuf []byte
+}
 
-	touchTable := func(t *sluice.Table) {
-		if _, ok := tableOrder[t]; !ok {
-			tableOrder[t] = len(tables)
-			tables = append(tables, t)
-		}
-	}
-	touch := func(t *sluice.Table, key sluice.Row) *keyState {
-		touchTable(t)
-		k := encodeKey(t, key)
-		st, ok := states[k]
-		if !ok {
-			st = &keyState{table: t, key: key}
-			states[k] = st
-			order = append(order, st)
-		}
-		st.table = t
-		return st
-	}
+// NewCompactor returns an empty Compactor; inOrder is as for Compact.
+func NewCompactor(inOrder func(sluice.TableName) bool) *Compactor {
+	return &Compactor{inOrder: inOrder, states: map[string]*keyState{}, tableOrder: map[*sluice.Table]int{},
+		truncated: map[sluice.TableName]bool{}, ordered: map[sluice.TableName]bool{}, asked: map[sluice.TableName]bool{}}
+}
 
+// Len is how many changes were added (progress markers included).
+func (c *Compactor) Len() int {
+	n := 0
+	for _, r := range c.runs {
+		n += len(r)
+	}
+	return n
+}
+
+func (c *Compactor) touchTable(t *sluice.Table) {
+	if _, ok := c.tableOrder[t]; !ok {
+		c.tableOrder[t] = len(c.tables)
+		c.tables = append(c.tables, t)
+	}
+}
+
+func (c *Compactor) touch(t *sluice.Table, key sluice.Row) *keyState {
+	c.touchTable(t)
+	c.keyBuf = appendKey(c.keyBuf[:0], t, key)
+	st, ok := c.states[string(c.keyBuf)]
+	if !ok {
+		st = &keyState{table: t, key: key}
+		c.states[string(c.keyBuf)] = st
+		c.order = append(c.order, st)
+	}
+	st.table = t
+	return st
+}
+
+// Add folds changes, the next in source order, into the batch. The
+// Compactor keeps changes (not a copy): they must not change until Batch
+// has been called.
+func (c *Compactor) Add(changes []sluice.Change) {
+	if len(changes) == 0 {
+		return
+	}
+	c.runs = append(c.runs, changes)
+	c.b.Last = changes[len(changes)-1].Pos
 	for i := range changes {
-		c := &changes[i]
-		if c.Op == sluice.OpProgress {
+		ch := &changes[i]
+		if ch.Op == sluice.OpProgress {
 			continue
 		}
-		b.Changes++
-		if inOrder != nil && inOrder(c.Table.Name) {
-			ordered[c.Table.Name] = true
+		c.b.Changes++
+		name := ch.Table.Name
+		if c.inOrder != nil {
+			if _, ok := c.asked[name]; !ok {
+				c.asked[name] = true
+				if c.inOrder(name) {
+					c.ordered[name] = true
+				}
+			}
 		}
-		if ordered[c.Table.Name] {
+		if c.ordered[name] {
 			continue
 		}
-		switch c.Op {
+		switch ch.Op {
 		case sluice.OpInsert:
-			st := touch(c.Table, c.Table.KeyOf(c.Row))
+			st := c.touch(ch.Table, ch.Table.KeyOf(ch.Row))
 			st.deleted = false
-			st.image = c.Row
+			st.image = ch.Row
 		case sluice.OpUpdate:
-			newKey := c.Table.KeyOf(c.Row)
-			oldKey := c.Key
+			newKey := ch.Table.KeyOf(ch.Row)
+			oldKey := ch.Key
 			if oldKey == nil {
 				oldKey = newKey
 			}
 			var prev sluice.Row
 			if !KeysEqual(oldKey, newKey) {
-				old := touch(c.Table, oldKey)
+				old := c.touch(ch.Table, oldKey)
 				prev = old.image
 				old.deleted = true
 				old.image = nil
 			}
-			st := touch(c.Table, newKey)
+			st := c.touch(ch.Table, newKey)
 			if prev == nil && KeysEqual(oldKey, newKey) {
 				prev = st.image
 			}
-			img := fillUnchanged(c.Row, prev)
+			img := fillUnchanged(ch.Row, prev)
 			if !KeysEqual(oldKey, newKey) && hasUnchanged(img) {
-				ordered[c.Table.Name] = true
+				c.ordered[name] = true
 				continue
 			}
 			st.deleted = false
 			st.image = img
 		case sluice.OpDelete:
-			st := touch(c.Table, c.Key)
+			st := c.touch(ch.Table, ch.Key)
 			st.deleted = true
 			st.image = nil
 		case sluice.OpTruncate:
-			touchTable(c.Table)
-			truncated[c.Table.Name] = true
-			for _, st := range order {
-				if st.table.Name == c.Table.Name {
+			c.touchTable(ch.Table)
+			c.truncated[name] = true
+			for _, st := range c.order {
+				if st.table.Name == name && !st.gone {
 					st.gone = true
-					delete(states, encodeKey(st.table, st.key))
+					c.keyBuf = appendKey(c.keyBuf[:0], st.table, st.key)
+					delete(c.states, string(c.keyBuf))
 				}
 			}
 		}
 	}
+}
 
-	for i := range changes {
-		if c := &changes[i]; c.Op != sluice.OpProgress && ordered[c.Table.Name] {
-			b.Ordered = append(b.Ordered, *c)
-			b.Rows++
+// Batch returns the batch of every change added. Call it once, after the
+// last Add.
+func (c *Compactor) Batch() *Batch {
+	b := &c.b
+	for _, run := range c.runs {
+		for i := range run {
+			if ch := &run[i]; ch.Op != sluice.OpProgress && c.ordered[ch.Table.Name] {
+				b.Ordered = append(b.Ordered, *ch)
+				b.Rows++
+			}
 		}
 	}
-	tbs := make([]*TableBatch, len(tables))
-	for i, t := range tables {
+	tbs := make([]*TableBatch, len(c.tables))
+	truncated := c.truncated
+	for i, t := range c.tables {
 		tbs[i] = &TableBatch{Table: t}
 		// The truncate goes with the table's first TableBatch, so that it
 		// runs before every row the batch leaves in the table.
@@ -196,11 +254,11 @@ func Compact(changes []sluice.Change, inOrder func(sluice.TableName) bool) *Batc
 			b.Rows++
 		}
 	}
-	for _, st := range order {
-		if st.gone || ordered[st.table.Name] {
+	for _, st := range c.order {
+		if st.gone || c.ordered[st.table.Name] {
 			continue
 		}
-		tb := tbs[tableOrder[st.table]]
+		tb := tbs[c.tableOrder[st.table]]
 		switch {
 		case st.deleted:
 			tb.Deletes = append(tb.Deletes, st.key)
@@ -211,7 +269,7 @@ func Compact(changes []sluice.Change, inOrder func(sluice.TableName) bool) *Batc
 		}
 	}
 	for _, tb := range tbs {
-		if !ordered[tb.Table.Name] && (tb.Truncate || len(tb.Deletes)+len(tb.Upserts) > 0) {
+		if !c.ordered[tb.Table.Name] && (tb.Truncate || len(tb.Deletes)+len(tb.Upserts) > 0) {
 			b.Tables = append(b.Tables, tb)
 		}
 	}
@@ -261,30 +319,27 @@ func KeysEqual(a, b sluice.Row) bool {
 	return true
 }
 
-// encodeKey makes a map key from a table and a key row. Values are
-// length-prefixed so that no two distinct keys encode alike.
-func encodeKey(t *sluice.Table, key sluice.Row) string {
-	var b strings.Builder
-	// Length-prefixed, so that schema "a" table "b.c" and schema "a.b"
-	// table "c" differ.
+// appendKey appends to buf a map key for a table and a key row. Values
+// are length-prefixed so that no two distinct keys encode alike (schema "a"
+// table "b.c" and schema "a.b" table "c" differ).
+func appendKey(buf []byte, t *sluice.Table, key sluice.Row) []byte {
 	for _, part := range []string{t.Name.Schema, t.Name.Name} {
-		b.WriteString(itoa(len(part)))
-		b.WriteByte(':')
-		b.WriteString(part)
+		buf = strconv.AppendInt(buf, int64(len(part)), 10)
+		buf = append(buf, ':')
+		buf = append(buf, part...)
 	}
 	for _, v := range key {
-		b.WriteByte(0)
+		buf = append(buf, 0)
 		if v.Null {
-			b.WriteString("N")
+			buf = append(buf, 'N')
 			continue
 		}
-		b.WriteString(itoa(len(v.Text)))
-		b.WriteByte(':')
-		b.WriteString(v.Text)
+		buf = strconv.AppendInt(buf, int64(len(v.Text)), 10)
+		buf = append(buf, ':')
+		buf = append(buf, v.Text...)
 	}
-	return b.String()
+	return buf
 }
-
 func itoa(n int) string {
 	if n == 0 {
 		return "0"

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -328,7 +329,27 @@ func TestCompactModel(t *testing.T) {
 			if r.IntN(4) == 0 {
 				inOrder = func(sluice.TableName) bool { return true }
 			}
-			got, err := applyModel(maps.Clone(start), Compact(changes[from:to], inOrder))
+			b := Compact(changes[from:to], inOrder)
+			if r.IntN(2) == 0 {
+				// The same batch compacted a run at a time, as the stream
+				// compacts the batch after the one in flight, must be the
+				// same batch.
+				c := NewCompactor(inOrder)
+				for at := from; at < to; {
+					end := min(to, at+r.IntN(4))
+					c.Add(changes[at:end])
+					at = end
+				}
+				if c.Len() != to-from {
+					t.Fatalf("seed %d, batch [%d,%d): Compactor.Len %d", seed, from, to, c.Len())
+				}
+				inRuns := c.Batch()
+				if !reflect.DeepEqual(inRuns, b) {
+					t.Fatalf("seed %d, batch [%d,%d): compacted in runs:\n%+v\nat once:\n%+v", seed, from, to, inRuns, b)
+				}
+				b = inRuns
+			}
+			got, err := applyModel(maps.Clone(start), b)
 			if err != nil {
 				t.Fatalf("seed %d, batch [%d,%d): %v\nchanges: %v", seed, from, to, err, changes[from:to])
 			}

@@ -59,133 +59,6 @@ type Recovery struct {
 	Last map[int]sluice.Position
 }
 
-// item is a change with its number in source order.
-type item struct {
-	seq uint64
-	c   sluice.Change
-}
-
-// laneQueue is a lane's bounded FIFO of changes routed to it.
-type laneQueue struct {
-	mu       sync.Mutex
-	items    []item
-	bytes    int64
-	max      int64
-	notEmpty chan struct{}
-	// awaited is set while a reader waits on notEmpty: only then does a
-	// push replace it (a push per change must not allocate a channel).
-	awaited bool
-	notFull chan struct{}
-}
-
-func newLaneQueue(max int64) *laneQueue {
-	return &laneQueue{max: max, notEmpty: make(chan struct{}), notFull: make(chan struct{})}
-}
-
-// push appends it, waiting while the queue holds its share of the
-// stream's queue bytes, maxBytes (when > 0) or maxItems() changes (asked
-// again on every wake-up: the lane's batch size grows while the push
-// waits). A push into an empty queue always goes through.
-func (q *laneQueue) push(ctx context.Context, it item, maxItems func() int, maxBytes int64) error {
-	n := int64(it.c.Size())
-	for {
-		q.mu.Lock()
-		limit := q.max
-		if maxBytes > 0 {
-			limit = min(limit, maxBytes)
-		}
-		if len(q.items) == 0 || (q.bytes+n <= limit && len(q.items) < maxItems()) {
-			q.items = append(q.items, it)
-			q.bytes += n
-			if q.awaited {
-				close(q.notEmpty)
-				q.notEmpty = make(chan struct{})
-				q.awaited = false
-			}
-			q.mu.Unlock()
-			return nil
-		}
-		wait := q.notFull
-		q.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-wait:
-		}
-	}
-}
-
-// peek returns up to max queued items without removing them, waiting up to
-// wait for the first, or until wake receives.
-func (q *laneQueue) peek(ctx context.Context, max int, wait time.Duration, wake <-chan struct{}) []item {
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	for {
-		q.mu.Lock()
-		if len(q.items) > 0 {
-			out := append([]item(nil), q.items[:min(max, len(q.items))]...)
-			q.mu.Unlock()
-			return out
-		}
-		ch := q.notEmpty
-		q.awaited = true
-		q.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			return nil
-		case <-wake:
-			return nil
-		case <-ch:
-		}
-	}
-}
-
-// peekAt returns up to max queued items from the offset-th on, without
-// removing them or waiting.
-func (q *laneQueue) peekAt(offset, max int) []item {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if offset >= len(q.items) {
-		return nil
-	}
-	rest := q.items[offset:]
-	return append([]item(nil), rest[:min(max, len(rest))]...)
-}
-
-// len is how many items are queued.
-func (q *laneQueue) len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.items)
-}
-
-// wakePushers has a waiting push look again at the limits: the lane's
-// batch size grew.
-func (q *laneQueue) wakePushers() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	close(q.notFull)
-	q.notFull = make(chan struct{})
-}
-
-// drop removes the first k items (committed).
-func (q *laneQueue) drop(k int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for i := range q.items[:k] {
-		q.bytes -= int64(q.items[i].c.Size())
-	}
-	clear(q.items[:k])
-	q.items = q.items[k:]
-	if len(q.items) == 0 {
-		q.items = nil
-	}
-	close(q.notFull)
-	q.notFull = make(chan struct{})
-}
-
 // lane is one applier: its target connection, batch controller and queue.
 type lane struct {
 	id     int
@@ -198,11 +71,21 @@ type lane struct {
 	// head counts the lane's committed changes: it numbers the first
 	// queued one, for the batch compacted ahead (see prepare).
 	head uint64
+	// For the debug log of each batch: when the lane's last transaction
+	// ended, how long compacting the batch held the connection back, and
+	// whether it had been compacted ahead.
+	lastEnd        time.Time
+	compactTook    time.Duration
+	compactedAhead bool
 }
 
 // ahead is how many changes may be routed to the lane ahead of its
-// commits: laneAhead of its batches.
-func (l *lane) ahead() int { return laneAhead * max(l.ctrl.Size(), 1) }
+// commits: laneAhead of its batches, at the size the lane would give a
+// backlog. Until the model is fitted that is the backlog-sized batch, not
+// the first guess: capping the queue at a few guessed batches would hold
+// the reader back while the first, small transaction crosses the link,
+// and the batch after it could take no more than that cap.
+func (l *lane) ahead() int { return laneAhead * max(backlogSize(l.ctrl), 1) }
 
 // multi is the shared state of a laned stream.
 type multi struct {
@@ -254,6 +137,10 @@ func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 		l := &lane{id: i, q: newLaneQueue(max(per, 1<<20))}
 		if i == 0 {
 			l.target, l.ctrl = s.cfg.Target, s.cfg.Batch
+			// Its round trip was measured as the stream started: pinging
+			// again after the first commit would cost a round trip in
+			// the ramp, where every one counts.
+			l.lastPing = time.Now()
 		} else {
 			l.ctrl = s.cfg.NewSizer()
 		}
@@ -323,9 +210,7 @@ func (m *multi) sizeQueues() {
 	per := m.s.cfg.MaxQueueBytes / int64(2*m.active)
 	m.mu.Unlock()
 	for _, l := range m.lanes {
-		l.q.mu.Lock()
-		l.q.max = max(per, 1<<20)
-		l.q.mu.Unlock()
+		l.q.setMax(max(per, 1<<20))
 	}
 }
 
@@ -464,7 +349,7 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 			// queue: what is routed must be committed before the lane
 			// count can change, and the rest waits unrouted in the
 			// stream's queue, where it costs nothing to re-route.
-			if err := l.q.push(ctx, item{seq: seq, c: c}, l.ahead, laneAhead*s.cfg.MaxBatchBytes); err != nil {
+			if err := l.q.push(ctx, c, l.ahead, laneAhead*s.cfg.MaxBatchBytes); err != nil {
 				return nil
 			}
 			if barrier {
@@ -731,8 +616,15 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 	var lastFlush, flushAt time.Time
 	// next is the batch after the one in flight, compacted ahead.
 	var next *prepared
+	defer func() { next.finish() }()
 	for ctx.Err() == nil {
 		s.beat(l.id)
+		// The batch compacted ahead holds what arrived while the last
+		// batch was in flight: its count is final from here.
+		next.finish()
+		if next != nil && next.n == 0 {
+			next = nil
+		}
 		want := limit
 		if limit == 0 {
 			queued, _ := s.q.size()
@@ -755,7 +647,7 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 			wait = max(min(wait, time.Until(flushAt)), time.Millisecond)
 		}
 		items := l.q.peek(ctx, want, wait, wake)
-		items = items[:bytePrefix(items, s.cfg.MaxBatchBytes, itemSize)]
+		items = items[:bytePrefix(items, s.cfg.MaxBatchBytes, changeSize)]
 		if len(items) == 0 {
 			if l.id != 0 {
 				continue
@@ -794,20 +686,21 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 				l.ctrl.SetRTT(rtt)
 			}
 		}
-		cs := changesOf(items)
-		b := s.batch(next, l.head, cs)
+		cs := items
+		compactStart := time.Now()
+		b, ahead := s.batch(next, l.head, cs)
+		l.compactTook, l.compactedAhead = time.Since(compactStart), ahead
 		if next != nil && next.first <= l.head {
 			next.drop()
 			next = nil
 		}
 		if limit == 0 && next == nil {
 			// The next batch's changes, compacted while this one is in
-			// flight: what is routed here now, up to this batch's size.
-			if rest := l.q.peekAt(len(items), want); len(rest) > 0 {
-				next = s.prepare(l.head+uint64(len(items)), changesOf(rest[:bytePrefix(rest, s.cfg.MaxBatchBytes, itemSize)]))
-			}
+			// flight as they are routed here, up to the size the lane
+			// would give a backlog.
+			next = s.prepareLane(ctx, l.q, l.head+uint64(len(items)), max(want, backlogSize(l.ctrl)), s.cfg.MaxBatchBytes)
 		}
-		err := m.applyLane(ctx, l, items, cs, b)
+		err := m.applyLane(ctx, l, cs, b)
 		if errors.Is(err, errReorder) {
 			continue
 		}
@@ -854,21 +747,10 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 	return nil
 }
 
-func itemSize(it *item) int64 { return int64(it.c.Size()) }
-
-// changesOf is the changes of items.
-func changesOf(items []item) []sluice.Change {
-	cs := make([]sluice.Change, len(items))
-	for i := range items {
-		cs[i] = items[i].c
-	}
-	return cs
-}
-
-// applyLane applies items (a prefix of the lane's queue; their changes cs,
-// compacted as b) in one transaction with the lane's checkpoint: the
+// applyLane applies cs (a prefix of the lane's queue, compacted as b) in
+// one transaction with the lane's checkpoint: the
 // watermark the commit makes true, and the position of its last change.
-func (m *multi) applyLane(ctx context.Context, l *lane, items []item, cs []sluice.Change, b *apply.Batch) error {
+func (m *multi) applyLane(ctx context.Context, l *lane, cs []sluice.Change, b *apply.Batch) error {
 	s := m.s
 
 	m.mu.Lock()
@@ -876,7 +758,7 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item, cs []sluic
 	for _, o := range m.lanes {
 		f := o.fifo
 		if o == l {
-			f = f[len(items):]
+			f = f[len(cs):]
 		}
 		if len(f) > 0 && f[0]-1 < wIf {
 			wIf = f[0] - 1
@@ -897,12 +779,17 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item, cs []sluic
 	applyCtx, cancel := s.inFlight(ctx)
 	defer cancel()
 	start := s.txBegan(l.id)
+	idle := time.Duration(0)
+	if !l.lastEnd.IsZero() {
+		idle = start.Sub(l.lastEnd)
+	}
 	err := l.target.Apply(applyCtx, b, cp)
 	d := time.Since(start)
+	l.lastEnd = time.Now()
 	s.txEnded(l.id)
 	m.ctl.Tx(d)
 	s.mu.Lock()
-	s.stats.LastTxTime, s.stats.LastBatch = d, len(items)
+	s.stats.LastTxTime, s.stats.LastBatch = d, len(cs)
 	s.stats.MaxTxTime = max(s.stats.MaxTxTime, d)
 	if err == nil {
 		s.stats.PingError = ""
@@ -915,21 +802,24 @@ func (m *multi) applyLane(ctx context.Context, l *lane, items []item, cs []sluic
 		if err = s.reorder(b, err); err == errReorder {
 			return err
 		}
-		return fmt.Errorf("lane %d: apply batch of %d changes (%d rows): %w", l.id, len(items), b.Rows, err)
+		return fmt.Errorf("lane %d: apply batch of %d changes (%d rows): %w", l.id, len(cs), b.Rows, err)
 	}
-	l.q.drop(len(items))
-	l.head += uint64(len(items)) // with the drop: they number the queue
+	l.q.drop(len(cs))
+	l.head += uint64(len(cs)) // with the drop: they number the queue
 
 	m.mu.Lock()
-	l.fifo = l.fifo[len(items):]
+	l.fifo = l.fifo[len(cs):]
 	m.advanceLocked()
 	allDone := m.w == m.next-1
 	close(m.changed)
 	m.changed = make(chan struct{})
 	m.mu.Unlock()
-	l.ctrl.Observe(len(items), time.Since(start))
-	s.log.Debug("batch committed", "lane", l.id, "changes", len(items), "rows", b.Rows, "tx_time", d)
-	return m.committed(cp, wIf, allDone)
+	l.ctrl.Observe(len(cs), time.Since(start))
+	saved := time.Now()
+	err = m.committed(cp, wIf, allDone)
+	s.log.Debug("batch committed", "lane", l.id, "changes", len(cs), "rows", b.Rows, "tx_time", d,
+		"idle_before", idle, "compact_time", l.compactTook, "compacted_ahead", l.compactedAhead, "checkpoint_time", time.Since(saved))
+	return err
 }
 
 // flushEvery is the least time between two of lane 0's watermark writes.

@@ -628,7 +628,7 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 			want = min(want, int(next.first-head))
 		}
 		n := bytePrefix(pending[:min(want, len(pending))], s.cfg.MaxBatchBytes, changeSize)
-		b := s.batch(next, head, pending[:n])
+		b, _ := s.batch(next, head, pending[:n])
 		if next != nil && next.first <= head {
 			next.drop()
 			next = nil

@@ -1,0 +1,230 @@
+package stream
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sluice-cdc/sluice"
+)
+
+// laneQueue is a lane's bounded FIFO of the changes routed to it: a ring
+// that keeps its capacity as changes are committed and dropped from its
+// head, so that a queue of a hundred thousand changes is not copied each
+// time it grows past what a batch took from it. Changes are numbered from
+// zero in the order they were pushed (the lane's count of its changes):
+// the batch compacted ahead reads them by number while the one before it
+// commits and is dropped.
+type laneQueue struct {
+	mu   sync.Mutex
+	ring []sluice.Change
+	head int    // index in ring of the first queued change
+	n    int    // changes queued
+	base uint64 // number of the first queued change
+	// bytes is the size of the queued changes; max bounds it (see push).
+	bytes, max int64
+	// items is the change count push last read from its maxItems, zero
+	// when it must ask again (a commit can shrink the lane's batches).
+	items int
+	// notEmpty is closed and replaced by a push while awaited is set: only
+	// then, so that a push per change does not allocate a channel.
+	notEmpty chan struct{}
+	awaited  bool
+	// grown is closed and replaced when the queue reaches the change
+	// numbered grownAt (zero: nobody waits): the batch compacted ahead
+	// waits for a run of changes, not for each one.
+	grown   chan struct{}
+	grownAt uint64
+	notFull chan struct{}
+}
+
+func newLaneQueue(max int64) *laneQueue {
+	return &laneQueue{max: max, notEmpty: make(chan struct{}), notFull: make(chan struct{}), grown: make(chan struct{})}
+}
+
+// setMax changes the queue's share of the stream's queue bytes.
+func (q *laneQueue) setMax(max int64) {
+	q.mu.Lock()
+	q.max = max
+	q.mu.Unlock()
+}
+
+// at is the i-th queued change.
+func (q *laneQueue) at(i int) *sluice.Change {
+	return &q.ring[(q.head+i)%len(q.ring)]
+}
+
+// grow doubles the ring, keeping the queued changes in order from index 0.
+func (q *laneQueue) grow() {
+	ring := make([]sluice.Change, max(2*len(q.ring), 64))
+	q.copyOut(ring[:q.n], 0)
+	q.ring, q.head = ring, 0
+}
+
+// copyOut copies the queued changes [from, from+len(dst)) into dst.
+func (q *laneQueue) copyOut(dst []sluice.Change, from int) {
+	if len(dst) == 0 {
+		return
+	}
+	i := (q.head + from) % len(q.ring)
+	k := copy(dst, q.ring[i:])
+	if k < len(dst) {
+		copy(dst[k:], q.ring[:len(dst)-k])
+	}
+}
+
+// push appends c, waiting while the queue holds its share of the stream's
+// queue bytes, maxBytes (when > 0) or maxItems() changes (asked again on
+// every wake-up: the lane's batch size grows while the push waits). A push
+// into an empty queue always goes through.
+func (q *laneQueue) push(ctx context.Context, c sluice.Change, maxItems func() int, maxBytes int64) error {
+	n := int64(c.Size())
+	for {
+		q.mu.Lock()
+		limit := q.max
+		if maxBytes > 0 {
+			limit = min(limit, maxBytes)
+		}
+		fits := q.n == 0
+		if !fits && q.bytes+n <= limit {
+			if q.n >= q.items {
+				q.items = maxItems()
+			}
+			fits = q.n < q.items
+		}
+		if fits {
+			if q.n == len(q.ring) {
+				q.grow()
+			}
+			q.ring[(q.head+q.n)%len(q.ring)] = c
+			q.n++
+			q.bytes += n
+			if q.awaited {
+				close(q.notEmpty)
+				q.notEmpty = make(chan struct{})
+				q.awaited = false
+			}
+			if q.grownAt != 0 && q.base+uint64(q.n) >= q.grownAt {
+				close(q.grown)
+				q.grown = make(chan struct{})
+				q.grownAt = 0
+			}
+			q.mu.Unlock()
+			return nil
+		}
+		q.items = 0
+		wait := q.notFull
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wait:
+		}
+	}
+}
+
+// peek returns up to max queued changes from the head without removing
+// them, waiting up to wait for the first, or until wake receives.
+func (q *laneQueue) peek(ctx context.Context, max int, wait time.Duration, wake <-chan struct{}) []sluice.Change {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		q.mu.Lock()
+		if q.n > 0 {
+			out := make([]sluice.Change, min(max, q.n))
+			q.copyOut(out, 0)
+			q.mu.Unlock()
+			return out
+		}
+		ch := q.notEmpty
+		q.awaited = true
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			return nil
+		case <-wake:
+			return nil
+		case <-ch:
+		}
+	}
+}
+
+// peekFrom returns up to max queued changes from the one numbered from on,
+// without removing them or waiting; nil when none is queued yet.
+func (q *laneQueue) peekFrom(from uint64, max int) []sluice.Change {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if from < q.base || from >= q.base+uint64(q.n) || max <= 0 {
+		return nil
+	}
+	off := int(from - q.base)
+	out := make([]sluice.Change, min(max, q.n-off))
+	q.copyOut(out, off)
+	return out
+}
+
+// waitFor waits until the change numbered last is queued, and reports
+// whether it is; false when stop is closed or ctx ends first.
+func (q *laneQueue) waitFor(ctx context.Context, last uint64, stop <-chan struct{}) bool {
+	q.mu.Lock()
+	if q.base+uint64(q.n) > last {
+		q.mu.Unlock()
+		return true
+	}
+	if q.grownAt == 0 || last+1 < q.grownAt {
+		q.grownAt = last + 1
+	}
+	ch := q.grown
+	q.mu.Unlock()
+	select {
+	case <-ch:
+		return true
+	case <-stop:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// len is how many changes are queued.
+func (q *laneQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n
+}
+
+// wakePushers has a waiting push look again at the limits: the lane's
+// batch size grew.
+func (q *laneQueue) wakePushers() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.items = 0
+	close(q.notFull)
+	q.notFull = make(chan struct{})
+}
+
+// drop removes the first k changes (committed).
+func (q *laneQueue) drop(k int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := range k {
+		c := q.at(i)
+		q.bytes -= int64(c.Size())
+		*c = sluice.Change{} // let the rows go
+	}
+	q.head = (q.head + k) % max(len(q.ring), 1)
+	q.n -= k
+	q.base += uint64(k)
+	if q.n == 0 {
+		q.head = 0
+		if len(q.ring) > 1<<16 {
+			// A drained backlog gives its memory back.
+			q.ring = nil
+		}
+	}
+	q.items = 0
+	close(q.notFull)
+	q.notFull = make(chan struct{})
+}

@@ -1,0 +1,122 @@
+package stream
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluice-cdc/sluice"
+)
+
+// TestLaneQueueModel pushes, peeks and drops at random against a plain
+// slice: the ring must hand out the same changes, by position and by
+// number, however its head wraps, grows and shrinks.
+func TestLaneQueueModel(t *testing.T) {
+	tbl := &sluice.Table{Name: sluice.TableName{Name: "t"}, Columns: []sluice.Column{{Name: "id"}}, Key: []int{0}}
+	change := func(i int) sluice.Change {
+		return sluice.Change{Table: tbl, Op: sluice.OpInsert, Row: sluice.Row{{Text: strconv.Itoa(i)}}}
+	}
+	ctx := context.Background()
+	for seed := uint64(1); seed <= 50; seed++ {
+		r := rand.New(rand.NewPCG(seed, 0))
+		q := newLaneQueue(1 << 40)
+		var model []sluice.Change
+		var base uint64 // number of model[0]
+		pushed := 0
+		unlimited := func() int { return 1 << 30 }
+		for step := 0; step < 400; step++ {
+			switch r.IntN(4) {
+			case 0, 1:
+				for range r.IntN(300) {
+					c := change(pushed)
+					pushed++
+					if err := q.push(ctx, c, unlimited, 0); err != nil {
+						t.Fatal(err)
+					}
+					model = append(model, c)
+				}
+			case 2:
+				k := r.IntN(len(model) + 1)
+				q.drop(k)
+				model, base = model[k:], base+uint64(k)
+			case 3:
+				from := base + uint64(r.IntN(len(model)+2))
+				most := r.IntN(200)
+				got := q.peekFrom(from, most)
+				var want []sluice.Change
+				if off := int(from - base); off < len(model) {
+					want = model[off:min(len(model), off+most)]
+				}
+				if !sameChanges(got, want) {
+					t.Fatalf("seed %d step %d: peekFrom(%d, %d) = %d changes, want %d", seed, step, from, most, len(got), len(want))
+				}
+			}
+			if q.len() != len(model) {
+				t.Fatalf("seed %d step %d: len %d, want %d", seed, step, q.len(), len(model))
+			}
+			if len(model) > 0 {
+				most := 1 + r.IntN(len(model))
+				if got := q.peek(ctx, most, time.Millisecond, nil); !sameChanges(got, model[:most]) {
+					t.Fatalf("seed %d step %d: peek(%d) differs from the model", seed, step, most)
+				}
+			}
+		}
+	}
+}
+
+func sameChanges(a, b []sluice.Change) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Row[0].Text != b[i].Row[0].Text {
+			return false
+		}
+	}
+	return true
+}
+
+// TestLaneQueueWaitFor: a wait for a change not yet pushed ends when it
+// is, and not before; a stop ends it with false.
+func TestLaneQueueWaitFor(t *testing.T) {
+	tbl := &sluice.Table{Name: sluice.TableName{Name: "t"}, Columns: []sluice.Column{{Name: "id"}}, Key: []int{0}}
+	ctx := context.Background()
+	q := newLaneQueue(1 << 30)
+	one := func() int { return 1 << 30 }
+	push := func(n int) {
+		for i := range n {
+			if err := q.push(ctx, sluice.Change{Table: tbl, Op: sluice.OpInsert, Row: sluice.Row{{Text: strconv.Itoa(i)}}}, one, 0); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	push(3)
+	if !q.waitFor(ctx, 2, nil) {
+		t.Fatal("waitFor(2) with 3 changes queued: false")
+	}
+	done := make(chan bool)
+	go func() { done <- q.waitFor(ctx, 9, nil) }()
+	push(6) // numbers 3..8
+	select {
+	case <-done:
+		t.Fatal("waitFor(9) returned with only 9 changes (0..8) pushed")
+	case <-time.After(50 * time.Millisecond):
+	}
+	push(1)
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("waitFor(9) = false once change 9 was pushed")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waitFor(9) still waiting after change 9 was pushed")
+	}
+	stop := make(chan struct{})
+	go func() { done <- q.waitFor(ctx, 100, stop) }()
+	close(stop)
+	if <-done {
+		t.Fatal("waitFor(100) = true after stop")
+	}
+}

@@ -45,10 +45,16 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 	bin := buildSluice(t)
 	ddl := `CREATE TABLE backlog (id bigint PRIMARY KEY, pad text NOT NULL)`
 	p := newPair(t, 0, ddl)
-	// About 0.2 ms per row on the target: far slower than the reader.
+	// About 0.2 ms per row on the target: far slower than the reader. A
+	// millisecond every fifth row, since pg_sleep sleeps whole
+	// milliseconds: pg_sleep(0.0002) returns at once, and the target was
+	// slow only on a loaded machine.
 	exec1(t, p.dst, `CREATE FUNCTION slow_row() RETURNS trigger LANGUAGE plpgsql AS
-		$$ BEGIN PERFORM pg_sleep(0.0002); RETURN NEW; END $$`)
+		$$ BEGIN IF NEW.id % 5 = 0 THEN PERFORM pg_sleep(0.001); END IF; RETURN NEW; END $$`)
 	exec1(t, p.dst, `CREATE TRIGGER slow_row BEFORE INSERT ON backlog FOR EACH ROW EXECUTE FUNCTION slow_row()`)
+	// ALWAYS: sluice applies as a replica (session_replication_role), which
+	// skips ordinary triggers.
+	exec1(t, p.dst, `ALTER TABLE backlog ENABLE ALWAYS TRIGGER slow_row`)
 	installCapture(t, p.srcURL, []string{"backlog"})
 	const backlog = 2_000_000
 	// Small rows (~190 bytes a change as the queue counts it): the backlog

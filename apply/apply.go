@@ -492,3 +492,16 @@ type Prefetch struct {
 // batches would commit over the newer one's, so it must stop. It is not
 // retryable.
 var ErrFenced = errors.New("a newer sluice process runs this stream on the target")
+
+// ErrChainBroken is wrapped, in a RetryableError, by a Target's
+// ApplyAfter whose transaction found that the one sent before it on the
+// same lane did not commit: nothing of it is committed either.
+//
+// ApplyAfter is Apply for a transaction sent on a connection of its own
+// while the lane's transaction before it is still in flight, to hide the
+// round trip between two transactions. It first locks the lane's
+// checkpoint row (so it runs only once the transaction holding that lock
+// has ended: every transaction of a lane that chains takes it first) and,
+// when after is not zero, fails unless the row then holds checkpoint
+// sequence after, the one before it.
+var ErrChainBroken = errors.New("the transaction sent before it on the same lane did not commit")

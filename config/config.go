@@ -99,6 +99,7 @@ type Settings struct {
 	Controller          *string   `toml:"controller"`
 	MinLanes            *int      `toml:"min_lanes"`
 	MaxLanes            *int      `toml:"max_lanes"`
+	NoOverlap           *bool     `toml:"no_overlap"`
 	StallRatio          *float64  `toml:"stall_ratio"`
 	StallWindow         *Duration `toml:"stall_window"`
 	ExitOnStall         *bool     `toml:"exit_on_stall"`
@@ -274,6 +275,7 @@ type Stream struct {
 	Controller          string
 	MinLanes            int
 	MaxLanes            int
+	NoOverlap           bool
 	StallRatio          float64
 	StallWindow         time.Duration
 	ExitOnStall         bool

@@ -71,6 +71,9 @@ type StreamOptions struct {
 	// over its own target connection; the count adapts between them. Zero
 	// means one lane.
 	MinLanes, MaxLanes int
+	// NoOverlap keeps each lane to one transaction in flight over one
+	// connection (see stream.Config.NoOverlap).
+	NoOverlap bool
 	// KillBudget is the longest a target transaction may be predicted to
 	// take. Zero means a quarter of TargetTxTimeout.
 	KillBudget time.Duration
@@ -685,6 +688,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		RoundTripsPerChange: rtPerChange,
 		MinLanes:            o.MinLanes,
 		MaxLanes:            o.MaxLanes,
+		NoOverlap:           o.NoOverlap,
 		NewTarget:           newTarget,
 		NewSizer:            newSizer,
 		Groups:              groups,

@@ -58,6 +58,7 @@ var reloadKeys = map[string]struct {
 	"ExitOnStall":         {"exit_on_stall", restartStream},
 	"MinLanes":            {"min_lanes", restartStream},
 	"MaxLanes":            {"max_lanes", restartStream},
+	"NoOverlap":           {"no_overlap", restartStream},
 	"KillBudget":          {"kill_budget", restartStream},
 	"TargetTxTimeout":     {"target_tx_timeout", restartStream},
 	"MaxBatchBytes":       {"max_batch_bytes", restartStream},

@@ -167,24 +167,27 @@ func (q *laneQueue) peekFrom(from uint64, max int) []sluice.Change {
 
 // waitFor waits until the change numbered last is queued, and reports
 // whether it is; false when stop is closed or ctx ends first.
+// grown wakes every waiter when the first of their marks is reached, so a
+// waiter for a later change waits again.
 func (q *laneQueue) waitFor(ctx context.Context, last uint64, stop <-chan struct{}) bool {
-	q.mu.Lock()
-	if q.base+uint64(q.n) > last {
+	for {
+		q.mu.Lock()
+		if q.base+uint64(q.n) > last {
+			q.mu.Unlock()
+			return true
+		}
+		if q.grownAt == 0 || last+1 < q.grownAt {
+			q.grownAt = last + 1
+		}
+		ch := q.grown
 		q.mu.Unlock()
-		return true
-	}
-	if q.grownAt == 0 || last+1 < q.grownAt {
-		q.grownAt = last + 1
-	}
-	ch := q.grown
-	q.mu.Unlock()
-	select {
-	case <-ch:
-		return true
-	case <-stop:
-		return false
-	case <-ctx.Done():
-		return false
+		select {
+		case <-ch:
+		case <-stop:
+			return false
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 

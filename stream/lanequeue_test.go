@@ -113,6 +113,28 @@ func TestLaneQueueWaitFor(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("waitFor(9) still waiting after change 9 was pushed")
 	}
+	// Two waiters for different changes: reaching the first's does not
+	// end the second's wait (both wait on one channel).
+	far, near := make(chan bool), make(chan bool)
+	go func() { far <- q.waitFor(ctx, 30, nil) }()
+	time.Sleep(10 * time.Millisecond) // let far register first: the later, smaller mark replaces its own
+	go func() { near <- q.waitFor(ctx, 15, nil) }()
+	time.Sleep(10 * time.Millisecond)
+	push(10) // numbers 10..19
+	select {
+	case <-near:
+	case <-time.After(5 * time.Second):
+		t.Fatal("waitFor(15) still waiting after change 15 was pushed")
+	}
+	select {
+	case <-far:
+		t.Fatal("waitFor(30) returned with only 20 changes (0..19) pushed")
+	case <-time.After(50 * time.Millisecond):
+	}
+	push(11) // numbers 20..30
+	if !<-far {
+		t.Fatal("waitFor(30) = false once change 30 was pushed")
+	}
 	stop := make(chan struct{})
 	go func() { done <- q.waitFor(ctx, 100, stop) }()
 	close(stop)

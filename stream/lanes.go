@@ -77,6 +77,22 @@ type lane struct {
 	lastEnd        time.Time
 	compactTook    time.Duration
 	compactedAhead bool
+	// alt is the lane's second target connection, for the transaction
+	// sent while one is in flight (see Overlap), once altReady is closed
+	// (nil when it could not be opened); committed is set by the lane's
+	// first commit.
+	alt      Target
+	altReady chan struct{}
+	overlap  atomic.Bool // altReady is set (read by the dispatcher)
+	// altMu guards alt and altClosed between the goroutine that opens alt
+	// and the stream's end, which does not wait for a slow open.
+	altMu     sync.Mutex
+	altClosed bool
+	committed bool
+	// perChange is the last large transaction's time per change, less a
+	// round trip: how long the next takes, roughly, until the model is
+	// fitted.
+	perChange time.Duration
 }
 
 // ahead is how many changes may be routed to the lane ahead of its
@@ -85,7 +101,16 @@ type lane struct {
 // the first guess: capping the queue at a few guessed batches would hold
 // the reader back while the first, small transaction crosses the link,
 // and the batch after it could take no more than that cap.
-func (l *lane) ahead() int { return laneAhead * max(backlogSize(l.ctrl), 1) }
+//
+// A lane that overlaps its transactions (see Overlap) holds two in
+// flight, and as many more behind them.
+func (l *lane) ahead() int {
+	n := laneAhead * max(backlogSize(l.ctrl), 1)
+	if l.overlap.Load() {
+		n *= 2
+	}
+	return n
+}
 
 // multi is the shared state of a laned stream.
 type multi struct {
@@ -147,11 +172,10 @@ func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 		m.lanes = append(m.lanes, l)
 	}
 	defer func() {
-		for _, l := range m.lanes[1:] {
-			if l.target != nil {
-				if c, ok := l.target.(interface{ Close(context.Context) error }); ok {
-					_ = c.Close(context.WithoutCancel(ctx))
-				}
+		for _, l := range m.lanes {
+			l.closeAlt(ctx, min(s.cfg.ShutdownTimeout, 5*time.Second))
+			if l.id > 0 && l.target != nil {
+				closeTarget(ctx, l.target)
 			}
 		}
 	}()
@@ -617,6 +641,9 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 	// next is the batch after the one in flight, compacted ahead.
 	var next *prepared
 	defer func() { next.finish() }()
+	if l.target != nil {
+		m.openAlt(ctx, l)
+	}
 	for ctx.Err() == nil {
 		s.beat(l.id)
 		// The batch compacted ahead holds what arrived while the last
@@ -700,7 +727,10 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 			// would give a backlog.
 			next = s.prepareLane(ctx, l.q, l.head+uint64(len(items)), max(want, backlogSize(l.ctrl)), s.cfg.MaxBatchBytes)
 		}
-		err := m.applyLane(ctx, l, cs, b)
+		chain := limit == 0 && !s.cfg.NoOverlap && m.canChain(l)
+		f := m.send(ctx, l, l.target, nil, cs, b, chain)
+		m.openAlt(ctx, l)
+		failed, err := m.fly(ctx, l, f, &next, chain)
 		if errors.Is(err, errReorder) {
 			continue
 		}
@@ -733,11 +763,11 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 		s.stats.LastError = err.Error()
 		s.mu.Unlock()
 		if attempts >= s.cfg.MaxAttempts {
-			return fmt.Errorf("stream %s lane %d: batch of %d changes failed %d times in a row, last: %w", s.cfg.ID, l.id, len(items), attempts, err)
+			return fmt.Errorf("stream %s lane %d: batch of %d changes failed %d times in a row, last: %w", s.cfg.ID, l.id, failed, attempts, err)
 		}
-		limit = l.ctrl.Failed(len(items), s.lastTxTime(), killed)
+		limit = l.ctrl.Failed(failed, s.lastTxTime(), killed)
 		backoff := min(100*time.Millisecond<<min(attempts, 6), 5*time.Second)
-		s.log.Warn("batch rolled back; retrying smaller", append(ErrAttrs(err), "lane", l.id, "changes", len(items), "retry_with", limit, "attempt", attempts, "killed", killed)...)
+		s.log.Warn("batch rolled back; retrying smaller", append(ErrAttrs(err), "lane", l.id, "changes", failed, "retry_with", limit, "attempt", attempts, "killed", killed)...)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -745,81 +775,6 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 		}
 	}
 	return nil
-}
-
-// applyLane applies cs (a prefix of the lane's queue, compacted as b) in
-// one transaction with the lane's checkpoint: the
-// watermark the commit makes true, and the position of its last change.
-func (m *multi) applyLane(ctx context.Context, l *lane, cs []sluice.Change, b *apply.Batch) error {
-	s := m.s
-
-	m.mu.Lock()
-	wIf := m.next - 1
-	for _, o := range m.lanes {
-		f := o.fifo
-		if o == l {
-			f = f[len(cs):]
-		}
-		if len(f) > 0 && f[0]-1 < wIf {
-			wIf = f[0] - 1
-		}
-	}
-	m.cpSeq++
-	// wIf ≥ w: its position is the watermark's or still in the map.
-	cp := sluice.Checkpoint{Stream: s.cfg.ID, Seq: m.cpSeq, Applied: m.appliedAt(wIf), Time: time.Now().UTC(), Position: m.wPos,
-		Lane: l.id, Lanes: m.active, Last: cs[len(cs)-1].Pos, Routing: s.cfg.Routing}
-	if p, ok := m.positions[wIf]; ok && wIf > m.w {
-		cp.Position = p
-	} else {
-		wIf = m.w
-		cp.Applied = m.appliedAt(m.w)
-	}
-	m.mu.Unlock()
-
-	applyCtx, cancel := s.inFlight(ctx)
-	defer cancel()
-	start := s.txBegan(l.id)
-	idle := time.Duration(0)
-	if !l.lastEnd.IsZero() {
-		idle = start.Sub(l.lastEnd)
-	}
-	err := l.target.Apply(applyCtx, b, cp)
-	d := time.Since(start)
-	l.lastEnd = time.Now()
-	s.txEnded(l.id)
-	m.ctl.Tx(d)
-	s.mu.Lock()
-	s.stats.LastTxTime, s.stats.LastBatch = d, len(cs)
-	s.stats.MaxTxTime = max(s.stats.MaxTxTime, d)
-	if err == nil {
-		s.stats.PingError = ""
-	}
-	s.mu.Unlock()
-	if s.cfg.OnBatch != nil {
-		s.cfg.OnBatch(cs, d, err)
-	}
-	if err != nil {
-		if err = s.reorder(b, err); err == errReorder {
-			return err
-		}
-		return fmt.Errorf("lane %d: apply batch of %d changes (%d rows): %w", l.id, len(cs), b.Rows, err)
-	}
-	l.q.drop(len(cs))
-	l.head += uint64(len(cs)) // with the drop: they number the queue
-
-	m.mu.Lock()
-	l.fifo = l.fifo[len(cs):]
-	m.advanceLocked()
-	allDone := m.w == m.next-1
-	close(m.changed)
-	m.changed = make(chan struct{})
-	m.mu.Unlock()
-	l.ctrl.Observe(len(cs), time.Since(start))
-	saved := time.Now()
-	err = m.committed(cp, wIf, allDone)
-	s.log.Debug("batch committed", "lane", l.id, "changes", len(cs), "rows", b.Rows, "tx_time", d,
-		"idle_before", idle, "compact_time", l.compactTook, "compacted_ahead", l.compactedAhead, "checkpoint_time", time.Since(saved))
-	return err
 }
 
 // flushEvery is the least time between two of lane 0's watermark writes.

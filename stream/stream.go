@@ -66,6 +66,12 @@ type Config struct {
 	MinLanes, MaxLanes int
 	NewTarget          func(ctx context.Context) (Target, error)
 	NewSizer           func() Sizer
+	// NoOverlap keeps each lane to one transaction in flight, over one
+	// target connection. By default a lane whose target can chain
+	// transactions (ApplyAfter) opens a second connection with NewTarget
+	// and sends its next transaction on it while one is in flight (see
+	// Overlap in overlap.go).
+	NoOverlap bool
 	// LaneWindow is how long the lane controller measures each lane count
 	// before deciding on the next; zero means controller.LanesConfig's
 	// default.

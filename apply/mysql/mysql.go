@@ -131,7 +131,9 @@ const sqlMode = "STRICT_ALL_TABLES,NO_BACKSLASH_ESCAPES,NO_ENGINE_SUBSTITUTION,N
 // Target writes batches to one MySQL-family database over one connection.
 // Its methods may be called from several goroutines; they take turns.
 type Target struct {
-	cfg    Config
+	cfg Config
+	// wire counts the bytes written to the target (see chain.go).
+	wire   wireCount
 	log    *slog.Logger
 	dcfg   *mysql.Config
 	addr   string // host:port, for messages
@@ -219,9 +221,6 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 		dc.Timeout = 10 * time.Second
 	}
 	dc.Collation = "utf8mb4_general_ci"
-	if cfg.Dial != nil {
-		dc.DialFunc = cfg.Dial
-	}
 	if dc.Params == nil {
 		dc.Params = map[string]string{}
 	}
@@ -232,6 +231,7 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 	}
 	t := &Target{cfg: cfg, log: cfg.Logger, dcfg: dc, addr: dc.Addr, server: "MySQL",
 		tables: map[sluice.TableName]*tableDesc{}}
+	dc.DialFunc = t.wire.dial(cfg.Dial)
 	t.multi = cfg.MultiStatements == nil || *cfg.MultiStatements
 	// The driver's own packet limit: high, so that it does not ask the
 	// server (a round trip); the statements built here keep under the
@@ -557,6 +557,8 @@ type statement struct {
 	keyCheck bool
 	// fence marks the fence check (see Fence).
 	fence bool
+	// chain marks the chain check (see ApplyAfter).
+	chain bool
 	// follows: the statement must run right after the one before it (it
 	// reads ROW_COUNT()), with no step marker in between; a failure of it
 	// is reported as the one before it.
@@ -568,6 +570,25 @@ type statement struct {
 // max_allowed_packet), 3 + one per coalesced statement without them, and
 // one per row operation plus three in PerRow mode.
 func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint) error {
+	return t.apply(ctx, b, cp, false, 0, nil)
+}
+
+// ApplyAfter is Apply for a lane's transaction that may be sent while the
+// one before it is in flight on another connection (see
+// apply.ErrChainBroken): its first statement after the fence check locks
+// the lane's checkpoint row and, when after is not zero, fails unless the
+// row holds sequence after. The row must exist: the stream chains only
+// after a lane's first commit. written, when not nil, is called once the
+// packet holding the lock is written (the server runs a multi-statement
+// packet once all of it has arrived).
+func (t *Target) ApplyAfter(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint, after uint64, written func()) error {
+	if cp.Stream == "" {
+		return fmt.Errorf("apply after checkpoint %d: the batch has no checkpoint to chain on", after)
+	}
+	return t.apply(ctx, b, cp, true, after, written)
+}
+
+func (t *Target) apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint, chain bool, after uint64, written func()) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.ensureConn(ctx); err != nil {
@@ -586,15 +607,22 @@ func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 	}
 	if cp.Stream != "" {
 		stmts = append(stmts, statement{sql: buildCheckpointUpsert(cp), what: fmt.Sprintf("checkpoint of stream %q", cp.Stream)})
+		if chain {
+			what := fmt.Sprintf("check that checkpoint %d of stream %q, lane %d, committed", after, cp.Stream, cp.Lane)
+			if after == 0 {
+				what = fmt.Sprintf("lock of lane %d's checkpoint row of stream %q", cp.Lane, cp.Stream)
+			}
+			stmts = append([]statement{{sql: chainCheck(cp.Stream, cp.Lane, after), what: what, chain: true}}, stmts...)
+		}
 		if t.gen > 0 && cp.Stream == t.genStream {
 			stmts = append([]statement{{sql: fenceCheck(cp.Stream, t.gen), what: fmt.Sprintf("fence check of stream %q", cp.Stream), fence: true}}, stmts...)
 		}
 	}
 	start := time.Now()
 	if t.multi && t.cfg.Mode == Pipelined {
-		err = t.applyMulti(ctx, stmts)
+		err = t.applyMulti(ctx, stmts, written)
 	} else {
-		err = t.applyEach(ctx, stmts)
+		err = t.applyEach(ctx, stmts, written)
 	}
 	if err != nil {
 		var me *mysql.MySQLError
@@ -622,7 +650,7 @@ const stepVar = "@sluice_step"
 // packet and returns the first error; the server executes nothing after it,
 // so COMMIT never runs after a failure and the transaction is left open, to
 // be rolled back by afterFailure on the same connection.
-func (t *Target) applyMulti(ctx context.Context, stmts []statement) error {
+func (t *Target) applyMulti(ctx context.Context, stmts []statement, written func()) error {
 	limit := t.maxPacket - 64
 	var packets []string
 	var cur strings.Builder
@@ -646,8 +674,15 @@ func (t *Target) applyMulti(ctx context.Context, stmts []statement) error {
 	}
 	add("SET " + stepVar + " = " + strconv.Itoa(len(stmts)+1) + ";\nCOMMIT")
 	packets = append(packets, cur.String())
-	for _, p := range packets {
-		if _, err := t.conn.ExecContext(ctx, p); err != nil {
+	for i, p := range packets {
+		if i == 0 && written != nil {
+			t.wire.notify(len(p), written)
+		}
+		_, err := t.conn.ExecContext(ctx, p)
+		if i == 0 && written != nil {
+			t.wire.flush()
+		}
+		if err != nil {
 			return &stepError{err: err, stmts: stmts, step: -1}
 		}
 	}
@@ -656,7 +691,7 @@ func (t *Target) applyMulti(ctx context.Context, stmts []statement) error {
 
 // applyEach runs START TRANSACTION, each statement and COMMIT as separate
 // round trips on the applier's connection.
-func (t *Target) applyEach(ctx context.Context, stmts []statement) error {
+func (t *Target) applyEach(ctx context.Context, stmts []statement, written func()) error {
 	if !t.implicitTx {
 		if _, err := t.conn.ExecContext(ctx, "START TRANSACTION"); err != nil {
 			return &stepError{err: err, stmts: stmts, step: 0}
@@ -665,6 +700,9 @@ func (t *Target) applyEach(ctx context.Context, stmts []statement) error {
 	for i, s := range stmts {
 		if _, err := t.conn.ExecContext(ctx, s.sql); err != nil {
 			return &stepError{err: err, stmts: stmts, step: i + 1}
+		}
+		if s.chain && written != nil {
+			written()
 		}
 	}
 	if _, err := t.conn.ExecContext(ctx, "COMMIT"); err != nil {
@@ -769,6 +807,9 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 	if !lost {
 		if fe := t.fencedError(se, applyErr); fe != nil {
 			return fe
+		}
+		if ce := chainError(se, applyErr); ce != nil {
+			return ce
 		}
 		if ce := t.constraintError(se, applyErr); ce != nil {
 			return ce

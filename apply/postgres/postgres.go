@@ -428,6 +428,8 @@ type statement struct {
 	// keyChange marks an ordered key change, which fails when the row it
 	// moves is missing.
 	keyChange bool
+	// chain marks the lock of a chained transaction (see ApplyAfter).
+	chain bool
 }
 
 // stepError names the table of a batch's failing statement stmts[i] (none
@@ -470,6 +472,26 @@ func (t *Target) stepError(stmts []statement, i int, err error) error {
 // Apply writes b and cp in one transaction. In Pipelined mode that is one
 // round trip; in PerRow mode it is one per row operation plus three.
 func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint) error {
+	return t.apply(ctx, b, cp, false, 0, nil)
+}
+
+// ApplyAfter is Apply for a lane's transaction that may be sent while the
+// one before it is in flight on another connection (see
+// apply.ErrChainBroken): its first statement locks the lane's checkpoint
+// row and, when after is not zero, checks that the row holds sequence
+// after.
+//
+// written, when not nil, is called once the transaction's first statements
+// are on their way to the target (a transaction chained after this one
+// must reach the target after them).
+func (t *Target) ApplyAfter(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint, after uint64, written func()) error {
+	if cp.Stream == "" {
+		return fmt.Errorf("apply after checkpoint %d: the batch has no checkpoint to chain on", after)
+	}
+	return t.apply(ctx, b, cp, true, after, written)
+}
+
+func (t *Target) apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint, chain bool, after uint64, written func()) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.ensureConn(ctx); err != nil {
@@ -490,15 +512,18 @@ func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 	}
 	if cp.Stream != "" {
 		stmts = append(stmts, t.checkpointStatement(cp))
+		if chain {
+			stmts = append([]statement{t.chainStatement(cp, after)}, stmts...)
+		}
 		if t.gen > 0 && cp.Stream == t.genStream {
 			stmts = append([]statement{t.fenceStatement(cp.Stream)}, stmts...)
 		}
 	}
 	start := time.Now()
 	if t.cfg.Mode == PerRow {
-		err = t.applyPerRow(ctx, stmts)
+		err = t.applyPerRow(ctx, stmts, written)
 	} else {
-		err = t.applyPipelined(ctx, stmts)
+		err = t.pipeline(ctx, t.begin, stmts, written)
 	}
 	if err != nil {
 		var pgErr *pgconn.PgError
@@ -537,7 +562,7 @@ func (t *Target) checkpointStatement(cp sluice.Checkpoint) statement {
 	}
 }
 
-// applyPipelined queues BEGIN, the statements and COMMIT in one batch of
+// Pipelined mode queues BEGIN, the statements and COMMIT in one batch of
 // the extended protocol: each query is Parse/Bind/Describe/Execute of the
 // unnamed statement, one Sync follows the lot, and all of it goes in a
 // single Write; the results are read back in order until ReadyForQuery.
@@ -545,14 +570,11 @@ func (t *Target) checkpointStatement(cp sluice.Checkpoint) statement {
 // COMMIT never runs and the transaction is left aborted, to be rolled back
 // by afterFailure. The batch is built at the protocol level, not through
 // pgx.Batch, so that the rows' arrays go in binary (see paramKind).
-func (t *Target) applyPipelined(ctx context.Context, stmts []statement) error {
-	return t.pipeline(ctx, t.begin, stmts)
-}
-
+//
 // pipeline sends begin (none when the transaction is already open), stmts
-// and COMMIT as one batch of the extended protocol and reads the results
-// back (see applyPipelined).
-func (t *Target) pipeline(ctx context.Context, begin []string, stmts []statement) error {
+// and COMMIT so. written, when not nil, is called once the batch is
+// written.
+func (t *Target) pipeline(ctx context.Context, begin []string, stmts []statement, written func()) error {
 	pb := &pgconn.Batch{}
 	for _, q := range begin {
 		pb.ExecParams(q, nil, nil, nil, nil)
@@ -567,6 +589,9 @@ func (t *Target) pipeline(ctx context.Context, begin []string, stmts []statement
 	pb.ExecParams("COMMIT", nil, nil, nil, nil)
 	n := len(begin) + len(stmts) + 1
 	mrr := t.conn.PgConn().ExecBatch(ctx, pb)
+	if written != nil {
+		written()
+	}
 	var failed error
 	for i := range n {
 		j := i - len(begin) // the statement's index in stmts
@@ -619,7 +644,7 @@ func pipelineStep(stmts []statement, i int) string {
 
 // applyPerRow runs each statement as its own round trip inside one
 // transaction.
-func (t *Target) applyPerRow(ctx context.Context, stmts []statement) error {
+func (t *Target) applyPerRow(ctx context.Context, stmts []statement, written func()) error {
 	// BEGIN and the transaction's settings in one simple query: per-row
 	// apply pays a round trip per statement of the batch, not per setting.
 	if _, err := t.conn.PgConn().Exec(ctx, strings.Join(t.begin, "; ")).ReadAll(); err != nil {
@@ -632,6 +657,9 @@ func (t *Target) applyPerRow(ctx context.Context, stmts []statement) error {
 		}
 		if _, err := t.conn.PgConn().ExecParams(ctx, s.sql, values, oids, formats, nil).Close(); err != nil {
 			return t.stepError(stmts, i, fmt.Errorf("apply %s: %w", s.what, err))
+		}
+		if s.chain && written != nil {
+			written()
 		}
 	}
 	tag, err := t.conn.Exec(ctx, "COMMIT")
@@ -690,6 +718,9 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 func classify(err error, connLost bool) error {
 	if f := fenced(err); f != nil {
 		return f
+	}
+	if c := chainBroken(err); c != nil {
+		return c
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {

@@ -88,5 +88,5 @@ func (t *Target) repair(ctx context.Context, conn *pgx.Conn, stream string, read
 	}
 	// The rows' arrays go in binary, as in Apply: through the same
 	// protocol-level pipeline, after the BEGIN and lock already sent.
-	return t.pipeline(ctx, nil, stmts)
+	return t.pipeline(ctx, nil, stmts, nil)
 }

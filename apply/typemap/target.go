@@ -154,6 +154,33 @@ func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 	return t.sourceNames(t.Inner.Apply(ctx, out, cp))
 }
 
+// chainer is a target that can chain a lane's transactions (see
+// apply.ErrChainBroken).
+type chainer interface {
+	ApplyAfter(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint, after uint64, written func()) error
+}
+
+// Chains reports whether the inner target can chain transactions
+// (ApplyAfter).
+func (t *Target) Chains() bool {
+	_, ok := t.Inner.(chainer)
+	return ok
+}
+
+// ApplyAfter is the inner target's, with b converted as Apply does; an
+// error when the inner target cannot chain (see Chains).
+func (t *Target) ApplyAfter(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint, after uint64, written func()) error {
+	c, ok := t.Inner.(chainer)
+	if !ok {
+		return fmt.Errorf("%s target cannot chain transactions", t.to)
+	}
+	out, err := t.convert(ctx, b)
+	if err != nil {
+		return err
+	}
+	return t.sourceNames(c.ApplyAfter(ctx, out, cp, after, written))
+}
+
 // convert returns b with its tables mapped and its values converted.
 func (t *Target) convert(ctx context.Context, b *apply.Batch) (*apply.Batch, error) {
 	out := &apply.Batch{Changes: b.Changes, Rows: b.Rows, Last: b.Last, Tables: make([]*apply.TableBatch, len(b.Tables))}

@@ -92,13 +92,14 @@ type nativeConfig struct {
 	timeout   time.Duration
 	myThreads int // slave_parallel_threads of the tuned replica row; 0: no such row
 	engines   []string
-	logDir    string // keep each sluice run's log here; "" drops them with the state dir
+	logDir    string   // keep each sluice run's log here; "" drops them with the state dir
+	extra     []string // more flags for the timed sluice runs (-native-sluice-flags)
 }
 
 // nativeFlags registers the native section's flags; the returned function
 // checks and stores them once flag.Parse has run.
 func nativeFlags(nc *nativeConfig) func() error {
-	var rtts, engines string
+	var rtts, engines, extra string
 	flag.Float64Var(&nc.scale, "native-scale", 1, "native section: backlog scale: 100,000 inserts, 50,000 updates and 20,000 deletes times this (e.g. 0.1 for a quick run)")
 	flag.IntVar(&nc.runs, "native-runs", 3, "native section: runs; each cell is the median")
 	flag.StringVar(&rtts, "native-rtt", "0,96ms", "native section: round-trip times of the proxy, comma-separated; the ratios compare the last with the first")
@@ -106,7 +107,9 @@ func nativeFlags(nc *nativeConfig) func() error {
 	flag.IntVar(&nc.myThreads, "native-my-threads", 4, "native section: slave_parallel_threads (mode optimistic) of the tuned MariaDB replica row; 0 leaves the row out")
 	flag.StringVar(&engines, "native-engines", "postgres,mariadb", "native section: engines to run, comma-separated: postgres, mariadb")
 	flag.StringVar(&nc.logDir, "native-logs", "", "native section: keep each sluice run's JSON log in this directory, named by stream and run (to read its batches' timeline)")
+	flag.StringVar(&extra, "native-sluice-flags", "", "native section: more flags for the timed sluice runs, space-separated (e.g. \"--min-lanes 2\")")
 	return func() error {
+		nc.extra = strings.Fields(extra)
 		if nc.scale <= 0 || nc.runs < 1 || nc.timeout <= 0 || nc.myThreads < 0 {
 			return errors.New("native section: -native-scale, -native-runs and -native-timeout must be positive, -native-my-threads not negative")
 		}
@@ -821,7 +824,7 @@ func (ne *nativeEnv) sluiceCatchUp(ctx context.Context, system string, run int, 
 		return res, err
 	}
 	t0 := time.Now()
-	p, err := ne.startSluice(stream, stateDir, "sluice.log", srcURL, proxyURL, "--initial-copy", "off")
+	p, err := ne.startSluice(stream, stateDir, "sluice.log", srcURL, proxyURL, append([]string{"--initial-copy", "off"}, ne.nc.extra...)...)
 	if err != nil {
 		return res, err
 	}

@@ -26,7 +26,9 @@ import (
 // A transaction waiting for the lock is open on the target, and a
 // transaction killer counts its wait: two go out together only when the
 // cost model says they fit the kill budget together (before the model is
-// fitted, when they hold no more changes than one backlog-sized batch).
+// fitted, at the last large transaction's cost per change doubled, or,
+// without one, when they hold no more changes than two backlog-sized
+// batches, each sized to half the budget at a pessimistic cost).
 // A lane chains only after its first commit in this process, which makes
 // sure its checkpoint row exists to be locked.
 
@@ -424,23 +426,9 @@ func (m *multi) chainAfter(ctx context.Context, l *lane, f *flight, next **prepa
 		// prediction is rough, and a target left idle waiting for the
 		// next transaction costs more than a smaller next transaction.
 		due := f.start.Add((a + time.Duration(len(f.cs))*per - rtt) * 3 / 4)
-		if wait := time.Until(due); wait > 0 {
-			stop := make(chan struct{})
-			var once sync.Once
-			closeStop := func() { once.Do(func() { close(stop) }) }
-			timer := time.AfterFunc(wait, closeStop)
-			quit := make(chan struct{})
-			go func() {
-				select {
-				case <-f.done:
-					closeStop()
-				case <-quit:
-				}
-			}()
-			l.q.waitFor(ctx, first+uint64(want)-1, stop)
-			close(quit)
-			timer.Stop()
-		}
+		waitCtx, cancel := context.WithDeadline(ctx, due)
+		l.q.waitFor(waitCtx, first+uint64(want)-1, f.done)
+		cancel()
 	}
 	items := l.q.peekFrom(first, want)
 	items = items[:bytePrefix(items, s.cfg.MaxBatchBytes, changeSize)]

@@ -37,7 +37,9 @@ func newFixture(t *testing.T, tbls []string, ddl ...string) *fixture {
 	t.Helper()
 	f := &fixture{Database: dbtest.PGEngine.Database(t, ddl...)}
 	f.cfg = Config{Tables: dbtest.Tables(tbls...), Slot: f.Name, Publication: f.Name, StatusInterval: 200 * time.Millisecond, ProgressInterval: time.Second,
-		Logger: slog.New(slog.DiscardHandler)}
+		// Every reader that opens behind a backlog catches up through
+		// the SQL interface, however small the backlog.
+		CatchUpMinWAL: 1, Logger: slog.New(slog.DiscardHandler)}
 	t.Cleanup(func() {
 		// A slot left behind retains WAL on the shared server and blocks
 		// DROP DATABASE.

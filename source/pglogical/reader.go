@@ -132,6 +132,9 @@ type Reader struct {
 	// receiver; sentFlush the flush position last sent on this connection.
 	recvLSN   pglogrepl.LSN
 	sentFlush pglogrepl.LSN
+	// startAt is the LSN the replication session asks to start at: zero
+	// (the slot's confirmed position) until a catch-up read past it.
+	startAt pglogrepl.LSN
 }
 
 // txStart records where a transaction began in the sequence handed out:
@@ -254,13 +257,16 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 	r.lastProgress = time.Now()
 	r.flush = slot.confirmed
 	r.resume, r.lastEmitted, r.acked = start, start, start
-	if err := r.startReplication(ctx); err != nil {
-		return fail(err)
+	cu := r.openCatchUp(ctx, slot)
+	if cu == nil {
+		if err := r.startReplication(ctx); err != nil {
+			return fail(err)
+		}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.done.Add(2)
-	go r.receive(runCtx)
+	go r.receive(runCtx, cu)
 	go r.watchSlot(runCtx)
 	r.log.Info("pglogical reader open", "tables", len(r.tables), "publication", cfg.Publication, "from", start.sluice().String(), "confirmed_flush", slot.confirmed.String())
 	return r, nil
@@ -308,7 +314,7 @@ func (r *Reader) startReplicationOnce(ctx context.Context) error {
 		return connectErr(r.addr, r.replCfg.User, r.db, err)
 	}
 	pub := "'" + strings.ReplaceAll(r.cfg.Publication, "'", "''") + "'"
-	err = pglogrepl.StartReplication(ctx, conn, r.cfg.Slot, 0, pglogrepl.StartReplicationOptions{
+	err = pglogrepl.StartReplication(ctx, conn, r.cfg.Slot, r.startAt, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
 		PluginArgs: []string{"proto_version '1'", "publication_names " + pub},
 	})
@@ -561,10 +567,13 @@ func (r *Reader) Close() error {
 	return nil
 }
 
-// receive owns the replication connection for the reader's lifetime.
-func (r *Reader) receive(ctx context.Context) {
+// receive owns the replication connection for the reader's lifetime,
+// after reading the backlog through cu when Open started a catch-up.
+func (r *Reader) receive(ctx context.Context, cu *catchUp) {
 	defer r.done.Done()
-	backoff := minBackoff
+	if cu != nil && !r.catchUpThenStream(ctx, cu) {
+		return
+	}
 	for {
 		err := r.stream(ctx)
 		if r.conn != nil {
@@ -583,29 +592,40 @@ func (r *Reader) receive(ctx context.Context) {
 			r.fail(ctx, err)
 			return
 		}
-		r.log.Warn("replication connection lost; reconnecting", "err", err, "backoff", backoff, "resume", r.resume.String())
-		for {
+		r.log.Warn("replication connection lost; reconnecting", "err", err, "backoff", minBackoff, "resume", r.resume.String())
+		if !r.reconnect(ctx, minBackoff) {
+			return
+		}
+		r.log.Info("replication connection re-established", "resume", r.resume.String())
+	}
+}
+
+// reconnect opens the replication session, waiting first (backoff,
+// doubling up to maxBackoff) and again after each retryable failure. It
+// reports false when the reader must stop: its context ended, or the
+// failure is for good (then Read returns it).
+func (r *Reader) reconnect(ctx context.Context, backoff time.Duration) bool {
+	for {
+		if backoff > 0 {
 			select {
 			case <-ctx.Done():
-				return
+				return false
 			case <-time.After(backoff):
 			}
-			backoff = min(backoff*2, maxBackoff)
-			err = r.startReplication(ctx)
-			if err == nil {
-				r.log.Info("replication connection re-established", "resume", r.resume.String())
-				backoff = minBackoff
-				break
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			if !retryable(err) {
-				r.fail(ctx, err)
-				return
-			}
-			r.log.Warn("reconnect to the source failed; retrying", "err", err, "backoff", backoff)
 		}
+		err := r.startReplication(ctx)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if !retryable(err) {
+			r.fail(ctx, err)
+			return false
+		}
+		backoff = min(max(backoff*2, minBackoff), maxBackoff)
+		r.log.Warn("reconnect to the source failed; retrying", "err", err, "backoff", backoff)
 	}
 }
 
@@ -700,6 +720,11 @@ func (r *Reader) stream(ctx context.Context) error {
 // invalid, equal to everything it sent, so a server restart does not wait
 // out wal_sender_timeout for changes the target has not committed yet.
 func (r *Reader) sendStatus(reply bool) error {
+	if r.conn == nil {
+		// Catching up: the slot moves by moveSlot, and the session's first
+		// update reports the flush position.
+		return nil
+	}
 	flush := r.flushLSN()
 	write := max(r.recvLSN, flush)
 	if flush <= r.sentFlush {
@@ -757,27 +782,36 @@ func (r *Reader) copyData(ctx context.Context, data []byte) error {
 			return &fatalError{fmt.Errorf("parse WAL data from %s: %w", r.addr, err)}
 		}
 		r.recvLSN = max(r.recvLSN, xld.ServerWALEnd)
-		rm, ok, err := decodeRowMessage(xld.WALData, &r.oldBuf, &r.newBuf)
-		if err != nil {
-			return &fatalError{fmt.Errorf("decode pgoutput message at LSN %s: %w", xld.WALStart, err)}
-		}
-		if ok {
-			switch {
-			case xld.WALData[0] == 'I':
-				return r.change(ctx, xld.WALStart, rm.rel, sluice.OpInsert, nil, rm.new)
-			case xld.WALData[0] == 'U':
-				return r.change(ctx, xld.WALStart, rm.rel, sluice.OpUpdate, rm.old, rm.new)
-			default:
-				return r.change(ctx, xld.WALStart, rm.rel, sluice.OpDelete, rm.old, nil)
-			}
-		}
-		m, err := pglogrepl.Parse(xld.WALData)
-		if err != nil {
-			return &fatalError{fmt.Errorf("decode pgoutput message at LSN %s: %w", xld.WALStart, err)}
-		}
-		return r.message(ctx, m, xld.WALStart)
+		return r.walData(ctx, xld.WALStart, xld.WALData)
 	}
 	return nil
+}
+
+// walData handles one pgoutput message, decoded from the WAL record at
+// at, from the stream or from a catch-up call.
+func (r *Reader) walData(ctx context.Context, at pglogrepl.LSN, data []byte) error {
+	if len(data) == 0 {
+		return &fatalError{fmt.Errorf("empty pgoutput message at LSN %s", at)}
+	}
+	rm, ok, err := decodeRowMessage(data, &r.oldBuf, &r.newBuf)
+	if err != nil {
+		return &fatalError{fmt.Errorf("decode pgoutput message at LSN %s: %w", at, err)}
+	}
+	if ok {
+		switch data[0] {
+		case 'I':
+			return r.change(ctx, at, rm.rel, sluice.OpInsert, nil, rm.new)
+		case 'U':
+			return r.change(ctx, at, rm.rel, sluice.OpUpdate, rm.old, rm.new)
+		default:
+			return r.change(ctx, at, rm.rel, sluice.OpDelete, rm.old, nil)
+		}
+	}
+	m, err := pglogrepl.Parse(data)
+	if err != nil {
+		return &fatalError{fmt.Errorf("decode pgoutput message at LSN %s: %w", at, err)}
+	}
+	return r.message(ctx, m, at)
 }
 
 // message handles one decoded pgoutput message.

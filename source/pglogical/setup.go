@@ -61,7 +61,15 @@ type Config struct {
 	// BufferBytes bounds the bytes of changes decoded ahead of Read.
 	// Default source.DefaultBufferBytes.
 	BufferBytes int64
-	Logger      *slog.Logger
+	// CatchUpRows is how many rows each catch-up call decodes (see
+	// catchup.go): a reader that opens with at least CatchUpMinWAL bytes
+	// of WAL behind its slot reads them through the SQL interface before
+	// it streams. Default 16384; negative turns catch-up off.
+	CatchUpRows int
+	// CatchUpMinWAL is the WAL behind the slot, in bytes, from which a
+	// reader catches up before streaming. Default 4 MiB.
+	CatchUpMinWAL int64
+	Logger        *slog.Logger
 }
 
 const (
@@ -104,6 +112,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = defaultPollInterval
+	}
+	if cfg.CatchUpRows == 0 {
+		cfg.CatchUpRows = defaultCatchUpRows
+	}
+	if cfg.CatchUpMinWAL <= 0 {
+		cfg.CatchUpMinWAL = defaultCatchUpMinWAL
 	}
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = 5 * time.Second

@@ -262,6 +262,11 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 		if err := r.startReplication(ctx); err != nil {
 			return fail(err)
 		}
+	} else if err := r.checkReplicationLogin(ctx); err != nil {
+		// Streaming starts only after the backlog, which may take hours:
+		// a server that refuses the replication session says so now.
+		cu.conn.Close(context.WithoutCancel(ctx))
+		return fail(err)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -306,6 +311,17 @@ func (r *Reader) startReplication(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// checkReplicationLogin opens a replication session and closes it: the
+// server accepts one for this user and database (pg_hba.conf, the
+// REPLICATION attribute, a free WAL sender).
+func (r *Reader) checkReplicationLogin(ctx context.Context) error {
+	conn, err := pgconn.ConnectConfig(ctx, r.replCfg.Copy())
+	if err != nil {
+		return connectErr(r.addr, r.replCfg.User, r.db, err)
+	}
+	return conn.Close(context.WithoutCancel(ctx))
 }
 
 func (r *Reader) startReplicationOnce(ctx context.Context) error {

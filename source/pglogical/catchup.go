@@ -10,8 +10,6 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/sluice-cdc/sluice/source/pgtrigger"
 )
 
 // Catch-up: a reader that opens behind a backlog reads it through the SQL
@@ -70,36 +68,37 @@ func (r *Reader) openCatchUp(ctx context.Context, slot slotInfo) *catchUp {
 	if r.cfg.CatchUpRows < 0 || slot.active {
 		return nil
 	}
+	unavailable := func(err error) *catchUp {
+		r.log.Info("catch-up through the SQL interface unavailable; streaming from the slot", "err", err)
+		return nil
+	}
+	// Measured on the reader's own session: most opens are restarts with
+	// little behind, which need no session of their own.
+	var behind int64
+	err := r.withSQL(ctx, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT pg_current_wal_lsn() - $1::text::pg_lsn`, slot.confirmed.String()).Scan(&behind)
+	})
+	if err != nil {
+		return unavailable(fmt.Errorf("measure the WAL behind slot %s: %w", r.cfg.Slot, err))
+	}
+	if behind < r.cfg.CatchUpMinWAL {
+		return nil
+	}
 	c, err := sqlConnConfig(r.connStr)
 	if err != nil {
 		return nil
 	}
-	// pgoutput renders values under the decoding session's settings: the
-	// same as the replication session's (replConnConfig).
-	for k, v := range pgtrigger.SessionSettings() {
-		c.RuntimeParams[k] = v
-	}
+	// pgoutput renders values under the decoding session's settings.
+	pinDecodingSettings(c.RuntimeParams)
 	c.RuntimeParams["statement_timeout"] = "0"
 	conn, err := pgx.ConnectConfig(ctx, c)
 	if err != nil {
-		r.log.Info("catch-up through the SQL interface unavailable; streaming from the slot", "err", connectErr(r.addr, c.User, r.db, err))
-		return nil
-	}
-	var behind int64
-	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_lsn() - $1::text::pg_lsn`, slot.confirmed.String()).Scan(&behind); err != nil {
-		r.log.Info("catch-up through the SQL interface unavailable; streaming from the slot", "err", fmt.Errorf("measure the WAL behind slot %s: %w", r.cfg.Slot, err))
-		conn.Close(context.WithoutCancel(ctx))
-		return nil
-	}
-	if behind < r.cfg.CatchUpMinWAL {
-		conn.Close(context.WithoutCancel(ctx))
-		return nil
+		return unavailable(connectErr(r.addr, c.User, r.db, err))
 	}
 	cu := &catchUp{conn: conn, slot: catchUpSlotName(r.cfg.Slot), began: time.Now(), advanced: slot.confirmed}
 	if _, err := conn.Exec(ctx, `SELECT pg_copy_logical_replication_slot($1, $2, true)`, r.cfg.Slot, cu.slot); err != nil {
-		r.log.Info("catch-up through the SQL interface unavailable; streaming from the slot", "err", fmt.Errorf("copy replication slot %s: %w", r.cfg.Slot, err))
 		conn.Close(context.WithoutCancel(ctx))
-		return nil
+		return unavailable(fmt.Errorf("copy replication slot %s: %w", r.cfg.Slot, err))
 	}
 	r.log.Info("catching up through the SQL interface", "wal_behind_bytes", behind, "rows_per_call", r.cfg.CatchUpRows)
 	return cu

@@ -95,18 +95,6 @@ func TestCatchUpMatchesStream(t *testing.T) {
 	}
 }
 
-// waitLog polls until a message containing s is logged.
-func waitLog(t *testing.T, logs *logCapture, s string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !logs.has(s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q logged: %v", s, logs.msgs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestCatchUpBackpressure reads a backlog several times the reader's
 // buffer through the SQL interface, slowly, acknowledging as it goes: the
 // receiver waits on the full buffer in the middle of a call, the slot

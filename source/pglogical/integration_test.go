@@ -785,6 +785,18 @@ func (l *logCapture) has(s string) bool {
 	return false
 }
 
+// waitLog polls until a message containing s is logged.
+func waitLog(t *testing.T, logs *logCapture, s string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !logs.has(s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q logged: %v", s, logs.msgs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestSlotHealth(t *testing.T) {
 	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, v text)`)
 	logs := &logCapture{}
@@ -797,13 +809,7 @@ func TestSlotHealth(t *testing.T) {
 	if err != nil || n < 100000 {
 		t.Fatalf("SlotHealth = %d, %v; want the WAL of 1000 rows", n, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !logs.has("WARN replication slot retains more WAL than configured") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no warning logged: %v", logs.msgs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitLog(t, logs, "WARN replication slot retains more WAL than configured")
 }
 
 // TestBackpressureAndDropMidTransaction streams a transaction larger than

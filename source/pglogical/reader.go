@@ -317,17 +317,26 @@ func (r *Reader) startReplication(ctx context.Context) error {
 // server accepts one for this user and database (pg_hba.conf, the
 // REPLICATION attribute, a free WAL sender).
 func (r *Reader) checkReplicationLogin(ctx context.Context) error {
-	conn, err := pgconn.ConnectConfig(ctx, r.replCfg.Copy())
+	conn, err := r.connectReplication(ctx)
 	if err != nil {
-		return connectErr(r.addr, r.replCfg.User, r.db, err)
+		return err
 	}
 	return conn.Close(context.WithoutCancel(ctx))
 }
 
-func (r *Reader) startReplicationOnce(ctx context.Context) error {
+// connectReplication opens a replication session (replConnConfig).
+func (r *Reader) connectReplication(ctx context.Context) (*pgconn.PgConn, error) {
 	conn, err := pgconn.ConnectConfig(ctx, r.replCfg.Copy())
 	if err != nil {
-		return connectErr(r.addr, r.replCfg.User, r.db, err)
+		return nil, connectErr(r.addr, r.replCfg.User, r.db, err)
+	}
+	return conn, nil
+}
+
+func (r *Reader) startReplicationOnce(ctx context.Context) error {
+	conn, err := r.connectReplication(ctx)
+	if err != nil {
+		return err
 	}
 	pub := "'" + strings.ReplaceAll(r.cfg.Publication, "'", "''") + "'"
 	err = pglogrepl.StartReplication(ctx, conn, r.cfg.Slot, r.startAt, pglogrepl.StartReplicationOptions{

@@ -202,14 +202,21 @@ func replConnConfig(connString string) (*pgconn.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pglogical source: parse connection string: %w", err)
 	}
-	for k, v := range pgtrigger.SessionSettings() {
-		c.RuntimeParams[k] = v
-	}
+	pinDecodingSettings(c.RuntimeParams)
 	c.RuntimeParams["replication"] = "database"
 	if c.RuntimeParams["application_name"] == "" {
 		c.RuntimeParams["application_name"] = "sluice-pglogical"
 	}
 	return c, nil
+}
+
+// pinDecodingSettings sets, in a session's startup parameters, the
+// settings pgoutput renders values under: the replication session's and a
+// catch-up session's (see catchup.go) must be the same.
+func pinDecodingSettings(params map[string]string) {
+	for k, v := range pgtrigger.SessionSettings() {
+		params[k] = v
+	}
 }
 
 // connectErr turns the usual connection failures into messages that name

@@ -553,6 +553,9 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	// connections check their batches against it.
 	mainOpts := topts
 	mainOpts.Prefetch.Fence = true
+	// See Start-up overlap (readahead.go).
+	early := openEarly(ctx, store, o, log)
+	defer func() { early.discard() }() // unless taken
 	tgt, err := openTarget(ctx, mainOpts)
 	if err != nil {
 		return recordErr(ctx, store, o, Fail(ExitTarget, err))
@@ -572,22 +575,19 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	start := res.start
 	from := start.Position
 	if from.IsZero() {
+		early.discard()
 		if from, err = initialCopy(ctx, o, log, tgt, topts, sl, svc, store); err != nil {
 			return recordErr(ctx, store, o, err)
 		}
 	}
 	copied := start.Position.IsZero() && !from.IsZero()
-	rd, err := openSource(ctx, sourceOptions{
-		URL:           o.SourceURL,
-		Mode:          o.SourceMode,
-		Stream:        o.ID,
-		FromNow:       o.FromNow,
-		Tables:        o.Tables,
-		PollInterval:  o.PollInterval,
-		Install:       true,
-		OldCheckpoint: !start.Position.IsZero() && start.Lanes == 0,
-		Logger:        log,
-	}, from)
+	oldCheckpoint := !start.Position.IsZero() && start.Lanes == 0
+	rd, err, taken := early.take(log, from, oldCheckpoint)
+	if taken {
+		early = nil
+	} else {
+		rd, err = openSource(ctx, streamSourceOptions(o, log, oldCheckpoint), from)
+	}
 	if err != nil && res.olderTarget != nil {
 		err = olderTargetError(o.ID, start, *res.olderTarget, err)
 	}

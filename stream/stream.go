@@ -211,7 +211,7 @@ type ratePoint struct {
 // New returns a stream for cfg.
 func New(cfg Config) *Stream {
 	if cfg.MaxQueueBytes <= 0 {
-		cfg.MaxQueueBytes = 64 << 20
+		cfg.MaxQueueBytes = DefaultMaxQueueBytes
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
@@ -379,6 +379,10 @@ func (s *Stream) Run(ctx context.Context) error {
 }
 
 var errStalled = errors.New("stream stalled")
+
+// DefaultMaxQueueBytes bounds the queue of a stream configured without
+// MaxQueueBytes.
+const DefaultMaxQueueBytes = 64 << 20
 
 // txBegan records that apply loop (lane) i begins a target transaction,
 // and returns when; txEnded records that it ended.

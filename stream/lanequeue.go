@@ -36,6 +36,9 @@ type laneQueue struct {
 	grown   chan struct{}
 	grownAt uint64
 	notFull chan struct{}
+	// full is set while a push waits for room, until a drop or a new
+	// share makes some.
+	full bool
 }
 
 func newLaneQueue(max int64) *laneQueue {
@@ -46,6 +49,7 @@ func newLaneQueue(max int64) *laneQueue {
 func (q *laneQueue) setMax(max int64) {
 	q.mu.Lock()
 	q.max = max
+	q.full = false
 	q.mu.Unlock()
 }
 
@@ -114,6 +118,16 @@ func (q *laneQueue) push(ctx context.Context, c sluice.Change, maxItems func() i
 		}
 		q.items = 0
 		wait := q.notFull
+		if !q.full {
+			q.full = true
+			if q.grownAt != 0 {
+				// A waiter for a change the queue has no room for
+				// (waitForOrFull) stops waiting.
+				close(q.grown)
+				q.grown = make(chan struct{})
+				q.grownAt = 0
+			}
+		}
 		q.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -123,15 +137,35 @@ func (q *laneQueue) push(ctx context.Context, c sluice.Change, maxItems func() i
 	}
 }
 
-// peek returns up to max queued changes from the head without removing
-// them, waiting up to wait for the first, or until wake receives.
-func (q *laneQueue) peek(ctx context.Context, max int, wait time.Duration, wake <-chan struct{}) []sluice.Change {
+// prefixLocked is how many of the queued changes from the off-th on go
+// into a batch of at most most changes and maxBytes bytes (when > 0; at
+// least one change, as bytePrefix counts). Call with q.mu held.
+func (q *laneQueue) prefixLocked(off, most int, maxBytes int64) int {
+	k := min(most, q.n-off)
+	if maxBytes <= 0 || k <= 1 {
+		return k
+	}
+	var sum int64
+	for i := range k {
+		sum += int64(q.at(off + i).Size())
+		if sum > maxBytes {
+			return max(i, 1)
+		}
+	}
+	return k
+}
+
+// peek returns up to max queued changes from the head, no more than
+// maxBytes of them (see prefixLocked), without removing them, waiting up
+// to wait for the first, or until wake receives. Only those are copied:
+// the queue can hold many batches.
+func (q *laneQueue) peek(ctx context.Context, max int, maxBytes int64, wait time.Duration, wake <-chan struct{}) []sluice.Change {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		q.mu.Lock()
 		if q.n > 0 {
-			out := make([]sluice.Change, min(max, q.n))
+			out := make([]sluice.Change, q.prefixLocked(0, max, maxBytes))
 			q.copyOut(out, 0)
 			q.mu.Unlock()
 			return out
@@ -152,15 +186,16 @@ func (q *laneQueue) peek(ctx context.Context, max int, wait time.Duration, wake 
 }
 
 // peekFrom returns up to max queued changes from the one numbered from on,
-// without removing them or waiting; nil when none is queued yet.
-func (q *laneQueue) peekFrom(from uint64, max int) []sluice.Change {
+// no more than maxBytes of them (see prefixLocked), without removing them
+// or waiting; nil when none is queued yet.
+func (q *laneQueue) peekFrom(from uint64, max int, maxBytes int64) []sluice.Change {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if from < q.base || from >= q.base+uint64(q.n) || max <= 0 {
 		return nil
 	}
 	off := int(from - q.base)
-	out := make([]sluice.Change, min(max, q.n-off))
+	out := make([]sluice.Change, q.prefixLocked(off, max, maxBytes))
 	q.copyOut(out, off)
 	return out
 }
@@ -170,9 +205,19 @@ func (q *laneQueue) peekFrom(from uint64, max int) []sluice.Change {
 // grown wakes every waiter when the first of their marks is reached, so a
 // waiter for a later change waits again.
 func (q *laneQueue) waitFor(ctx context.Context, last uint64, stop <-chan struct{}) bool {
+	return q.wait(ctx, last, stop, false)
+}
+
+// waitForOrFull is waitFor that also returns true once the queue is full:
+// the change numbered last will not come before the queue's head commits.
+func (q *laneQueue) waitForOrFull(ctx context.Context, last uint64, stop <-chan struct{}) bool {
+	return q.wait(ctx, last, stop, true)
+}
+
+func (q *laneQueue) wait(ctx context.Context, last uint64, stop <-chan struct{}, orFull bool) bool {
 	for {
 		q.mu.Lock()
-		if q.base+uint64(q.n) > last {
+		if q.base+uint64(q.n) > last || (orFull && q.full) {
 			q.mu.Unlock()
 			return true
 		}
@@ -191,6 +236,16 @@ func (q *laneQueue) waitFor(ctx context.Context, last uint64, stop <-chan struct
 	}
 }
 
+// avgSize is the mean size of the queued changes (0 when none are).
+func (q *laneQueue) avgSize() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == 0 {
+		return 0
+	}
+	return q.bytes / int64(q.n)
+}
+
 // len is how many changes are queued.
 func (q *laneQueue) len() int {
 	q.mu.Lock()
@@ -204,6 +259,7 @@ func (q *laneQueue) wakePushers() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.items = 0
+	q.full = false
 	close(q.notFull)
 	q.notFull = make(chan struct{})
 }
@@ -218,6 +274,7 @@ func (q *laneQueue) drop(k int) {
 		*c = sluice.Change{} // let the rows go
 	}
 	q.head = (q.head + k) % max(len(q.ring), 1)
+	q.full = false
 	q.n -= k
 	q.base += uint64(k)
 	if q.n == 0 {
@@ -228,6 +285,7 @@ func (q *laneQueue) drop(k int) {
 		}
 	}
 	q.items = 0
+	q.full = false
 	close(q.notFull)
 	q.notFull = make(chan struct{})
 }

@@ -44,10 +44,12 @@ func TestLaneQueueModel(t *testing.T) {
 			case 3:
 				from := base + uint64(r.IntN(len(model)+2))
 				most := r.IntN(200)
-				got := q.peekFrom(from, most)
+				maxBytes := anyBytes(r)
+				got := q.peekFrom(from, most, maxBytes)
 				var want []sluice.Change
 				if off := int(from - base); off < len(model) {
 					want = model[off:min(len(model), off+most)]
+					want = want[:bytePrefix(want, maxBytes, changeSize)]
 				}
 				if !sameChanges(got, want) {
 					t.Fatalf("seed %d step %d: peekFrom(%d, %d) = %d changes, want %d", seed, step, from, most, len(got), len(want))
@@ -58,12 +60,24 @@ func TestLaneQueueModel(t *testing.T) {
 			}
 			if len(model) > 0 {
 				most := 1 + r.IntN(len(model))
-				if got := q.peek(ctx, most, time.Millisecond, nil); !sameChanges(got, model[:most]) {
-					t.Fatalf("seed %d step %d: peek(%d) differs from the model", seed, step, most)
+				maxBytes := anyBytes(r)
+				want := model[:most]
+				want = want[:bytePrefix(want, maxBytes, changeSize)]
+				if got := q.peek(ctx, most, maxBytes, time.Millisecond, nil); !sameChanges(got, want) {
+					t.Fatalf("seed %d step %d: peek(%d, %d bytes) differs from the model", seed, step, most, maxBytes)
 				}
 			}
 		}
 	}
+}
+
+// anyBytes is a byte cap for a peek: none (0), or one that cuts a run of
+// the test's changes somewhere, or not at all.
+func anyBytes(r *rand.Rand) int64 {
+	if r.IntN(3) == 0 {
+		return 0
+	}
+	return int64(r.IntN(40 << 10))
 }
 
 func sameChanges(a, b []sluice.Change) bool {
@@ -140,5 +154,64 @@ func TestLaneQueueWaitFor(t *testing.T) {
 	close(stop)
 	if <-done {
 		t.Fatal("waitFor(100) = true after stop")
+	}
+}
+
+// TestLaneQueueWaitForOrFull: a wait for a change the queue has no room
+// for ends once a push finds the queue full, while waitFor keeps waiting;
+// a drop makes room, and the next wait waits again.
+func TestLaneQueueWaitForOrFull(t *testing.T) {
+	tbl := &sluice.Table{Name: sluice.TableName{Name: "t"}, Columns: []sluice.Column{{Name: "id"}}, Key: []int{0}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q := newLaneQueue(1 << 30)
+	items := func() int { return 10 } // room for 10 changes
+	pushed := make(chan error, 1)
+	go func() {
+		for i := range 15 {
+			if err := q.push(ctx, sluice.Change{Table: tbl, Op: sluice.OpInsert, Row: sluice.Row{{Text: strconv.Itoa(i)}}}, items, 0); err != nil {
+				pushed <- err
+				return
+			}
+		}
+		pushed <- nil
+	}()
+	orFull := make(chan bool, 1)
+	go func() { orFull <- q.waitForOrFull(ctx, 12, nil) }()
+	select {
+	case ok := <-orFull:
+		if !ok {
+			t.Fatal("waitForOrFull(12) = false with the queue full")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waitForOrFull(12) still waiting with the queue full at 10 changes")
+	}
+	if n := q.len(); n != 10 {
+		t.Fatalf("queue holds %d changes, want 10", n)
+	}
+	plain := make(chan bool, 1)
+	go func() { plain <- q.waitFor(ctx, 12, nil) }()
+	select {
+	case <-plain:
+		t.Fatal("waitFor(12) returned with only 10 changes (0..9) queued")
+	case <-time.After(50 * time.Millisecond):
+	}
+	q.drop(5) // room for the rest
+	if err := <-pushed; err != nil {
+		t.Fatal(err)
+	}
+	if !<-plain {
+		t.Fatal("waitFor(12) = false once change 12 was pushed")
+	}
+	// With room again, a wait for a change never pushed waits.
+	go func() { orFull <- q.waitForOrFull(ctx, 20, nil) }()
+	select {
+	case <-orFull:
+		t.Fatal("waitForOrFull(20) returned with room in the queue and change 20 not pushed")
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel()
+	if <-orFull {
+		t.Fatal("waitForOrFull(20) = true after its context ended")
 	}
 }

@@ -673,8 +673,7 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 		if !flushAt.IsZero() {
 			wait = max(min(wait, time.Until(flushAt)), time.Millisecond)
 		}
-		items := l.q.peek(ctx, want, wait, wake)
-		items = items[:bytePrefix(items, s.cfg.MaxBatchBytes, changeSize)]
+		items := l.q.peek(ctx, want, s.cfg.MaxBatchBytes, wait, wake)
 		if len(items) == 0 {
 			if l.id != 0 {
 				continue
@@ -727,7 +726,7 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 			// would give a backlog.
 			next = s.prepareLane(ctx, l.q, l.head+uint64(len(items)), max(want, backlogSize(l.ctrl)), s.cfg.MaxBatchBytes)
 		}
-		chain := limit == 0 && !s.cfg.NoOverlap && m.canChain(l)
+		chain := limit == 0 && !s.cfg.NoOverlap && m.mayChain(l)
 		f := m.send(ctx, l, l.target, nil, cs, b, chain)
 		m.openAlt(ctx, l)
 		failed, err := m.fly(ctx, l, f, &next, chain)

@@ -259,8 +259,20 @@ func (m *multi) fly(ctx context.Context, l *lane, f *flight, next **prepared, ch
 	for {
 		m.s.beat(l.id)
 		var g *flight
-		if chain && ctx.Err() == nil && m.canChain(l) {
-			g = m.chainAfter(ctx, l, f, next)
+		if chain && ctx.Err() == nil {
+			if m.altOpening(l) {
+				// f took the lane's lock so that the next may follow it
+				// once the second connection is open, if f is still in
+				// flight then: over a WAN the open takes a few round
+				// trips, as long as the first transactions.
+				select {
+				case <-l.altReady:
+				case <-f.done:
+				}
+			}
+			if m.canChain(l) {
+				g = m.chainAfter(ctx, l, f, next)
+			}
 		}
 		err := m.land(ctx, l, f, g)
 		if err == nil {
@@ -311,6 +323,26 @@ func (m *multi) canChain(l *lane) bool {
 		return l.alt != nil
 	default:
 		return false
+	}
+}
+
+// mayChain reports whether the lane's next transaction should take the
+// lane's lock, so that another may be sent while it is in flight: it may
+// chain now (canChain), or will once its second connection is open.
+func (m *multi) mayChain(l *lane) bool {
+	return m.canChain(l) || (l.committed && m.rec == nil && m.altOpening(l))
+}
+
+// altOpening reports whether the lane's second connection is opening.
+func (m *multi) altOpening(l *lane) bool {
+	if l.altReady == nil {
+		return false
+	}
+	select {
+	case <-l.altReady:
+		return false
+	default:
+		return true
 	}
 }
 
@@ -420,6 +452,11 @@ func (m *multi) chainAfter(ctx context.Context, l *lane, f *flight, next **prepa
 	if want < 1 {
 		return nil
 	}
+	if avg := l.q.avgSize(); s.cfg.MaxBatchBytes > 0 && avg > 0 {
+		// No more than --max-batch-bytes go out together: waiting for
+		// more would only hold back those that can.
+		want = min(want, int(s.cfg.MaxBatchBytes/avg)+1)
+	}
 	if per > 0 {
 		// Three quarters of the way to when f is due back less a round
 		// trip: the later the next is sent, the more it carries, but the
@@ -427,11 +464,10 @@ func (m *multi) chainAfter(ctx context.Context, l *lane, f *flight, next **prepa
 		// next transaction costs more than a smaller next transaction.
 		due := f.start.Add((a + time.Duration(len(f.cs))*per - rtt) * 3 / 4)
 		waitCtx, cancel := context.WithDeadline(ctx, due)
-		l.q.waitFor(waitCtx, first+uint64(want)-1, f.done)
+		l.q.waitForOrFull(waitCtx, first+uint64(want)-1, f.done)
 		cancel()
 	}
-	items := l.q.peekFrom(first, want)
-	items = items[:bytePrefix(items, s.cfg.MaxBatchBytes, changeSize)]
+	items := l.q.peekFrom(first, want, s.cfg.MaxBatchBytes)
 	if len(items) == 0 {
 		return nil
 	}

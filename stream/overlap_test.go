@@ -35,6 +35,17 @@ type chainRows struct {
 	broken    int // checks that found it had not committed
 	committed int
 	bad       error
+	// hold > 0 holds every transaction that long on the server, instead
+	// of a random few milliseconds.
+	hold time.Duration
+	// sent lists the transactions in the order they reached it.
+	sent []sentTx
+}
+
+type sentTx struct {
+	seq     uint64
+	changes int
+	after   uint64 // the transaction it is chained after, or 0
 }
 
 func (db *chainRows) lock(lane int) *sync.Mutex {
@@ -78,6 +89,7 @@ func (c *chainConn) apply(b *apply.Batch, cp sluice.Checkpoint, chain bool, afte
 	}
 	db.mu.Lock()
 	db.applies++
+	db.sent = append(db.sent, sentTx{cp.Seq, b.Changes, after})
 	if after > 0 {
 		db.chained++
 		if held := db.seq[cp.Lane]; held != after {
@@ -88,7 +100,11 @@ func (c *chainConn) apply(b *apply.Batch, cp sluice.Checkpoint, chain bool, afte
 	}
 	fail := db.failEvery > 0 && db.applies%db.failEvery == 0 && b.Changes > 1
 	db.mu.Unlock()
-	db.sleep(2 * time.Millisecond) // on the server, holding the lock
+	if db.hold > 0 {
+		time.Sleep(db.hold)
+	} else {
+		db.sleep(2 * time.Millisecond) // on the server, holding the lock
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if fail {
@@ -181,5 +197,74 @@ func TestOverlapKeepsOrder(t *testing.T) {
 			}
 			t.Logf("%d transactions, %d chained, %d found the one before not committed, %d failed", db.applies, db.chained, db.broken, db.failed)
 		})
+	}
+}
+
+// TestChainOnceSecondConnectionOpens: over a WAN the lane's second
+// connection opens while the first transactions are in flight. A
+// transaction sent while it is still opening takes the lane's lock, so
+// that the next is sent as soon as the connection is open, chained after
+// it, instead of after its commit with the target idle for a round trip.
+// The first transaction commits (the lane's checkpoint row exists), the
+// second is sent with the connection still opening, which opens while the
+// second is held on the target: the third must go out chained after it.
+func TestChainOnceSecondConnectionOpens(t *testing.T) {
+	cs, want := orderWorkload(3000, false)
+	db := &chainRows{rows: map[string]string{}, seq: map[int]uint64{}, locks: map[int]*sync.Mutex{},
+		rnd: rand.New(rand.NewPCG(1, 1)), hold: 300 * time.Millisecond}
+	release := make(chan struct{})
+	newSizer := func() Sizer {
+		return controller.NewBatch(controller.BatchConfig{Fixed: 1000, Budget: 10 * time.Second})
+	}
+	s := New(Config{
+		ID: "late-alt", Reader: &scriptReader{cs: cs}, Target: &chainConn{db}, Store: &memStore{target: &rowTarget{rows: map[string]string{}}},
+		Batch: newSizer(), MinLanes: 1, MaxLanes: 2, LaneWindow: time.Hour,
+		NewTarget: func(ctx context.Context) (Target, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return &chainConn{db}, nil
+		},
+		NewSizer: newSizer,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	applies := func() int {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		return db.applies
+	}
+	for applies() < 2 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for s.Stats().Applied < uint64(len(cs)) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.bad != nil {
+		t.Fatal(db.bad)
+	}
+	// The first is as large as the reader's first page; the second was
+	// sent while the connection was still opening.
+	if len(db.sent) < 3 || db.sent[2].after != db.sent[1].seq || db.sent[1].after != 0 || db.broken != 0 {
+		t.Fatalf("transactions (seq, changes, chained after) %v (%d found the one before not committed): want the third chained after the second", db.sent, db.broken)
+	}
+	if len(db.rows) != len(want) {
+		t.Fatalf("target has %d rows, want %d", len(db.rows), len(want))
+	}
+	for k, v := range want {
+		if db.rows[k] != v {
+			t.Fatalf("row %s = %q, want %q", k, db.rows[k], v)
+		}
 	}
 }

@@ -71,7 +71,7 @@ func (s *Stream) prepareLane(ctx context.Context, q *laneQueue, first uint64, mo
 		defer close(p.done)
 		for p.n < most {
 			next := p.first + uint64(p.n)
-			cs := q.peekFrom(next, min(most-p.n, prepareChunk))
+			cs := q.peekFrom(next, min(most-p.n, prepareChunk), 0)
 			if len(cs) < min(most-p.n, prepareChunk) {
 				// Fewer than a chunk queued: wait for a chunk (or, once
 				// stopped, leave the rest to the lane).

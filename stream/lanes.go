@@ -132,7 +132,7 @@ type multi struct {
 	next      uint64        // number of the next change (first is 1)
 	w         uint64        // low watermark
 	wPos      sluice.Position
-	positions map[uint64]sluice.Position
+	positions positions // of the changes numbered past w
 	active    int
 	cpSeq     uint64 // last checkpoint sequence handed out
 	// durable is the highest watermark a committed lane checkpoint holds,
@@ -154,7 +154,7 @@ type multi struct {
 
 func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 	m := &multi{s: s, changed: make(chan struct{}), next: 1,
-		positions: map[uint64]sluice.Position{}, active: 1, cpSeq: s.cfg.Start.Seq,
+		active: 1, cpSeq: s.cfg.Start.Seq,
 		wPos: s.cfg.Start.Position, durableCP: s.cfg.Start, flushWake: make(chan struct{}, 1)}
 	n := len(s.beats)
 	per := s.cfg.MaxQueueBytes / int64(2*n)
@@ -365,7 +365,7 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 			m.mu.Lock()
 			seq := m.next
 			m.next++
-			m.positions[seq] = c.Pos
+			m.positions.push(c.Pos)
 			l := m.lanes[target]
 			l.fifo = append(l.fifo, seq)
 			m.mu.Unlock()
@@ -392,7 +392,7 @@ func (m *multi) pass(pos sluice.Position, marker bool) {
 	m.mu.Lock()
 	seq := m.next
 	m.next++
-	m.positions[seq] = pos
+	m.positions.push(pos)
 	if marker {
 		m.markers = append(m.markers, seq)
 	}
@@ -428,11 +428,8 @@ func (m *multi) advanceLocked() bool {
 	if w <= m.w {
 		return false
 	}
-	for q := m.w + 1; q < w; q++ {
-		delete(m.positions, q)
-	}
-	m.w, m.wPos = w, m.positions[w]
-	delete(m.positions, w)
+	m.wPos = m.positions.drop(int(w - m.w))
+	m.w = w
 	for len(m.markers) > 0 && m.markers[0] <= w {
 		m.markers = m.markers[1:]
 		m.passedMarkers++
@@ -616,6 +613,46 @@ func (m *multi) resize(ctx context.Context, n int, why string) error {
 	s.mu.Unlock()
 	m.ctl.Restart(time.Now(), applied)
 	return nil
+}
+
+// positions are the positions of the changes numbered m.w+1 up to
+// m.next-1, in order: a change's is pushed as it is numbered and dropped
+// as the watermark passes it. (A map of them cost a hash insert and delete
+// per change on the dispatcher's path.)
+type positions struct {
+	ps   []sluice.Position
+	head int // ps[head:] are held
+}
+
+func (p *positions) push(pos sluice.Position) {
+	switch {
+	case p.head > 0 && p.head == len(p.ps):
+		p.ps, p.head = p.ps[:0], 0
+	case p.head >= 1024 && 2*p.head >= len(p.ps):
+		// Move the held ones to the front rather than grow: the
+		// watermark trails the dispatcher by a few batches.
+		n := copy(p.ps, p.ps[p.head:])
+		clear(p.ps[n:])
+		p.ps, p.head = p.ps[:n], 0
+	}
+	p.ps = append(p.ps, pos)
+}
+
+// at is the position of the i-th change held (0: the first past the
+// watermark).
+func (p *positions) at(i int) (sluice.Position, bool) {
+	if i < 0 || p.head+i >= len(p.ps) {
+		return sluice.Position{}, false
+	}
+	return p.ps[p.head+i], true
+}
+
+// drop removes the first n positions held and returns the last of them.
+func (p *positions) drop(n int) sluice.Position {
+	last := p.ps[p.head+n-1]
+	clear(p.ps[p.head : p.head+n]) // let the tokens go
+	p.head += n
+	return last
 }
 
 // laneAhead is how many of its batches a lane may have routed to it ahead

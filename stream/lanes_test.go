@@ -399,3 +399,43 @@ func TestBatchesCompactedAheadSurviveFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestPositionsModel pushes and drops positions at random against a map
+// from change number to position, as the watermark and the dispatcher
+// move them: at and drop must agree with it however the buffer wraps.
+func TestPositionsModel(t *testing.T) {
+	for seed := uint64(1); seed <= 8; seed++ {
+		r := rand.New(rand.NewPCG(seed, 3))
+		var p positions
+		model := map[uint64]sluice.Position{}
+		var w, next uint64 = 0, 1 // held: w+1 .. next-1
+		for step := 0; step < 600; step++ {
+			if r.IntN(2) == 0 {
+				for range r.IntN(3000) {
+					pos := sluice.Position{Kind: "t", Token: strconv.FormatUint(next, 10)}
+					p.push(pos)
+					model[next] = pos
+					next++
+				}
+			} else if held := next - 1 - w; held > 0 {
+				n := 1 + r.Uint64N(held)
+				got := p.drop(int(n))
+				if want := model[w+n]; got != want {
+					t.Fatalf("seed %d step %d: drop(%d) = %v, want %v", seed, step, n, got, want)
+				}
+				for q := w + 1; q <= w+n; q++ {
+					delete(model, q)
+				}
+				w += n
+			}
+			for range 5 {
+				q := w + r.Uint64N(next-w+1) // from the watermark to one past the last
+				got, ok := p.at(int(q) - int(w) - 1)
+				want, wantOK := model[q]
+				if ok != wantOK || got != want {
+					t.Fatalf("seed %d step %d: at change %d = %v, %v; want %v, %v", seed, step, q, got, ok, want, wantOK)
+				}
+			}
+		}
+	}
+}

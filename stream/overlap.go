@@ -108,7 +108,7 @@ func (m *multi) send(ctx context.Context, l *lane, t Target, prev *flight, cs []
 	// wIf ≥ w: its position is the watermark's or still in the map.
 	cp := sluice.Checkpoint{Stream: s.cfg.ID, Seq: m.cpSeq, Applied: m.appliedAt(wIf), Time: time.Now().UTC(), Position: m.wPos,
 		Lane: l.id, Lanes: m.active, Last: cs[len(cs)-1].Pos, Routing: s.cfg.Routing}
-	if p, ok := m.positions[wIf]; ok && wIf > m.w {
+	if p, ok := m.positions.at(int(wIf) - int(m.w) - 1); ok && wIf > m.w {
 		cp.Position = p
 	} else {
 		wIf = m.w

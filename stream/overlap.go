@@ -363,6 +363,7 @@ func (m *multi) openAlt(ctx context.Context, l *lane) {
 		// the stream's stop waits for it, and a connection cancelled
 		// while it logs in sends a cancel request through whatever is in
 		// front of the target (PgBouncer 1.18 can crash on one sent then).
+		began := time.Now()
 		openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), altOpenTimeout)
 		defer cancel()
 		t, err := m.s.cfg.NewTarget(openCtx)
@@ -384,6 +385,7 @@ func (m *multi) openAlt(ctx context.Context, l *lane) {
 			return
 		}
 		l.alt = t
+		m.s.log.Debug("lane's second connection open", "lane", l.id, "took", time.Since(began))
 	}()
 }
 

@@ -130,6 +130,20 @@ func (c *chainConn) apply(b *apply.Batch, cp sluice.Checkpoint, chain bool, afte
 	return nil
 }
 
+// stopWhenApplied waits until s applied n changes (or ctx ended), stops
+// it (cancel), and fails the test if Run (whose result done carries)
+// returned an error.
+func stopWhenApplied(ctx context.Context, t *testing.T, s *Stream, n int, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	for s.Stats().Applied < uint64(n) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestOverlapKeepsOrder runs a generated workload through lanes that send
 // their next transaction while one is in flight, on a target where
 // transactions overtake each other on the way and some fail: every row
@@ -166,13 +180,7 @@ func TestOverlapKeepsOrder(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() { done <- s.Run(ctx) }()
-			for s.Stats().Applied < uint64(len(cs)) && ctx.Err() == nil {
-				time.Sleep(10 * time.Millisecond)
-			}
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
+			stopWhenApplied(ctx, t, s, len(cs), cancel, done)
 			db.mu.Lock()
 			defer db.mu.Unlock()
 			if db.bad != nil {
@@ -242,13 +250,7 @@ func TestChainOnceSecondConnectionOpens(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
-	for s.Stats().Applied < uint64(len(cs)) && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stopWhenApplied(ctx, t, s, len(cs), cancel, done)
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.bad != nil {

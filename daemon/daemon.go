@@ -582,7 +582,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	}
 	copied := start.Position.IsZero() && !from.IsZero()
 	oldCheckpoint := !start.Position.IsZero() && start.Lanes == 0
-	rd, err, taken := early.take(log, from, oldCheckpoint)
+	rd, taken, err := early.take(log, from, oldCheckpoint)
 	if taken {
 		early = nil
 	} else {

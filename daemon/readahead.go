@@ -89,19 +89,19 @@ func streamSourceOptions(o StreamOptions, log *slog.Logger, oldCheckpoint bool) 
 
 // take waits for the early open and returns its reader and error when it
 // opened at from with the options the stream needs (ok), else closes it.
-func (e *earlySource) take(log *slog.Logger, from sluice.Position, oldCheckpoint bool) (rd reader, err error, ok bool) {
+func (e *earlySource) take(log *slog.Logger, from sluice.Position, oldCheckpoint bool) (rd reader, ok bool, err error) {
 	if e == nil {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	<-e.done
 	if e.from == from && !oldCheckpoint {
 		log.Debug("resuming with the source reader opened early at the state file's position", "from", from.String())
-		return e.rd, e.err, true
+		return e.rd, true, e.err
 	}
 	log.Debug("the source was opened early at the state file's position, but the stream resumes from another; opening it again",
 		"early", e.from.String(), "from", from.String())
 	e.discard()
-	return nil, nil, false
+	return nil, false, nil
 }
 
 // discard closes the early reader, if it opened.

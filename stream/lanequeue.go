@@ -138,21 +138,10 @@ func (q *laneQueue) push(ctx context.Context, c sluice.Change, maxItems func() i
 }
 
 // prefixLocked is how many of the queued changes from the off-th on go
-// into a batch of at most most changes and maxBytes bytes (when > 0; at
-// least one change, as bytePrefix counts). Call with q.mu held.
+// into a batch of at most most changes and maxBytes bytes (see
+// bytePrefix). Call with q.mu held.
 func (q *laneQueue) prefixLocked(off, most int, maxBytes int64) int {
-	k := min(most, q.n-off)
-	if maxBytes <= 0 || k <= 1 {
-		return k
-	}
-	var sum int64
-	for i := range k {
-		sum += int64(q.at(off + i).Size())
-		if sum > maxBytes {
-			return max(i, 1)
-		}
-	}
-	return k
+	return bytePrefixOf(min(most, q.n-off), maxBytes, func(i int) int64 { return int64(q.at(off + i).Size()) })
 }
 
 // peek returns up to max queued changes from the head, no more than

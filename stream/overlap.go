@@ -105,10 +105,10 @@ func (m *multi) send(ctx context.Context, l *lane, t Target, prev *flight, cs []
 		}
 	}
 	m.cpSeq++
-	// wIf ≥ w: its position is the watermark's or still in the map.
+	// wIf ≥ w: its position is the watermark's or still held in positions.
 	cp := sluice.Checkpoint{Stream: s.cfg.ID, Seq: m.cpSeq, Applied: m.appliedAt(wIf), Time: time.Now().UTC(), Position: m.wPos,
 		Lane: l.id, Lanes: m.active, Last: cs[len(cs)-1].Pos, Routing: s.cfg.Routing}
-	if p, ok := m.positions.at(int(wIf) - int(m.w) - 1); ok && wIf > m.w {
+	if p, ok := m.positions.at(int(wIf) - int(m.w) - 1); ok {
 		cp.Position = p
 	} else {
 		wIf = m.w

@@ -717,17 +717,23 @@ func changeSize(c *sluice.Change) int64 { return int64(c.Size()) }
 // size: at least one (a change larger than the cap must still be applied,
 // alone), all of them when maxBytes ≤ 0.
 func bytePrefix[T any](xs []T, maxBytes int64, size func(*T) int64) int {
-	if maxBytes <= 0 || len(xs) <= 1 {
-		return len(xs)
+	return bytePrefixOf(len(xs), maxBytes, func(i int) int64 { return size(&xs[i]) })
+}
+
+// bytePrefixOf is bytePrefix of n items, the i-th of size(i) bytes: for
+// items that are not a slice (the lane queue's ring).
+func bytePrefixOf(n int, maxBytes int64, size func(i int) int64) int {
+	if maxBytes <= 0 || n <= 1 {
+		return n
 	}
 	var sum int64
-	for i := range xs {
-		sum += size(&xs[i])
+	for i := range n {
+		sum += size(i)
 		if sum > maxBytes {
 			return max(i, 1)
 		}
 	}
-	return len(xs)
+	return n
 }
 
 func (s *Stream) lastTxTime() time.Duration {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -332,6 +333,35 @@ func Install(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice
 	} else if len(missing) == 0 {
 		return nil
 	}
+	// The install locks each table in turn while the application's
+	// transactions may hold one table and want another: PostgreSQL breaks
+	// such a deadlock by failing one side, and when that is the install it
+	// is retried, since the application's transaction has then gone ahead.
+	for attempt := 1; ; attempt++ {
+		err := install(ctx, conn, schema, tables)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != deadlockDetected {
+			return err
+		}
+		if attempt == installAttempts {
+			return fmt.Errorf("%w (%d attempts, each failed by a deadlock with the application's transactions on these tables: retry at a quieter time, or run `sluice source install` then)", err, installAttempts)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+	}
+}
+
+// installAttempts bounds the retries of an install that PostgreSQL chose
+// as a deadlock's victim.
+const installAttempts = 5
+
+const deadlockDetected = "40P01"
+
+// install is one attempt of Install, in one transaction.
+func install(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice.TableName) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("install sluice capture in schema %s: %w", schema, err)

@@ -707,3 +707,57 @@ func TestConcurrentWritersConverge(t *testing.T) {
 	}
 	t.Logf("%d changes from %d transactions", written, writers*txPerWriter)
 }
+
+// TestInstallRetriesDeadlock: an application transaction holds a row of b
+// and then wants a, which the install has locked while it waits for b.
+// PostgreSQL fails the install (it waited first, so its deadlock check
+// runs first); the install is tried again once the application's
+// transaction has committed, and succeeds.
+func TestInstallRetriesDeadlock(t *testing.T) {
+	f := newFixture(t, `CREATE TABLE a (id int PRIMARY KEY, v int)`, `CREATE TABLE b (id int PRIMARY KEY, v int)`,
+		`INSERT INTO a VALUES (1, 0)`, `INSERT INTO b VALUES (1, 0)`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	app, err := pgx.Connect(ctx, f.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close(context.Background())
+	tx, err := app.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `UPDATE b SET v = v + 1`); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := pgx.Connect(ctx, f.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Install(ctx, inst, "", dbtest.Tables("a", "b")) }()
+	// The install holds a and waits for b.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if n := f.QueryInt(t, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'CREATE TRIGGER%ON "public"."b"%'`); n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the install never waited for table b")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE a SET v = v + 1`); err != nil {
+		t.Fatalf("the application's transaction was the deadlock's victim: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Install: %v", err)
+	}
+	if n := f.QueryInt(t, `SELECT count(*) FROM pg_trigger WHERE tgname = 'sluice_capture'`); n != 2 {
+		t.Fatalf("%d capture triggers, want 2", n)
+	}
+}

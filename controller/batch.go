@@ -135,16 +135,19 @@ func (b *Batch) BacklogSize() int {
 	return max(b.size, min(b.pessimisticSize(), b.cfg.Max))
 }
 
-// pessimisticSize is the largest batch predicted to take under half the
-// budget at PessimisticPerChange (plus the round trips per change of the
-// apply path) and two round trips of fixed cost; 0 while the RTT is not
-// measured.
+// pessimisticSize is the batch whose changes, at PessimisticPerChange
+// (plus the round trips per change of the apply path), take half of what
+// the budget leaves after two round trips of fixed cost; 0 while the RTT
+// is not measured. Its predicted time is half the budget plus one round
+// trip: inside the budget while a round trip is under half of it. (Half
+// the budget less two round trips was nothing on a 300 ms link with a 1 s
+// budget, and the first batches fell back to Initial.)
 func (b *Batch) pessimisticSize() int {
 	if b.rtt <= 0 {
 		return 0
 	}
 	perChange := PessimisticPerChange.Seconds() + b.cfg.RoundTripsPerChange*b.rtt.Seconds()
-	n := (0.5*b.budget().Seconds() - 2*b.rtt.Seconds()) / perChange
+	n := 0.5 * (b.budget().Seconds() - 2*b.rtt.Seconds()) / perChange
 	if n < 1 {
 		return 0
 	}

@@ -593,10 +593,13 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 			return nil
 		}
 		want := limit
-		if limit == 0 {
-			queued, _ := s.q.size()
-			want = next.sizeFor(head, sizeFor(s.cfg.Batch, len(pending)+queued), s.cfg.Batch)
+		sized := func() {
+			if limit == 0 {
+				queued, _ := s.q.size()
+				want = next.sizeFor(head, sizeFor(s.cfg.Batch, len(pending)+queued), s.cfg.Batch)
+			}
 		}
+		sized()
 		if len(pending) < want {
 			if len(pending) == 0 {
 				wait := s.q.waitNonEmpty()
@@ -617,6 +620,10 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 					s.idlePing(ctx, s.cfg.Target)
 					lastPing = time.Now()
 				}
+				// Sized again now that changes are queued: the first batch
+				// of a backlog is sized from it (controller.Batch.SizeFor),
+				// not from the empty queue found at start.
+				sized()
 			}
 			if ch := s.q.waitNonEmpty(); ch == nil {
 				more, err := s.q.take(ctx, want-len(pending))

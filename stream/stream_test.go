@@ -322,3 +322,88 @@ func TestMaxBatchBytes(t *testing.T) {
 		})
 	}
 }
+
+// backlogReader holds a backlog of n inserts that its first Read returns
+// (as many as asked for) only after delay, as a source does when it opens.
+type backlogReader struct {
+	sliceReader
+	delay time.Duration
+	once  sync.Once
+}
+
+func (r *backlogReader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
+	r.once.Do(func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.delay):
+		}
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.next >= r.n {
+		r.mu.Unlock()
+		defer r.mu.Lock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+		return nil, nil
+	}
+	k := min(max, r.n-r.next)
+	out := make([]sluice.Change, k)
+	for i := range out {
+		id := strconv.Itoa(r.next + i)
+		out[i] = sluice.Change{Table: table, Op: sluice.OpInsert, Row: sluice.Row{sluice.Text(id), sluice.Text("v" + id)},
+			Pos: sluice.Position{Kind: "test", Token: id}}
+	}
+	r.next += k
+	return out, nil
+}
+
+// measuredTarget is a rowTarget that measured the link's round trip while it
+// opened.
+type measuredTarget struct{ *rowTarget }
+
+func (measuredTarget) MeasuredRTT() (time.Duration, bool) { return 20 * time.Millisecond, true }
+
+// TestStreamFirstBatchSizedFromBacklog: the apply loop finds the queue
+// empty at start (the source is still opening); when the backlog arrives
+// its first batch is sized from it (controller.Batch.SizeFor), not from
+// Initial as the empty queue would have it.
+func TestStreamFirstBatchSizedFromBacklog(t *testing.T) {
+	const n = 3000
+	rd := &backlogReader{sliceReader: sliceReader{n: n}, delay: 100 * time.Millisecond}
+	var sizes []int
+	tgt := &rowTarget{rows: map[string]string{}, fail: func(_ int, b *apply.Batch) error {
+		sizes = append(sizes, len(b.Tables[0].Upserts))
+		return nil
+	}}
+	s := New(Config{
+		ID: "test", Reader: rd, Target: measuredTarget{tgt}, Store: &memStore{target: tgt},
+		// With a 20 ms round trip the budget allows ½·(1 s − 40 ms) ÷
+		// 100 µs = 4,800 changes first: the whole backlog.
+		Batch:       controller.NewBatch(controller.BatchConfig{Initial: 1000, Budget: time.Second}),
+		MaxAttempts: 6,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	for st := s.Stats(); st.Applied < n; st = s.Stats() {
+		select {
+		case err := <-done:
+			t.Fatalf("stream stopped after %d of %d changes: %v", st.Applied, n, err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	tgt.mu.Lock()
+	defer tgt.mu.Unlock()
+	if len(tgt.rows) != n || len(sizes) == 0 || sizes[0] != n {
+		t.Fatalf("%d rows on the target, batches %v: want the %d-change backlog in the first batch", len(tgt.rows), sizes, n)
+	}
+}

@@ -42,14 +42,21 @@ func (r *sliceReader) Read(ctx context.Context, max int) ([]sluice.Change, error
 		return nil, nil
 	}
 	k := min(max, 37, r.n-r.next)
+	out := inserts(r.next, k)
+	r.next += k
+	return out, nil
+}
+
+// inserts returns k inserts of rows from, from+1, …, each at its own
+// position.
+func inserts(from, k int) []sluice.Change {
 	out := make([]sluice.Change, k)
 	for i := range out {
-		id := strconv.Itoa(r.next + i)
+		id := strconv.Itoa(from + i)
 		out[i] = sluice.Change{Table: table, Op: sluice.OpInsert, Row: sluice.Row{sluice.Text(id), sluice.Text("v" + id)},
 			Pos: sluice.Position{Kind: "test", Token: id}}
 	}
-	r.next += k
-	return out, nil
+	return out
 }
 
 func (r *sliceReader) Ack(_ context.Context, pos sluice.Position) error {
@@ -351,12 +358,7 @@ func (r *backlogReader) Read(ctx context.Context, max int) ([]sluice.Change, err
 		return nil, nil
 	}
 	k := min(max, r.n-r.next)
-	out := make([]sluice.Change, k)
-	for i := range out {
-		id := strconv.Itoa(r.next + i)
-		out[i] = sluice.Change{Table: table, Op: sluice.OpInsert, Row: sluice.Row{sluice.Text(id), sluice.Text("v" + id)},
-			Pos: sluice.Position{Kind: "test", Token: id}}
-	}
+	out := inserts(r.next, k)
 	r.next += k
 	return out, nil
 }

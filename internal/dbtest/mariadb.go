@@ -360,3 +360,10 @@ func (m *MariaDB) Stop() error {
 	}
 	return nil
 }
+
+// PID is the server's process id; 0 while it is stopped.
+func (m *MariaDB) PID() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.proc.pid()
+}

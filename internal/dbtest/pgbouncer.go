@@ -135,3 +135,6 @@ func PGBouncer(t testing.TB) *PgBouncer {
 	t.Cleanup(func() { _ = b.Stop() })
 	return b
 }
+
+// PID is PgBouncer's process id.
+func (b *PgBouncer) PID() int { return b.proc.pid() }

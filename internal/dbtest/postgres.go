@@ -293,3 +293,11 @@ func (p *Postgres) Stop() error {
 	}
 	return nil
 }
+
+// PID is the postmaster's process id (its backends are its children); 0
+// while the server is stopped.
+func (p *Postgres) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.proc.pid()
+}

@@ -246,3 +246,11 @@ func pollUntil(ctx context.Context, p *process, try func(context.Context) error)
 		}
 	}
 }
+
+// pid is the process's id; 0 when there is no process.
+func (p *process) pid() int {
+	if p == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}

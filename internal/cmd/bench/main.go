@@ -811,18 +811,10 @@ func markCPU() cpuMark {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		m.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
-	// /proc/stat's first line: cpu user nice system idle iowait irq softirq
-	// steal ..., in clock ticks (USER_HZ, 100 on Linux).
-	if b, err := os.ReadFile("/proc/stat"); err == nil {
-		line, _, _ := strings.Cut(string(b), "\n")
-		f := strings.Fields(line)
-		for i := 1; i < len(f) && i <= 8; i++ {
-			if i == 4 || i == 5 { // idle, iowait
-				continue
-			}
-			v, _ := strconv.ParseInt(f[i], 10, 64)
-			m.box += time.Duration(v) * 10 * time.Millisecond
-		}
+	// The whole box's, stolen time included: what the box's processes
+	// wanted to run.
+	if busy, steal, err := machineCPU(); err == nil {
+		m.box = busy + steal
 	}
 	return m
 }

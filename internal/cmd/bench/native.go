@@ -41,6 +41,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -210,6 +211,7 @@ type nativeRun struct {
 	elapsed  time.Duration
 	verified bool
 	note     string
+	cpu      runCPU // from start until the marker
 }
 
 func (r nativeRun) rate() float64 {
@@ -378,9 +380,15 @@ func (ne *nativeEnv) postgresRun(ctx context.Context, run int) error {
 			}
 			ne.record(r)
 		}
-		r, err := ne.sluiceCatchUp(ctx, system, run, srcURL, c.targetURL, c.targetAddr, c.stream, c.stateDir, c.rtt,
-			func(ctx context.Context) (bool, error) { return pgMarker(ctx, dst.URL(c.stream)) },
+		sides := cpuSides{source: []int{src.(*dbtest.Postgres).PID()}, target: []int{dst.(*dbtest.Postgres).PID()}}
+		if c.slot == "" {
+			sides.target = append(sides.target, bouncer.PID())
+		}
+		marker, closeMarker := pgMarker(dst.URL(c.stream))
+		r, err := ne.sluiceCatchUp(ctx, system, run, srcURL, c.targetURL, c.targetAddr, c.stream, c.stateDir, c.rtt, sides,
+			marker,
 			func(ctx context.Context) (bool, error) { return pgEqual(ctx, srcURL, dst.URL(c.stream)) })
+		closeMarker()
 		if err != nil {
 			return fmt.Errorf("%s, %s: %w", nativeTitle(system, ne.nc), linkLabel(c.rtt), err)
 		}
@@ -427,7 +435,7 @@ func (ne *nativeEnv) pgSubscription(ctx context.Context, run int, srcURL, srcDB,
 		return res, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	t0 := time.Now()
+	t0, meter := time.Now(), startCPU(cpuSides{source: []int{src.PID()}, target: []int{dst.PID()}})
 	if _, err := conn.Exec(ctx, "ALTER SUBSCRIPTION "+sub+" ENABLE"); err != nil {
 		return res, fmt.Errorf("enable subscription %s: %w", sub, err)
 	}
@@ -444,7 +452,7 @@ func (ne *nativeEnv) pgSubscription(ctx context.Context, run int, srcURL, srcDB,
 	if err != nil {
 		return res, err
 	}
-	res.elapsed = seen.Sub(t0)
+	res.elapsed, res.cpu = seen.Sub(t0), meter.stop()
 	res.verified, err = pgEqual(ctx, srcURL, dstURL)
 	return res, err
 }
@@ -464,13 +472,28 @@ func pgDropSlot(ctx context.Context, srcURL, slot string) {
 	}
 }
 
-func pgMarker(ctx context.Context, u string) (bool, error) {
-	conn, err := connect(ctx, u)
-	if err != nil {
-		return false, err
+// pgMarker is a check for the marker on one connection to u, opened at
+// its first call and kept, and the function that closes it. Polling on a
+// new connection each time would cost the target a backend's start every
+// poll: CPU that the native rows, polling on one connection, do not pay.
+func pgMarker(u string) (check func(context.Context) (bool, error), closeConn func()) {
+	var conn *pgx.Conn
+	check = func(ctx context.Context) (bool, error) {
+		if conn == nil {
+			c, err := connect(ctx, u)
+			if err != nil {
+				return false, err
+			}
+			conn = c
+		}
+		return pgMarkerOn(ctx, conn)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	return pgMarkerOn(ctx, conn)
+	closeConn = func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}
+	return check, closeConn
 }
 
 func pgMarkerOn(ctx context.Context, conn *pgx.Conn) (bool, error) {
@@ -611,9 +634,12 @@ func (ne *nativeEnv) mariadbRun(ctx context.Context, run int) error {
 		if err := myExecAll(ctx, dstURL, "TRUNCATE TABLE items"); err != nil {
 			return err
 		}
-		r, err := ne.sluiceCatchUp(ctx, sysMySluice, run, srcURL, dstURL, dst.Addr(), c.stream, c.stateDir, c.rtt,
-			func(ctx context.Context) (bool, error) { return myMarker(ctx, dstURL) },
+		sides := cpuSides{source: []int{src.(*dbtest.MariaDB).PID()}, target: []int{dst.(*dbtest.MariaDB).PID()}}
+		marker, closeMarker := myMarker(dstURL)
+		r, err := ne.sluiceCatchUp(ctx, sysMySluice, run, srcURL, dstURL, dst.Addr(), c.stream, c.stateDir, c.rtt, sides,
+			marker,
 			func(ctx context.Context) (bool, error) { return myEqual(ctx, srcURL, dstURL) })
+		closeMarker()
 		if err != nil {
 			return fmt.Errorf("sluice, %s: %w", linkLabel(c.rtt), err)
 		}
@@ -688,7 +714,7 @@ func (ne *nativeEnv) myReplica(ctx context.Context, run int, system string, thre
 		db.ExecContext(c, "STOP SLAVE")      //nolint:errcheck // cleanup only
 		db.ExecContext(c, "RESET SLAVE ALL") //nolint:errcheck // cleanup only
 	}()
-	t0 := time.Now()
+	t0, meter := time.Now(), startCPU(cpuSides{source: []int{src.PID()}, target: []int{ne.myDst.(*dbtest.MariaDB).PID()}})
 	if _, err := db.ExecContext(ctx, "START SLAVE"); err != nil {
 		return res, fmt.Errorf("replica: START SLAVE: %w", err)
 	}
@@ -697,7 +723,7 @@ func (ne *nativeEnv) myReplica(ctx context.Context, run int, system string, thre
 	if err != nil {
 		return res, err
 	}
-	res.elapsed = seen.Sub(t0)
+	res.elapsed, res.cpu = seen.Sub(t0), meter.stop()
 	res.verified, err = myEqual(ctx, srcURL, dstURL)
 	return res, err
 }
@@ -757,13 +783,25 @@ func myConnectMulti(ctx context.Context, u string) (*sql.DB, error) {
 	return db, nil
 }
 
-func myMarker(ctx context.Context, u string) (bool, error) {
-	db, err := myConnect(ctx, u)
-	if err != nil {
-		return false, err
+// myMarker is pgMarker for MariaDB: a check on one connection pool to u.
+func myMarker(u string) (check func(context.Context) (bool, error), closeDB func()) {
+	var db *sql.DB
+	check = func(ctx context.Context) (bool, error) {
+		if db == nil {
+			d, err := myConnect(ctx, u)
+			if err != nil {
+				return false, err
+			}
+			db = d
+		}
+		return myMarkerOn(ctx, db)
 	}
-	defer db.Close()
-	return myMarkerOn(ctx, db)
+	closeDB = func() {
+		if db != nil {
+			db.Close()
+		}
+	}
+	return check, closeDB
 }
 
 func myMarkerOn(ctx context.Context, db *sql.DB) (bool, error) {
@@ -810,7 +848,7 @@ func (ne *nativeEnv) sluiceFromNow(ctx context.Context, srcURL, dstURL, stream, 
 // sluiceCatchUp starts the stream again, with --initial-copy off, through
 // a proxy in front of the target, and times it from process start to the
 // marker on the target.
-func (ne *nativeEnv) sluiceCatchUp(ctx context.Context, system string, run int, srcURL, dstURL, dstAddr, stream, stateDir string, rtt time.Duration,
+func (ne *nativeEnv) sluiceCatchUp(ctx context.Context, system string, run int, srcURL, dstURL, dstAddr, stream, stateDir string, rtt time.Duration, sides cpuSides,
 	marker func(context.Context) (bool, error), equal func(context.Context) (bool, error)) (nativeRun, error) {
 	res := nativeRun{system: system, rtt: rtt, run: run, changes: ne.shape.changes()}
 	fmt.Fprintf(os.Stderr, "==> native, run %d, %s, %s\n", run, nativeTitle(system, ne.nc), linkLabel(rtt))
@@ -823,17 +861,18 @@ func (ne *nativeEnv) sluiceCatchUp(ctx context.Context, system string, run int, 
 	if err != nil {
 		return res, err
 	}
-	t0 := time.Now()
+	t0, meter := time.Now(), startCPU(sides)
 	p, err := ne.startSluice(stream, stateDir, "sluice.log", srcURL, proxyURL, append([]string{"--initial-copy", "off"}, ne.nc.extra...)...)
 	if err != nil {
 		return res, err
 	}
+	meter.add(p.cmd.Process.Pid)
 	defer p.stop() //nolint:errcheck // the normal path stops it and checks
 	seen, err := pollMarker(ctx, ne.nc.timeout, marker, func(context.Context) error { return p.failed() })
 	if err != nil {
 		return res, fmt.Errorf("%w; log:\n%s", err, p.lw.tail(15))
 	}
-	res.elapsed = seen.Sub(t0)
+	res.elapsed, res.cpu = seen.Sub(t0), meter.stop()
 	// With lanes, the marker's lane can commit it while another lane
 	// still applies earlier changes: the catch-up ends when the tables are
 	// equal, checked while sluice still runs (the marker's time when they
@@ -1129,9 +1168,12 @@ func renderNative(nc nativeConfig, rs []nativeRun, took time.Duration) string {
 		}
 	}
 
+	renderNativeCPU(&b, nc, rs)
+
 	fmt.Fprintln(&b, "\n### Every run")
-	fmt.Fprintln(&b, "\n| run | system | link | changes | seconds | changes/s | verified |")
-	fmt.Fprintln(&b, "|---:|---|---|---:|---:|---:|---|")
+	fmt.Fprintln(&b, "\nCPU: ms per 1,000 changes of the source server / sluice / the target server (with PgBouncer), and the cores the machine kept busy, from start to the marker.")
+	fmt.Fprintln(&b, "\n| run | system | link | changes | seconds | changes/s | CPU | cores busy | verified |")
+	fmt.Fprintln(&b, "|---:|---|---|---:|---:|---:|---:|---:|---|")
 	for _, r := range rs {
 		v := "equal"
 		if !r.verified {
@@ -1140,10 +1182,75 @@ func renderNative(nc nativeConfig, rs []nativeRun, took time.Duration) string {
 		if r.note != "" {
 			v += " (" + r.note + ")"
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f | %s | %s |\n", r.run, nativeTitle(r.system, nc), linkLabel(r.rtt), r.changes, r.elapsed.Seconds(), thousands(r.rate()), v)
+		cpu, busy := "—", "—"
+		if u := r.cpu; u.ok {
+			cpu = fmt.Sprintf("%.0f / %s / %.0f", msPerK(u.source, r.changes), applierMs(r.system, u, r.changes), msPerK(u.target, r.changes))
+			busy = fmt.Sprintf("%.2f", u.cores())
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f | %s | %s | %s | %s |\n", r.run, nativeTitle(r.system, nc), linkLabel(r.rtt), r.changes, r.elapsed.Seconds(), thousands(r.rate()), cpu, busy, v)
 	}
 	fmt.Fprintln(&b)
 	return b.String()
+}
+
+// msPerK is d per 1,000 of n changes, in milliseconds.
+func msPerK(d time.Duration, n int) float64 {
+	return float64(perK(d, n)) / float64(time.Millisecond)
+}
+
+// applierMs is the applier's cell: none for native replication, whose
+// applying is the servers' own work.
+func applierMs(system string, u runCPU, n int) string {
+	if !isSluice(system) {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", msPerK(u.applier, n))
+}
+
+// renderNativeCPU is the table of where the CPU went: on a machine whose
+// cores the source server, the target server and the applier share, a run
+// that keeps them all busy is bound by the CPU each change costs, not by
+// the link, and the systems compare by that cost.
+func renderNativeCPU(b *strings.Builder, nc nativeConfig, rs []nativeRun) {
+	header := false
+	for _, rtt := range nc.rtts {
+		for _, sys := range nativeSystems {
+			var source, applier, target, total, cores, steal []float64
+			for _, r := range rs {
+				u := r.cpu
+				if r.system != sys || r.rtt != rtt || !u.ok || !r.verified {
+					continue
+				}
+				source = append(source, msPerK(u.source, r.changes))
+				applier = append(applier, msPerK(u.applier, r.changes))
+				target = append(target, msPerK(u.target, r.changes))
+				total = append(total, msPerK(u.source+u.applier+u.target, r.changes))
+				cores = append(cores, u.cores())
+				steal = append(steal, u.steal.Seconds()/u.wall.Seconds())
+			}
+			if len(source) == 0 {
+				continue
+			}
+			if !header {
+				header = true
+				fmt.Fprintf(b, "\n### Where the CPU went: ms per 1,000 changes, median of %d run(s)\n\n", nc.runs)
+				fmt.Fprintf(b, "From start to the marker, by side (each process with its children: a PostgreSQL server's backends, walsenders and workers), and the cores the whole machine kept busy (of %d) and had stolen by its host. A run that kept nearly every core busy was bound by CPU, not by the link: its rate is the machine's CPU over what a change costs the three sides together.\n\n", runtime.NumCPU())
+				b.WriteString("| system | link | source server | sluice | target server | total | cores busy | stolen |\n")
+				b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+			}
+			app := "–"
+			if isSluice(sys) {
+				app = fmt.Sprintf("%.0f", median(applier))
+			}
+			fmt.Fprintf(b, "| %s | %s | %.0f | %s | %.0f | %.0f | %.2f | %.2f |\n", nativeTitle(sys, nc), linkLabel(rtt),
+				median(source), app, median(target), median(total), median(cores), median(steal))
+		}
+	}
+}
+
+// isSluice reports whether system is one of sluice's rows.
+func isSluice(system string) bool {
+	return system == sysPGSluice || system == sysPGBouncer || system == sysMySluice
 }
 
 func kRateOrDash(rate float64, verified int) string {

@@ -53,12 +53,30 @@ func TestRenderNative(t *testing.T) {
 	add(sysPGSluice, 0, 4, 4, 4)                    // 42.5k/s
 	add(sysPGSluice, 96*time.Millisecond, 5, 5, 5)  // 34.0k/s
 	rs[len(rs)-1].verified = false
+	// CPU, at 0 ms: per 1,000 of 170,000 changes, the medians are 10 ms
+	// (1.7 s), 20 ms (3.4 s) and 30 ms (5.1 s); a native row has no
+	// applier.
+	for i := range rs {
+		if rs[i].rtt != 0 {
+			continue
+		}
+		k := time.Duration(rs[i].run) // runs 1..3: medians at run 2
+		u := runCPU{source: 850 * time.Millisecond * k, target: 2550 * time.Millisecond * k, wall: 4 * time.Second, busy: 7 * time.Second, ok: true}
+		if rs[i].system == sysPGSluice {
+			u.applier = 1700 * time.Millisecond * k
+		}
+		rs[i].cpu = u
+	}
 	out := renderNative(nc, rs, time.Minute)
 	for _, want := range []string{
 		"| PostgreSQL logical replication (subscription) | 34.0k/s | 18.9k/s | 0.56 |",
 		"| sluice, pgoutput → PostgreSQL | 42.5k/s | 34.0k/s (**1 of 3 runs MISMATCH**) | 0.80 |",
 		"sluice ÷ native at 96 ms: **1.80×**",
 		"96 ms ÷ 0 ms: **0.80** (goal ≥ 0.9) **✗ under the goal**",
+		"| PostgreSQL logical replication (subscription) | 0 ms proxy | 10 | – | 30 | 40 | 1.75 | 0.00 |",
+		"| sluice, pgoutput → PostgreSQL | 0 ms proxy | 10 | 20 | 30 | 60 | 1.75 | 0.00 |",
+		"| 2 | sluice, pgoutput → PostgreSQL | 0 ms proxy | 170000 | 4.00 | 42,500 | 10 / 20 / 30 | 1.75 | equal |",
+		"| 1 | sluice, pgoutput → PostgreSQL | 96 ms proxy | 170000 | 5.00 | 34,000 | — | — | equal |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -66,5 +84,56 @@ func TestRenderNative(t *testing.T) {
 	}
 	if strings.Contains(out, "MariaDB replication") {
 		t.Errorf("report has MariaDB rows with no MariaDB runs:\n%s", out)
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	// The command name may hold spaces and parentheses.
+	line := "4242 (postgres: a (b) c) S 17 4242 4242 0 -1 4194560 12 0 0 0 150 25 7 3 20 0 1 0 100 1000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+	st, err := parseProcStat([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := procStat{ppid: 17, own: 1750 * time.Millisecond, kids: 100 * time.Millisecond}
+	if st != want {
+		t.Fatalf("parseProcStat = %+v, want %+v", st, want)
+	}
+	for _, bad := range []string{"", "4242 no-parens S 1", "1 (x) S 1 2"} {
+		if _, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("parseProcStat(%q) did not fail", bad)
+		}
+	}
+}
+
+func TestParseMachineCPU(t *testing.T) {
+	busy, steal, err := parseMachineCPU([]byte("cpu  100 5 50 9000 40 3 2 7 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// user+nice+system+irq+softirq; idle and iowait are not busy.
+	if busy != 1600*time.Millisecond || steal != 70*time.Millisecond {
+		t.Fatalf("busy %v, steal %v; want 1.6s, 70ms", busy, steal)
+	}
+	if _, _, err := parseMachineCPU([]byte("intr 1 2 3\n")); err == nil {
+		t.Error("a /proc/stat without its cpu line did not fail")
+	}
+}
+
+// TestProcsCPU: a process counts with its live descendants and the
+// children it has waited for, not with its parent or its siblings.
+func TestProcsCPU(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	tr := procs{
+		1:  {ppid: 0, own: ms(1000)},
+		10: {ppid: 1, own: ms(100), kids: ms(40)}, // the server
+		11: {ppid: 10, own: ms(20)},               // a backend
+		12: {ppid: 11, own: ms(5)},                // its child
+		20: {ppid: 1, own: ms(300)},               // another process
+	}
+	if got := tr.cpu(10); got != ms(165) {
+		t.Errorf("cpu(10) = %v, want 165ms", got)
+	}
+	if got := tr.cpu(99); got != 0 {
+		t.Errorf("cpu of a missing process = %v, want 0", got)
 	}
 }

@@ -21,6 +21,16 @@ import (
 // that travels in large reads. The reader decodes them with the same code
 // as the stream, so positions, resume and schema checks are unchanged.
 //
+// Each call decodes from the slot's restart point, not from where the last
+// call ended, and the restart point moves only at the server's records of
+// running transactions (every 15 s of activity, and at checkpoints): a
+// backlog written within one such window is decoded again from its start
+// by every call, so calls of one size cost the square of the backlog.
+// Calls double in size, up to catchUpGrowth times the first: the first
+// rows come quickly, and a backlog costs the server about twice its own
+// decoding (measured on a 510,000-change backlog: 7 ms of source CPU per
+// 1,000 changes with calls of 16,384 rows, 4 with 65,536).
+//
 // It reads from a temporary copy of the slot (pg_copy_logical_replication_
 // slot), which the calls consume like a cursor and which the server drops
 // with the session. The stream's slot moves only as the target commits,
@@ -33,6 +43,10 @@ import (
 const (
 	defaultCatchUpRows   = 16384
 	defaultCatchUpMinWAL = 4 << 20
+	// catchUpGrowth bounds the calls' growth: the largest asks for this
+	// many times CatchUpRows (262,144 rows by default). The server holds
+	// a call's whole result before it sends the first row.
+	catchUpGrowth = 16
 	// catchUpAdvanceEvery is how often the slot is moved to the flush
 	// position during catch-up: each move decodes the WAL since the last.
 	catchUpAdvanceEvery = time.Second
@@ -46,6 +60,7 @@ type catchUp struct {
 	lastMove time.Time
 	rows     int64
 	calls    int
+	want     int // rows the next call asks for
 	began    time.Time
 }
 
@@ -100,7 +115,7 @@ func (r *Reader) openCatchUp(ctx context.Context, slot slotInfo) *catchUp {
 		conn.Close(context.WithoutCancel(ctx))
 		return unavailable(fmt.Errorf("copy replication slot %s: %w", r.cfg.Slot, err))
 	}
-	r.log.Info("catching up through the SQL interface", "wal_behind_bytes", behind, "rows_per_call", r.cfg.CatchUpRows)
+	r.log.Info("catching up through the SQL interface", "wal_behind_bytes", behind, "first_call_rows", r.cfg.CatchUpRows)
 	return cu
 }
 
@@ -111,30 +126,33 @@ type catchUpErr struct{ err error }
 func (e *catchUpErr) Error() string { return e.err.Error() }
 func (e *catchUpErr) Unwrap() error { return e.err }
 
-// runCatchUp reads the backlog in calls of CatchUpRows rows until one
-// returns less, then closes the session, which drops the copy.
+// runCatchUp reads the backlog in calls of CatchUpRows rows, each twice
+// the last up to catchUpGrowth times the first, until one returns less
+// than it asked for, then closes the session, which drops the copy.
 func (r *Reader) runCatchUp(ctx context.Context, cu *catchUp) error {
 	defer cu.conn.Close(context.WithoutCancel(ctx))
+	cu.want = r.cfg.CatchUpRows
 	for {
 		n, err := r.catchUpCall(ctx, cu)
 		if err != nil {
 			return err
 		}
-		if n < r.cfg.CatchUpRows {
+		if n < cu.want {
 			r.log.Info("caught up through the SQL interface; streaming from the slot", "rows", cu.rows, "calls", cu.calls,
 				"seconds", time.Since(cu.began).Seconds(), "resume", r.resume.String())
 			return nil
 		}
+		cu.want = min(2*cu.want, catchUpGrowth*r.cfg.CatchUpRows)
 		r.moveSlot(ctx, cu)
 	}
 }
 
-// catchUpCall decodes up to CatchUpRows rows (the server finishes the
-// transaction it is in) and hands their changes out.
+// catchUpCall decodes cu.want rows (the server finishes the transaction
+// it is in) and hands their changes out.
 func (r *Reader) catchUpCall(ctx context.Context, cu *catchUp) (int, error) {
 	rows, err := cu.conn.Query(ctx,
 		`SELECT (lsn - '0/0')::int8, data FROM pg_logical_slot_get_binary_changes($1, NULL, $2, 'proto_version', '1', 'publication_names', $3)`,
-		cu.slot, r.cfg.CatchUpRows, r.cfg.Publication)
+		cu.slot, cu.want, r.cfg.Publication)
 	if err != nil {
 		return 0, &catchUpErr{fmt.Errorf("decode slot %s through the SQL interface: %w", cu.slot, err)}
 	}

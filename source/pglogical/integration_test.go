@@ -769,7 +769,12 @@ func (l *logCapture) Enabled(context.Context, slog.Level) bool { return true }
 func (l *logCapture) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.msgs = append(l.msgs, r.Level.String()+" "+r.Message)
+	msg := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		msg += " " + a.String()
+		return true
+	})
+	l.msgs = append(l.msgs, msg)
 	return nil
 }
 func (l *logCapture) WithAttrs([]slog.Attr) slog.Handler { return l }

@@ -61,10 +61,11 @@ type Config struct {
 	// BufferBytes bounds the bytes of changes decoded ahead of Read.
 	// Default source.DefaultBufferBytes.
 	BufferBytes int64
-	// CatchUpRows is how many rows each catch-up call decodes (see
-	// catchup.go): a reader that opens with at least CatchUpMinWAL bytes
-	// of WAL behind its slot reads them through the SQL interface before
-	// it streams. Default 16384; negative turns catch-up off.
+	// CatchUpRows is how many rows the first catch-up call decodes (see
+	// catchup.go; each after it asks for twice as many, up to 16 times
+	// this): a reader that opens with at least CatchUpMinWAL bytes of WAL
+	// behind its slot reads them through the SQL interface before it
+	// streams. Default 16384; negative turns catch-up off.
 	CatchUpRows int
 	// CatchUpMinWAL is the WAL behind the slot, in bytes, from which a
 	// reader catches up before streaming. Default 4 MiB.

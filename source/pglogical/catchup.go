@@ -29,7 +29,11 @@ import (
 // Calls double in size, up to catchUpGrowth times the first: the first
 // rows come quickly, and a backlog costs the server about twice its own
 // decoding (measured on a 510,000-change backlog: 7 ms of source CPU per
-// 1,000 changes with calls of 16,384 rows, 4 with 65,536).
+// 1,000 changes with calls of 16,384 rows, 4 with 65,536). They grow only
+// while each is read within catchUpAdvanceEvery: the slot moves between
+// calls, and a slow target, which holds the reader back, must not hold it
+// in one call for minutes. A call that took over twice that halves the
+// next, down to the first's size.
 //
 // It reads from a temporary copy of the slot (pg_copy_logical_replication_
 // slot), which the calls consume like a cursor and which the server drops
@@ -126,13 +130,14 @@ type catchUpErr struct{ err error }
 func (e *catchUpErr) Error() string { return e.err.Error() }
 func (e *catchUpErr) Unwrap() error { return e.err }
 
-// runCatchUp reads the backlog in calls of CatchUpRows rows, each twice
-// the last up to catchUpGrowth times the first, until one returns less
-// than it asked for, then closes the session, which drops the copy.
+// runCatchUp reads the backlog in calls of CatchUpRows rows and growing
+// (nextCatchUpRows), until one returns less than it asked for, then closes
+// the session, which drops the copy.
 func (r *Reader) runCatchUp(ctx context.Context, cu *catchUp) error {
 	defer cu.conn.Close(context.WithoutCancel(ctx))
 	cu.want = r.cfg.CatchUpRows
 	for {
+		began := time.Now()
 		n, err := r.catchUpCall(ctx, cu)
 		if err != nil {
 			return err
@@ -142,9 +147,21 @@ func (r *Reader) runCatchUp(ctx context.Context, cu *catchUp) error {
 				"seconds", time.Since(cu.began).Seconds(), "resume", r.resume.String())
 			return nil
 		}
-		cu.want = min(2*cu.want, catchUpGrowth*r.cfg.CatchUpRows)
+		cu.want = nextCatchUpRows(cu.want, r.cfg.CatchUpRows, time.Since(began))
 		r.moveSlot(ctx, cu)
 	}
+}
+
+// nextCatchUpRows is the size of the call after one of want rows that took
+// took, when the first asked for first (see Catch-up).
+func nextCatchUpRows(want, first int, took time.Duration) int {
+	switch {
+	case took < catchUpAdvanceEvery:
+		return min(2*want, catchUpGrowth*first)
+	case took > 2*catchUpAdvanceEvery:
+		return max(want/2, first)
+	}
+	return want
 }
 
 // catchUpCall decodes cu.want rows (the server finishes the transaction

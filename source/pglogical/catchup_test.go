@@ -166,3 +166,26 @@ func TestCatchUpBackpressure(t *testing.T) {
 		})
 	}
 }
+
+// TestNextCatchUpRows: calls double while each is read within a second, up
+// to 16 times the first; one held back over two seconds (a slow target)
+// halves the next, never below the first.
+func TestNextCatchUpRows(t *testing.T) {
+	const first = 1000
+	for _, c := range []struct {
+		want int
+		took time.Duration
+		next int
+	}{
+		{first, 100 * time.Millisecond, 2000},
+		{8000, 900 * time.Millisecond, 16000},
+		{16000, 10 * time.Millisecond, 16000}, // at the cap
+		{8000, 1500 * time.Millisecond, 8000},
+		{8000, 3 * time.Second, 4000},
+		{first, time.Minute, first},
+	} {
+		if got := nextCatchUpRows(c.want, first, c.took); got != c.next {
+			t.Errorf("nextCatchUpRows(%d, %d, %v) = %d, want %d", c.want, first, c.took, got, c.next)
+		}
+	}
+}

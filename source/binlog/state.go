@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -726,6 +727,9 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 	}
 	at := time.Unix(int64(h.Timestamp), 0).UTC()
 	s.pos.base() // fill the cache on the original, not on the copies below
+	// The event's changes go out in one slice (flush, below): sized once,
+	// not grown change by change.
+	s.buf = slices.Grow(s.buf, n-first)
 	for j := first; j < n; j++ {
 		if s.skipK > 0 {
 			s.skipK-- // a token of an earlier version counts streamed changes

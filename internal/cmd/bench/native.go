@@ -472,28 +472,34 @@ func pgDropSlot(ctx context.Context, srcURL, slot string) {
 	}
 }
 
-// pgMarker is a check for the marker on one connection to u, opened at
-// its first call and kept, and the function that closes it. Polling on a
-// new connection each time would cost the target a backend's start every
-// poll: CPU that the native rows, polling on one connection, do not pay.
+// pgMarker is a check for the marker on one connection to u, and the
+// function that closes it (see onOneConn).
 func pgMarker(u string) (check func(context.Context) (bool, error), closeConn func()) {
-	var conn *pgx.Conn
-	check = func(ctx context.Context) (bool, error) {
-		if conn == nil {
-			c, err := connect(ctx, u)
-			if err != nil {
-				return false, err
+	return onOneConn(func(ctx context.Context) (*pgx.Conn, error) { return connect(ctx, u) }, pgMarkerOn,
+		func(c *pgx.Conn) { c.Close(context.Background()) })
+}
+
+// onOneConn is check run on one connection, opened at its first call and
+// kept, and the function that closes it. Polling on a new connection each
+// time would cost the target a connection's start every poll (a backend
+// on PostgreSQL): CPU the native rows, which poll on one, do not pay.
+func onOneConn[C any](open func(context.Context) (C, error), check func(context.Context, C) (bool, error), closeC func(C)) (func(context.Context) (bool, error), func()) {
+	var conn C
+	opened := false
+	return func(ctx context.Context) (bool, error) {
+			if !opened {
+				c, err := open(ctx)
+				if err != nil {
+					return false, err
+				}
+				conn, opened = c, true
 			}
-			conn = c
+			return check(ctx, conn)
+		}, func() {
+			if opened {
+				closeC(conn)
+			}
 		}
-		return pgMarkerOn(ctx, conn)
-	}
-	closeConn = func() {
-		if conn != nil {
-			conn.Close(context.Background())
-		}
-	}
-	return check, closeConn
 }
 
 func pgMarkerOn(ctx context.Context, conn *pgx.Conn) (bool, error) {
@@ -785,23 +791,8 @@ func myConnectMulti(ctx context.Context, u string) (*sql.DB, error) {
 
 // myMarker is pgMarker for MariaDB: a check on one connection pool to u.
 func myMarker(u string) (check func(context.Context) (bool, error), closeDB func()) {
-	var db *sql.DB
-	check = func(ctx context.Context) (bool, error) {
-		if db == nil {
-			d, err := myConnect(ctx, u)
-			if err != nil {
-				return false, err
-			}
-			db = d
-		}
-		return myMarkerOn(ctx, db)
-	}
-	closeDB = func() {
-		if db != nil {
-			db.Close()
-		}
-	}
-	return check, closeDB
+	return onOneConn(func(ctx context.Context) (*sql.DB, error) { return myConnect(ctx, u) }, myMarkerOn,
+		func(db *sql.DB) { db.Close() })
 }
 
 func myMarkerOn(ctx context.Context, db *sql.DB) (bool, error) {

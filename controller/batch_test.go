@@ -310,23 +310,32 @@ func TestBatchGrowthBoundByLargestMeasured(t *testing.T) {
 // passes the budget, the first batches included, at any RTT.
 func TestBatchNoisyTargetStaysInBudget(t *testing.T) {
 	noise := []float64{1.0, 0.8, 1.4, 0.9, 1.2, 1.0, 1.3, 0.85}
+	budget := time.Second
 	for _, l := range []link{
+		{20 * time.Millisecond, 5 * time.Microsecond},
 		{20 * time.Millisecond, 20 * time.Microsecond},
+		{96 * time.Millisecond, 5 * time.Microsecond},
 		{96 * time.Millisecond, 20 * time.Microsecond},
+		{300 * time.Millisecond, 5 * time.Microsecond},
 		{300 * time.Millisecond, 20 * time.Microsecond},
 	} {
-		budget := time.Second
-		b := NewBatch(BatchConfig{Budget: budget, Initial: 1000})
-		b.SetRTT(l.a)
-		var sizes []int
-		for i := range 80 {
-			n := b.SizeFor(1_000_000)
-			d := time.Duration(float64(l.cost(n)) * noise[i%len(noise)])
-			sizes = append(sizes, n)
-			if d > budget {
-				t.Fatalf("link %v: batch %d of %d changes took %v, over the %v budget (sizes %v)", l, i, n, d, budget, sizes)
+		// Every starting point of the noise: which batch meets the slow
+		// sample after a fast one decides whether growth overshoots.
+		for rot := range noise {
+			// The noise stretches the round trip too: harsher than a busy
+			// target, which stretches only its own part.
+			b := NewBatch(BatchConfig{Budget: budget, Initial: 1000})
+			b.SetRTT(l.a)
+			var sizes []int
+			for i := range 80 {
+				n := b.SizeFor(1_000_000)
+				d := time.Duration(float64(l.cost(n)) * noise[(i+rot)%len(noise)])
+				sizes = append(sizes, n)
+				if d > budget {
+					t.Fatalf("link %v, noise from %d: batch %d of %d changes took %v, over the %v budget (sizes %v)", l, rot, i, n, d, budget, sizes)
+				}
+				b.Observe(n, d)
 			}
-			b.Observe(n, d)
 		}
 	}
 }

@@ -49,6 +49,9 @@ type Server interface {
 	// next start runs crash recovery).
 	Crash(ctx context.Context) error
 	Stop() error
+	// PID is the server's process id (a PostgreSQL server's backends are
+	// its children); 0 while it is stopped.
+	PID() int
 }
 
 var (

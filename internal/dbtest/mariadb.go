@@ -361,7 +361,7 @@ func (m *MariaDB) Stop() error {
 	return nil
 }
 
-// PID is the server's process id; 0 while it is stopped.
+// PID is the server's process id (see Server).
 func (m *MariaDB) PID() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -294,8 +294,7 @@ func (p *Postgres) Stop() error {
 	return nil
 }
 
-// PID is the postmaster's process id (its backends are its children); 0
-// while the server is stopped.
+// PID is the postmaster's process id (see Server).
 func (p *Postgres) PID() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

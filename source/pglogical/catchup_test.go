@@ -132,7 +132,7 @@ func TestCatchUpBackpressure(t *testing.T) {
 				time.Sleep(20 * time.Millisecond) // a slow target
 			}
 			// The slot moves while the catch-up still reads: the reader
-			// is still in its last call, a buffer past what was read.
+			// has calls left: it is a buffer past what was read.
 			f.waitFlush(t, "past its start while catching up", func(l pglogrepl.LSN) bool { return l > start })
 			if logs.has("caught up") {
 				t.Fatalf("caught up before half the backlog was read: %v", logs.msgs)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-cdc/sluice/internal/dbtest"
 )
 
 // CPU accounting for the native section. On a small machine the source
@@ -36,12 +38,12 @@ func (u runCPU) cores() float64 {
 	return u.busy.Seconds() / u.wall.Seconds()
 }
 
-// perK is d per 1,000 of n changes.
-func perK(d time.Duration, n int) time.Duration {
+// msPerK is d per 1,000 of n changes, in milliseconds.
+func msPerK(d time.Duration, n int) float64 {
 	if n <= 0 {
 		return 0
 	}
-	return d * 1000 / time.Duration(n)
+	return float64(d*1000/time.Duration(n)) / float64(time.Millisecond)
 }
 
 // cpuMeter reads the CPU time of the processes of each side, each with its
@@ -55,6 +57,12 @@ type cpuMeter struct {
 
 // cpuSides are the process ids of a run's source and target sides.
 type cpuSides struct{ source, target []int }
+
+// serverSides are the sides of a run from src to dst, more processes (a
+// PgBouncer) counting with the target.
+func serverSides(src, dst dbtest.Server, more ...int) cpuSides {
+	return cpuSides{source: []int{src.PID()}, target: append([]int{dst.PID()}, more...)}
+}
 
 type cpuSample struct {
 	source, target, applier time.Duration

@@ -380,10 +380,11 @@ func (ne *nativeEnv) postgresRun(ctx context.Context, run int) error {
 			}
 			ne.record(r)
 		}
-		sides := cpuSides{source: []int{src.(*dbtest.Postgres).PID()}, target: []int{dst.(*dbtest.Postgres).PID()}}
+		var bouncerPID []int // PgBouncer's CPU counts with the target's
 		if c.slot == "" {
-			sides.target = append(sides.target, bouncer.PID())
+			bouncerPID = []int{bouncer.PID()}
 		}
+		sides := serverSides(src, dst, bouncerPID...)
 		marker, closeMarker := pgMarker(dst.URL(c.stream))
 		r, err := ne.sluiceCatchUp(ctx, system, run, srcURL, c.targetURL, c.targetAddr, c.stream, c.stateDir, c.rtt, sides,
 			marker,
@@ -435,7 +436,7 @@ func (ne *nativeEnv) pgSubscription(ctx context.Context, run int, srcURL, srcDB,
 		return res, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	t0, meter := time.Now(), startCPU(cpuSides{source: []int{src.PID()}, target: []int{dst.PID()}})
+	t0, meter := time.Now(), startCPU(serverSides(src, dst))
 	if _, err := conn.Exec(ctx, "ALTER SUBSCRIPTION "+sub+" ENABLE"); err != nil {
 		return res, fmt.Errorf("enable subscription %s: %w", sub, err)
 	}
@@ -640,9 +641,8 @@ func (ne *nativeEnv) mariadbRun(ctx context.Context, run int) error {
 		if err := myExecAll(ctx, dstURL, "TRUNCATE TABLE items"); err != nil {
 			return err
 		}
-		sides := cpuSides{source: []int{src.(*dbtest.MariaDB).PID()}, target: []int{dst.(*dbtest.MariaDB).PID()}}
 		marker, closeMarker := myMarker(dstURL)
-		r, err := ne.sluiceCatchUp(ctx, sysMySluice, run, srcURL, dstURL, dst.Addr(), c.stream, c.stateDir, c.rtt, sides,
+		r, err := ne.sluiceCatchUp(ctx, sysMySluice, run, srcURL, dstURL, dst.Addr(), c.stream, c.stateDir, c.rtt, serverSides(src, dst),
 			marker,
 			func(ctx context.Context) (bool, error) { return myEqual(ctx, srcURL, dstURL) })
 		closeMarker()
@@ -720,7 +720,7 @@ func (ne *nativeEnv) myReplica(ctx context.Context, run int, system string, thre
 		db.ExecContext(c, "STOP SLAVE")      //nolint:errcheck // cleanup only
 		db.ExecContext(c, "RESET SLAVE ALL") //nolint:errcheck // cleanup only
 	}()
-	t0, meter := time.Now(), startCPU(cpuSides{source: []int{src.PID()}, target: []int{ne.myDst.(*dbtest.MariaDB).PID()}})
+	t0, meter := time.Now(), startCPU(serverSides(src, ne.myDst))
 	if _, err := db.ExecContext(ctx, "START SLAVE"); err != nil {
 		return res, fmt.Errorf("replica: START SLAVE: %w", err)
 	}
@@ -1175,7 +1175,7 @@ func renderNative(nc nativeConfig, rs []nativeRun, took time.Duration) string {
 		}
 		cpu, busy := "—", "—"
 		if u := r.cpu; u.ok {
-			cpu = fmt.Sprintf("%.0f / %s / %.0f", msPerK(u.source, r.changes), applierMs(r.system, u, r.changes), msPerK(u.target, r.changes))
+			cpu = fmt.Sprintf("%.0f / %s / %.0f", msPerK(u.source, r.changes), applierCell(r.system, msPerK(u.applier, r.changes)), msPerK(u.target, r.changes))
 			busy = fmt.Sprintf("%.2f", u.cores())
 		}
 		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f | %s | %s | %s | %s |\n", r.run, nativeTitle(r.system, nc), linkLabel(r.rtt), r.changes, r.elapsed.Seconds(), thousands(r.rate()), cpu, busy, v)
@@ -1184,18 +1184,13 @@ func renderNative(nc nativeConfig, rs []nativeRun, took time.Duration) string {
 	return b.String()
 }
 
-// msPerK is d per 1,000 of n changes, in milliseconds.
-func msPerK(d time.Duration, n int) float64 {
-	return float64(perK(d, n)) / float64(time.Millisecond)
-}
-
-// applierMs is the applier's cell: none for native replication, whose
-// applying is the servers' own work.
-func applierMs(system string, u runCPU, n int) string {
+// applierCell is the applier's CPU cell, ms: none for native
+// replication, whose applying is the servers' own work.
+func applierCell(system string, ms float64) string {
 	if !isSluice(system) {
 		return "–"
 	}
-	return fmt.Sprintf("%.0f", msPerK(u.applier, n))
+	return fmt.Sprintf("%.0f", ms)
 }
 
 // renderNativeCPU is the table of where the CPU went: on a machine whose
@@ -1229,12 +1224,8 @@ func renderNativeCPU(b *strings.Builder, nc nativeConfig, rs []nativeRun) {
 				b.WriteString("| system | link | source server | sluice | target server | total | cores busy | stolen |\n")
 				b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
 			}
-			app := "–"
-			if isSluice(sys) {
-				app = fmt.Sprintf("%.0f", median(applier))
-			}
 			fmt.Fprintf(b, "| %s | %s | %.0f | %s | %.0f | %.0f | %.2f | %.2f |\n", nativeTitle(sys, nc), linkLabel(rtt),
-				median(source), app, median(target), median(total), median(cores), median(steal))
+				median(source), applierCell(sys, median(applier)), median(target), median(total), median(cores), median(steal))
 		}
 	}
 }

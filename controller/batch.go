@@ -241,12 +241,21 @@ func (b *Batch) Observe(n int, d time.Duration) {
 	// or the machine got busy, is seen before a batch is far over) so that
 	// one odd sample cannot jump the size; shrink faster than halving only
 	// when the current size is predicted to overrun the budget.
-	growth := 4.0
+	limit := 4 * float64(b.size)
 	if a, s, ok := b.fit(); ok && a+s*float64(4*b.size) > 0.5*b.budget().Seconds() {
-		growth = 1.25
+		// 1.25× the predicted time, not the size: where a round trip is
+		// most of a transaction, 1.25× the size adds a sliver of time and
+		// the ramp to the budget took a dozen transactions (300 ms, 1 s
+		// budget). Only the fixed-cost floor is taken as fixed, so a fit
+		// that books per-change cost as fixed does not stretch the step.
+		if floor := b.fixedFloor(); a+s*float64(b.size) > floor {
+			limit = min(limit, scaleTo(float64(b.size), a+s*float64(b.size), 1.25*(a+s*float64(b.size)), floor))
+		} else {
+			limit = min(limit, 1.25*float64(b.size))
+		}
 	}
-	if limit := int(growth * float64(b.size)); next > limit {
-		next = limit
+	if next > int(limit) {
+		next = int(limit)
 	}
 	if next < b.size/2 {
 		if a, s, ok := b.fit(); !ok || a+s*float64(b.size/2) < 0.8*b.budget().Seconds() {
@@ -269,11 +278,40 @@ func (b *Batch) Observe(n int, d time.Duration) {
 		// That batch's own time may have been a fast one: divide by the
 		// spread of the overruns, not just the worst.
 		spread := min(max(b.model.worstOverrun()/max(b.model.leastOverrun(), 0.5), 1), maxSpread)
-		if capN := int(big.n * ditherShare / spread * b.budget().Seconds() / big.t); next > capN {
+		if capN := int(scaleTo(big.n, big.t, ditherShare/spread*b.budget().Seconds(), b.fixedFloor())); next > capN {
 			next = max(capN, b.size)
 		}
 	}
 	b.size = clamp(next, b.cfg.Min, b.cfg.Max)
+}
+
+// fixedFloor is the least fixed cost a batch is taken to have when a
+// measured batch is scaled up (see scaleTo): half of the measured round
+// trip or of the quickest batch in the window, whichever is less. A
+// pipelined batch costs at least one round trip; half of it leaves room
+// for a ping that ran slow, and for a batch that ran faster than its
+// fixed cost (a sample's noise scales its round trip too). Zero before
+// the round trip is measured: scaling is then proportional.
+func (b *Batch) fixedFloor() float64 {
+	r := b.rtt.Seconds()
+	if q := b.model.quickest(); q > 0 && q < r {
+		r = q
+	}
+	return r / maxSpread
+}
+
+// scaleTo is the size a batch of n changes that took t would have if it
+// took want, were its fixed cost only floor: n·(want−floor)/(t−floor).
+// The real fixed cost is at least floor, so the real time of that size
+// is at most want. Scaling the whole time (floor 0) holds where round
+// trips are cheap, but where one is a third of the budget it kept sizes
+// at half the budget for good: a batch that ran slow became the largest
+// measured, and no size above it scaled inside the budget.
+func scaleTo(n, t, want, floor float64) float64 {
+	if t <= floor {
+		return n
+	}
+	return n * max(want-floor, 0) / (t - floor)
 }
 
 // The model aims a batch at chooseShare of the budget and lets dithering
@@ -481,6 +519,17 @@ func (m *costModel) largest() sample {
 		}
 	}
 	return big
+}
+
+// quickest returns the shortest time in the window, 0 when empty.
+func (m *costModel) quickest() float64 {
+	var q float64
+	for i, p := range m.ring[:min(m.samples, modelWindow)] {
+		if i == 0 || p.t < q {
+			q = p.t
+		}
+	}
+	return q
 }
 
 // last returns the newest sample.

@@ -365,3 +365,43 @@ func TestBatchRecoversAfterLockWaits(t *testing.T) {
 		t.Logf("size %d before the lock, %d after", steady, got)
 	}
 }
+
+// TestBatchRampWhereRoundTripsDominate: on a 300 ms link with a 1 s budget
+// a round trip is most of a transaction. Growth scaled from a measured
+// batch's whole time, and steps of 1.25× the size near the budget, took
+// ten transactions to reach the size the model aims at, and the first
+// eight ran at under half its rate (32k/s of 67k/s at 8 µs a change).
+// Steps of 1.25× the time, with only a fraction of the round trip taken
+// as fixed, must keep the first eight at 0.7 of it, none over the budget.
+func TestBatchRampWhereRoundTripsDominate(t *testing.T) {
+	budget := time.Second
+	for _, l := range []link{
+		{300 * time.Millisecond, 8 * time.Microsecond},
+		{300 * time.Millisecond, 20 * time.Microsecond},
+		{200 * time.Millisecond, 8 * time.Microsecond},
+	} {
+		b := NewBatch(BatchConfig{Budget: budget, Initial: 1000})
+		b.SetRTT(l.a)
+		var sizes []int
+		var changes int
+		var took time.Duration
+		for range 8 {
+			n := b.SizeFor(1_000_000)
+			sizes = append(sizes, n)
+			d := l.cost(n)
+			if d > budget {
+				t.Fatalf("link %v: batch %d of %d changes takes %v, over the %v budget (sizes %v)", l, len(sizes), n, d, budget, sizes)
+			}
+			changes += n
+			took += d
+			b.Observe(n, d)
+		}
+		// The size the model aims at before it has measured its overruns:
+		// chooseShare of the budget over the assumed overrun.
+		aim := (chooseShare/assumedOverrun*budget.Seconds() - l.a.Seconds()) / l.s.Seconds()
+		aimRate := aim / l.cost(int(aim)).Seconds()
+		if rate := float64(changes) / took.Seconds(); rate < 0.7*aimRate {
+			t.Errorf("link %v: first 8 batches at %.0f changes/s, %.2f of the %.0f/s of the size aimed at (%.0f); want at least 0.7 (sizes %v)", l, rate, rate/aimRate, aimRate, aim, sizes)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package dbtest
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -204,5 +205,56 @@ func TestMariaDBCreateDropRestart(t *testing.T) {
 	}
 	if n != 0 {
 		t.Error("dropped database still exists")
+	}
+}
+
+// TestReportServerLogsNamesKilledSession: a session killed on the shared
+// MariaDB server must show in what a failed run prints of the server's
+// log, with its database and the killer's thread, so that a test that saw
+// its connection cut can tell who cut it.
+func TestReportServerLogsNamesKilledSession(t *testing.T) {
+	ctx := context.Background()
+	m := Maria(t)
+	name := "dbtest_killed_session"
+	if err := m.CreateDatabase(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	defer m.DropDatabase(ctx, name)
+	victim, err := sql.Open("mysql", m.DSN(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer victim.Close()
+	conn, err := victim.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var id int64
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sql.Open("mysql", m.DSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, "KILL "+strconv.FormatInt(id, 10)); err != nil {
+		t.Fatal(err)
+	}
+	// The server writes its note as the killed session ends: poll for it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var b strings.Builder
+		reportServerLogs(&b)
+		// MariaDB's line is written by the killer's thread: "N [Warning]
+		// Aborted connection <id> to db: '<db>' … (KILLED)".
+		if strings.Contains(b.String(), "Aborted connection "+strconv.FormatInt(id, 10)+" to db: '"+name+"'") && strings.Contains(b.String(), "(KILLED)") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the report does not name the killed session (thread %d, database %s):\n%s", id, name, b.String())
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval
 	}
 }

@@ -87,6 +87,10 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 		"--auth-root-authentication-method=normal",
 		"--skip-test-db",
 		"--skip-name-resolve",
+		// Sessions killed or aborted are logged (4: with the reason), so
+		// that a test whose connection was cut can be matched with the
+		// server's account of it (see reportServerLogs).
+		"--log-warnings=4",
 	)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -137,6 +141,10 @@ func (m *MariaDB) start(ctx context.Context, passwordSet bool) error {
 		"--innodb-log-file-size=48M",
 		"--max-connections=300",
 		"--skip-name-resolve",
+		// Sessions killed or aborted are logged (4: with the reason), so
+		// that a test whose connection was cut can be matched with the
+		// server's account of it (see reportServerLogs).
+		"--log-warnings=4",
 		// utf8mb4 as production servers use; the compiled-in default is
 		// latin1, which cannot hold most of the text the tests write.
 		"--character-set-server=utf8mb4",

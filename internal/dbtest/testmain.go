@@ -1,8 +1,10 @@
 package dbtest
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -32,7 +34,77 @@ func Main(m *testing.M) {
 
 func runMain(m *testing.M) int {
 	defer stopShared()
-	return m.Run()
+	code := m.Run()
+	if code != 0 {
+		reportServerLogs(os.Stderr)
+	}
+	return code
+}
+
+// reportServerLogs writes, after a failed run, what the shared servers
+// logged about sessions ending: a test that saw its connection cut
+// ("invalid connection", "unexpected EOF") can then be matched with the
+// server's account of it (killed, aborted, the server restarted), which is
+// gone with the servers' directories once they stop.
+func reportServerLogs(w io.Writer) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	type serverLog struct{ name, path string }
+	var logs []serverLog
+	if shared.pg != nil {
+		logs = append(logs, serverLog{"postgres", shared.pg.logPath})
+	}
+	if shared.maria != nil {
+		logs = append(logs, serverLog{"mariadb", shared.maria.logPath})
+	}
+	for _, l := range logs {
+		lines, err := notableLines(l.path, serverLogLines)
+		if err != nil {
+			fmt.Fprintf(w, "dbtest: read the shared %s server's log: %v\n", l.name, err)
+			continue
+		}
+		fmt.Fprintf(w, "dbtest: the shared %s server's log, its last %d lines on sessions ending, errors and restarts (%s):\n%s",
+			l.name, len(lines), l.path, strings.Join(lines, ""))
+	}
+}
+
+// serverLogLines is how many notable lines of a server's log a failed run
+// prints.
+const serverLogLines = 60
+
+// notableLines returns the last n lines of the log at path that tell of a
+// session ending, an error, or the server starting or stopping.
+func notableLines(path string, n int) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var lines []string
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadString('\n')
+		if line != "" && notable(line) {
+			lines = append(lines, line)
+			if len(lines) > 2*n {
+				lines = append(lines[:0], lines[len(lines)-n:]...)
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	return lines[max(len(lines)-n, 0):], nil
+}
+
+func notable(line string) bool {
+	l := strings.ToLower(line)
+	for _, w := range []string{"abort", "kill", "terminat", "error", "fatal", "panic", "shutdown", "ready for connections", "ready to accept"} {
+		if strings.Contains(l, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func stopShared() {

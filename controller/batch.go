@@ -245,7 +245,7 @@ func (b *Batch) Observe(n int, d time.Duration) {
 	if a, s, ok := b.fit(); ok && a+s*float64(4*b.size) > 0.5*b.budget().Seconds() {
 		// 1.25× the predicted time, not the size: where a round trip is
 		// most of a transaction, 1.25× the size adds a sliver of time and
-		// the ramp to the budget took a dozen transactions (300 ms, 1 s
+		// the ramp to the budget took ten transactions (300 ms, 1 s
 		// budget). Only the fixed-cost floor is taken as fixed, so a fit
 		// that books per-change cost as fixed does not stretch the step.
 		if floor := b.fixedFloor(); a+s*float64(b.size) > floor {
@@ -304,9 +304,9 @@ func (b *Batch) fixedFloor() float64 {
 // took want, were its fixed cost only floor: n·(want−floor)/(t−floor).
 // The real fixed cost is at least floor, so the real time of that size
 // is at most want. Scaling the whole time (floor 0) holds where round
-// trips are cheap, but where one is a third of the budget it kept sizes
-// at half the budget for good: a batch that ran slow became the largest
-// measured, and no size above it scaled inside the budget.
+// trips are cheap; where one is a third of the budget it took the round
+// trip for work, and a first batch of 300 ms round trip and 20 ms of
+// work could grow only about 2×.
 func scaleTo(n, t, want, floor float64) float64 {
 	if t <= floor {
 		return n

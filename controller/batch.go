@@ -248,8 +248,8 @@ func (b *Batch) Observe(n int, d time.Duration) {
 		// the ramp to the budget took ten transactions (300 ms, 1 s
 		// budget). Only the fixed-cost floor is taken as fixed, so a fit
 		// that books per-change cost as fixed does not stretch the step.
-		if floor := b.fixedFloor(); a+s*float64(b.size) > floor {
-			limit = min(limit, scaleTo(float64(b.size), a+s*float64(b.size), 1.25*(a+s*float64(b.size)), floor))
+		if t, floor := a+s*float64(b.size), b.fixedFloor(); t > floor {
+			limit = min(limit, scaleTo(float64(b.size), t, 1.25*t, floor))
 		} else {
 			limit = min(limit, 1.25*float64(b.size))
 		}

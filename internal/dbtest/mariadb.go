@@ -87,10 +87,6 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 		"--auth-root-authentication-method=normal",
 		"--skip-test-db",
 		"--skip-name-resolve",
-		// Sessions killed or aborted are logged (4: with the reason), so
-		// that a test whose connection was cut can be matched with the
-		// server's account of it (see reportServerLogs).
-		"--log-warnings=4",
 	)
 	if err != nil {
 		os.RemoveAll(dir)

@@ -99,6 +99,12 @@ type Column struct {
 	// distinct bytes as equal, and a key column must keep distinct on the
 	// target whatever the source keeps distinct.
 	Collation string
+	// Generated is a generated column's expression as the source's
+	// catalog prints it (GENERATION_EXPRESSION, pg_get_expr), "" for a
+	// plain column. The source computes the column's values; a target
+	// whose own column is generated never writes them, and compares the
+	// two expressions to warn when they differ.
+	Generated string
 }
 
 // Table describes a replicated table as the source sees it. Readers create
@@ -109,6 +115,11 @@ type Table struct {
 	Columns []Column
 	// Key holds the indexes in Columns of the primary key, in key order.
 	Key []int
+	// Omitted are the source's generated columns that its rows leave out
+	// (PostgreSQL's logical replication sends none; Generated says how
+	// the source computes each). A target can hold them only as columns
+	// it generates itself: a plain target column would never be written.
+	Omitted []Column
 }
 
 // KeyNames returns the primary key column names in key order.

@@ -49,6 +49,17 @@ func copySource(o StreamOptions, mode string) (tablecopy.Source, error) {
 	return nil, fmt.Errorf("--source: %s sources in --source-mode %s cannot be copied", eng, mode)
 }
 
+// writtenColumns is the target's WrittenColumns, where it has one: the
+// copy leaves out the columns the target generates.
+func writtenColumns(tgt target) func(*sluice.Table) []int {
+	if w, ok := tgt.(interface {
+		WrittenColumns(*sluice.Table) []int
+	}); ok {
+		return w.WrittenColumns
+	}
+	return nil
+}
+
 // openCopyTarget opens a target connection for a copy worker.
 func openCopyTarget(ctx context.Context, topts targetOptions) (tablecopy.Target, error) {
 	t, err := openTarget(ctx, topts)
@@ -87,7 +98,7 @@ func unfinishedCopy(ctx context.Context, o StreamOptions, t tablecopy.Target) er
 
 // initialCopy copies the stream's tables and returns the position the
 // stream starts from, or a zero position when the stream copies nothing.
-func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, tgt target, topts targetOptions, sl *slot, svc *service, store *checkpoint.Store) (sluice.Position, error) {
+func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, tgt target, topts targetOptions, sl *slot, svc *service, store *checkpoint.Store, warned *preflightWarnings) (sluice.Position, error) {
 	plan, ok := tgt.(tablecopy.Target)
 	if !ok {
 		if o.copyWanted() {
@@ -126,8 +137,13 @@ func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, tgt tar
 		Source: src,
 		// The stream's own target connection reads and writes the plan
 		// and checks the tables; the workers open theirs.
-		Target:    plan,
-		Preflight: tgt.Preflight,
+		Target: plan,
+		Preflight: func(ctx context.Context, tables []*sluice.Table) error {
+			err := tgt.Preflight(ctx, tables)
+			warned.flush()
+			return err
+		},
+		Written: writtenColumns(tgt),
 		NewTarget: func(ctx context.Context) (tablecopy.Target, error) {
 			return openCopyTarget(ctx, topts)
 		},

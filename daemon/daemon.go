@@ -405,6 +405,27 @@ const (
 )
 
 // slot is one stream of the process: its options and its current run.
+// preflightWarnings logs what the checks of the stream's tables on its
+// target found that does not stop it (the targets' PreflightWarnings),
+// each once per run, whether the copy's check or the stream's found it.
+type preflightWarnings struct {
+	log    *slog.Logger
+	tgt    target
+	logged int
+}
+
+func (w *preflightWarnings) flush() {
+	p, ok := w.tgt.(interface{ PreflightWarnings() []string })
+	if !ok {
+		return
+	}
+	list := p.PreflightWarnings()
+	for _, s := range list[min(w.logged, len(list)):] {
+		w.log.Warn(s)
+	}
+	w.logged = max(w.logged, len(list))
+}
+
 type slot struct {
 	o       StreamOptions
 	cancel  context.CancelFunc
@@ -572,11 +593,12 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	if err != nil {
 		return recordErr(ctx, store, o, err)
 	}
+	warned := &preflightWarnings{log: log, tgt: tgt}
 	start := res.start
 	from := start.Position
 	if from.IsZero() {
 		early.discard()
-		if from, err = initialCopy(ctx, o, log, tgt, topts, sl, svc, store); err != nil {
+		if from, err = initialCopy(ctx, o, log, tgt, topts, sl, svc, store, warned); err != nil {
 			return recordErr(ctx, store, o, err)
 		}
 	}
@@ -599,6 +621,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	if err := tgt.Preflight(ctx, rd.Tables()); err != nil {
 		return recordErr(ctx, store, o, Fail(ExitTarget, err))
 	}
+	warned.flush()
 	if o.KillBudget, err = killBudget(ctx, log, o, tgt); err != nil {
 		return recordErr(ctx, store, o, err)
 	}

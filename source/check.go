@@ -9,9 +9,12 @@ import (
 // Check is one line of a preflight report: what was checked, on which
 // object, and what was found (or what sync start would do).
 type Check struct {
-	OK     bool   `json:"ok"`
-	Object string `json:"object"`
-	Detail string `json:"detail"`
+	OK bool `json:"ok"`
+	// Warning marks a passed check that found something the user should
+	// know (a generated column computed differently on the target).
+	Warning bool   `json:"warning,omitempty"`
+	Object  string `json:"object"`
+	Detail  string `json:"detail"`
 }
 
 // Report is what a reader's read-only Check found: one line per check,

@@ -33,6 +33,10 @@ type Config struct {
 	// Preflight, when set, checks the target's tables against the source's
 	// once the snapshot described them, before anything is written.
 	Preflight func(ctx context.Context, tables []*sluice.Table) error
+	// Written, when set, tells after Preflight which columns of a table
+	// the target writes (the indexes in its Columns; nil: all): the
+	// columns it generates are neither read, written nor digested.
+	Written func(t *sluice.Table) []int
 	// Workers copy chunks concurrently (default 4).
 	Workers int
 	// ChunkRows is the rows per chunk a table is split into (default
@@ -162,14 +166,23 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if len(snap.Readers) == 0 {
 		return Result{}, fmt.Errorf("the source gave the copy no snapshot reader")
 	}
-	byName := make(map[sluice.TableName]*sluice.Table, len(snap.Tables))
-	for _, t := range snap.Tables {
-		byName[t.Name] = t
-	}
 	if cfg.Preflight != nil {
 		if err := cfg.Preflight(ctx, snap.Tables); err != nil {
 			return Result{}, targetErr("check the target's tables", err)
 		}
+	}
+	// The tables as the copy reads and writes them, every step the same
+	// description (a reader may keep what it learns of one).
+	tables := snap.Tables
+	if cfg.Written != nil {
+		tables = make([]*sluice.Table, len(snap.Tables))
+		for i, t := range snap.Tables {
+			tables[i] = Project(t, cfg.Written(t))
+		}
+	}
+	byName := make(map[sluice.TableName]*sluice.Table, len(tables))
+	for _, t := range tables {
+		byName[t.Name] = t
 	}
 
 	res := Result{Position: snap.Position}
@@ -177,7 +190,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	totals := map[sluice.TableName]int64{}
 	if plan == nil {
 		plan = &Plan{Stream: cfg.Stream, Epoch: 1, Position: snap.Position, Started: began}
-		for _, t := range snap.Tables {
+		for _, t := range tables {
 			ranges, est, err := snap.Readers[0].Split(ctx, t, cfg.ChunkRows)
 			if err != nil {
 				return Result{}, sourceErr("split table "+t.Name.String()+" into chunks", err)
@@ -198,7 +211,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			jobs = append(jobs, job{table: byName[plan.Chunks[i].Table], st: &plan.Chunks[i]})
 		}
 	} else {
-		if err := samePlanTables(plan, snap.Tables); err != nil {
+		if err := samePlanTables(plan, tables); err != nil {
 			return Result{}, err
 		}
 		plan.Epoch++
@@ -220,7 +233,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	res.Epoch = plan.Epoch
 	res.Chunks = len(plan.Chunks)
-	log.Info("initial copy", "epoch", plan.Epoch, "position", snap.Position.String(), "tables", len(snap.Tables),
+	log.Info("initial copy", "epoch", plan.Epoch, "position", snap.Position.String(), "tables", len(tables),
 		"chunks", len(plan.Chunks), "to_copy", len(jobs), "workers", min(cfg.Workers, len(snap.Readers)))
 
 	// Larger tables first, so that the last chunks to finish are small

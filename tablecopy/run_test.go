@@ -97,7 +97,7 @@ func (s *memSource) Snapshot(ctx context.Context, workers int) (*Snapshot, error
 	data := s.db.clone()
 	snap := &Snapshot{Position: sluice.Position{Kind: "mem", Token: strconv.Itoa(s.snaps)}, Tables: s.tables, Engine: "mem"}
 	for range workers {
-		snap.Readers = append(snap.Readers, &memReader{data: data, fail: s.failRead})
+		snap.Readers = append(snap.Readers, &memReader{data: data, fail: s.failRead, tables: s.tables})
 	}
 	return snap, nil
 }
@@ -105,6 +105,23 @@ func (s *memSource) Snapshot(ctx context.Context, workers int) (*Snapshot, error
 type memReader struct {
 	data map[sluice.TableName]map[string]sluice.Row
 	fail error
+	// tables are the tables as the source has them: Read gives the
+	// columns of the table it is asked for.
+	tables []*sluice.Table
+}
+
+// project returns row (of the source's table t.Name) with t's columns.
+func (r *memReader) project(t *sluice.Table, row sluice.Row) sluice.Row {
+	for _, full := range r.tables {
+		if full.Name == t.Name && len(full.Columns) != len(t.Columns) {
+			out := make(sluice.Row, len(t.Columns))
+			for i, c := range t.Columns {
+				out[i] = row[full.ColumnIndex(c.Name)]
+			}
+			return out
+		}
+	}
+	return row
 }
 
 func (r *memReader) Split(ctx context.Context, t *sluice.Table, n int) ([]Range, int64, error) {
@@ -134,7 +151,7 @@ func (r *memReader) Read(ctx context.Context, t *sluice.Table, rg Range, emit fu
 	var batch []sluice.Row
 	for k, row := range r.data[t.Name] {
 		if inRange(t, k, rg) {
-			batch = append(batch, row)
+			batch = append(batch, r.project(t, row))
 		}
 	}
 	for len(batch) > 0 {
@@ -528,4 +545,48 @@ func TestCopyErrorSides(t *testing.T) {
 	if !errors.As(err, &te) || errors.As(err, &se) {
 		t.Errorf("a target's failure: %v (%T), want a TargetError and no SourceError", err, err)
 	}
+}
+
+// TestProject: a target that generates columns takes COPY text of the
+// others; the projected table's key names the same columns.
+func TestProject(t *testing.T) {
+	tbl := &sluice.Table{Name: sluice.TableName{Name: "g"}, Key: []int{2, 0},
+		Columns: []sluice.Column{{Name: "a"}, {Name: "gen", Generated: "a + 1"}, {Name: "b"}, {Name: "c"}}}
+	if Project(tbl, []int{0, 1, 2, 3}) != tbl {
+		t.Error("all columns: want the table itself")
+	}
+	p := Project(tbl, []int{0, 2, 3})
+	var names []string
+	for _, c := range p.Columns {
+		names = append(names, c.Name)
+	}
+	if !slices.Equal(names, []string{"a", "b", "c"}) || !slices.Equal(p.KeyNames(), []string{"b", "a"}) || p.Name != tbl.Name {
+		t.Errorf("projection %v key %v", names, p.KeyNames())
+	}
+}
+
+// TestCopyWritten: the columns the target generates (Config.Written
+// leaves them out) are neither read nor written.
+func TestCopyWritten(t *testing.T) {
+	g := intTable("g")
+	g.Columns = append(g.Columns, sluice.Column{Name: "gen", Type: "text", Generated: "v || 'x'"})
+	src, want := newMemDB(), newMemDB()
+	for i := range 50 {
+		src.put(g.Name, row(strconv.Itoa(i), "v", "wrong"))
+		want.put(g.Name, row(strconv.Itoa(i), "v"))
+	}
+	tgt := &memTarget{db: newMemDB()}
+	_, err := Run(context.Background(), Config{Stream: "s1", Tables: names(g), Source: &memSource{db: src, tables: []*sluice.Table{g}},
+		NewTarget: tgt.open, Workers: 2, ChunkRows: 10,
+		Preflight: func(context.Context, []*sluice.Table) error { return nil },
+		Written: func(t *sluice.Table) []int {
+			if t != g {
+				panic("Written asked of another table than the snapshot's")
+			}
+			return []int{0, 1}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalDB(t, want, tgt.db, g)
 }

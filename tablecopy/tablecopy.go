@@ -193,6 +193,25 @@ type CopyTarget interface {
 	WriteChunkCopy(ctx context.Context, stream string, epoch int, t *sluice.Table, c Chunk, replace bool, copyOut func(w io.Writer) (int64, error)) (ChunkState, error)
 }
 
+// Project returns t with only the columns at the indexes cols (in column
+// order, the primary key's among them): t itself when cols are all of
+// them, or none.
+func Project(t *sluice.Table, cols []int) *sluice.Table {
+	if len(cols) == 0 || len(cols) == len(t.Columns) {
+		return t
+	}
+	p := &sluice.Table{Name: t.Name, Columns: make([]sluice.Column, len(cols))}
+	at := make(map[int]int, len(cols))
+	for i, c := range cols {
+		p.Columns[i] = t.Columns[c]
+		at[c] = i
+	}
+	for _, k := range t.Key {
+		p.Key = append(p.Key, at[k])
+	}
+	return p
+}
+
 // Snapshot is a consistent cut of the source: every change committed before
 // Position is in the rows its readers see, every change after it is
 // streamed from Position.

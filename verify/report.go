@@ -43,6 +43,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		if t.NoKey {
 			b.WriteString("  the table has no primary key: its rows differ but cannot be named\n")
 		}
+		for _, c := range t.Skipped {
+			fmt.Fprintf(&b, "  not compared: %s\n", c)
+		}
 		for _, u := range t.Unsettled {
 			fmt.Fprintf(&b, "  %s kept changing on the source through every round: neither proven equal nor different; run verify again\n", u)
 		}

@@ -119,8 +119,10 @@ func warm(n int, acquire func() (release func(), err error)) {
 func (s *pgSide) Describe(ctx context.Context, name sluice.TableName) (*sluice.Table, error) {
 	rel := quoteTable(PostgreSQL, name)
 	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull,
-		coalesce((SELECT k.n FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(att, n) WHERE k.att = a.attnum), 0)::int
+		coalesce((SELECT k.n FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(att, n) WHERE k.att = a.attnum), 0)::int,
+		CASE WHEN a.attgenerated <> '' THEN pg_get_expr(d.adbin, d.adrelid) ELSE '' END
 		FROM pg_attribute a LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
+		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, rel)
 	if err != nil {
 		return nil, fmt.Errorf("describe table %s on %s: %w", name, s.Where(), err)
@@ -130,7 +132,7 @@ func (s *pgSide) Describe(ctx context.Context, name sluice.TableName) (*sluice.T
 	for rows.Next() {
 		var c sluice.Column
 		var k int
-		if err := rows.Scan(&c.Name, &c.Type, &c.Nullable, &k); err != nil {
+		if err := rows.Scan(&c.Name, &c.Type, &c.Nullable, &k, &c.Generated); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("describe table %s on %s: %w", name, s.Where(), err)
 		}
@@ -330,7 +332,8 @@ func (s *mySide) Describe(ctx context.Context, name sluice.TableName) (*sluice.T
 	fail := func(err error) (*sluice.Table, error) {
 		return nil, fmt.Errorf("describe table %s on %s: %w", name, s.Where(), err)
 	}
-	rows, err := s.db.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE = 'YES', COALESCE(COLLATION_NAME, '') FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "+
+	rows, err := s.db.QueryContext(ctx, "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE = 'YES', COALESCE(COLLATION_NAME, ''), COALESCE(GENERATION_EXPRESSION, '') "+
+		"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = "+
 		schema+" AND TABLE_NAME = "+keyrange.MyLiteral(name.Name)+" ORDER BY ORDINAL_POSITION")
 	if err != nil {
 		return fail(err)
@@ -338,7 +341,7 @@ func (s *mySide) Describe(ctx context.Context, name sluice.TableName) (*sluice.T
 	t := &sluice.Table{Name: name}
 	for rows.Next() {
 		var c sluice.Column
-		if err := rows.Scan(&c.Name, &c.Type, &c.Nullable, &c.Collation); err != nil {
+		if err := rows.Scan(&c.Name, &c.Type, &c.Nullable, &c.Collation, &c.Generated); err != nil {
 			rows.Close()
 			return fail(err)
 		}

@@ -561,8 +561,9 @@ type chunkWriter struct {
 	d        *tableDesc
 	s        *copySession
 	head     string
-	all      []int
-	maxStmt  int // what one statement may hold: a lone row may exceed the limit up to this
+	cols     []sqlColumn // the columns written: all but the generated ones
+	written  []int       // their indexes in a row
+	maxStmt  int         // what one statement may hold: a lone row may exceed the limit up to this
 	b        strings.Builder
 	stmtRows int
 	rows     int64
@@ -573,12 +574,12 @@ func (w *chunkWriter) add(ctx context.Context, r sluice.Row) error {
 	if len(r) != len(w.d.cols) {
 		return fmt.Errorf("row has %d values, want %d", len(r), len(w.d.cols))
 	}
-	for i, v := range r {
-		if v.Unchanged {
+	for _, i := range w.written {
+		if r[i].Unchanged {
 			return fmt.Errorf("row %s: column %s has no value (unchanged): a copy needs every value", w.d.src.FormatKey(w.d.src.KeyOf(r)), w.d.cols[i].Name)
 		}
 	}
-	n := tupleLen(w.d.cols, w.all, r) + 2
+	n := tupleLen(w.cols, w.written, r) + 2
 	if w.stmtRows > 0 && w.b.Len()+n > w.s.limit {
 		if err := w.flush(ctx); err != nil {
 			return err
@@ -592,7 +593,7 @@ func (w *chunkWriter) add(ctx context.Context, r sluice.Row) error {
 	} else {
 		w.b.WriteString(",\n")
 	}
-	writeTuple(&w.b, w.d.cols, w.all, r)
+	writeTuple(&w.b, w.cols, w.written, r)
 	w.stmtRows++
 	w.rows++
 	for _, v := range r {
@@ -646,11 +647,11 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 		return tablecopy.ChunkState{}, err
 	}
 	s := t.newCopySession()
-	w := &chunkWriter{d: d, s: s, head: (&upsertSpec{table: d.ident, cols: d.cols}).head(), all: make([]int, len(d.cols)),
-		maxStmt: t.maxPacket - 1024}
-	for i := range w.all {
-		w.all[i] = i
+	w := &chunkWriter{d: d, s: s, written: d.written, maxStmt: t.maxPacket - 1024}
+	for _, i := range d.written {
+		w.cols = append(w.cols, d.cols[i])
 	}
+	w.head = (&upsertSpec{table: d.ident, cols: w.cols}).head()
 	cs := tablecopy.ChunkState{Chunk: c, Done: true, Epoch: epoch}
 	err = func() error {
 		if err := s.begin(ctx); err != nil {

@@ -152,6 +152,7 @@ type Target struct {
 	database  string
 	maxPacket int // max_allowed_packet
 	tables    map[sluice.TableName]*tableDesc
+	warnings  apply.Warnings // of the tables' checks
 	// setup asks ensureConn to send the setup packet on the first
 	// connection (see setupPacket); pre is what it prefetched, until used.
 	setup bool
@@ -1064,8 +1065,8 @@ func (d *tableDesc) appendKeyChange(stmts []statement, old, img sluice.Row) ([]s
 	}
 	var cols []sqlColumn
 	var present []int
-	for i, v := range img {
-		if !v.Unchanged {
+	for _, i := range d.written {
+		if !img[i].Unchanged {
 			cols = append(cols, d.cols[i])
 			present = append(present, i)
 		}
@@ -1175,7 +1176,7 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, limit in
 		}
 		for i, v := range r {
 			mask[i] = '1'
-			if v.Unchanged {
+			if v.Unchanged || d.generated[i] {
 				mask[i] = '0'
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
 )
 
 // targetColumn is one column as information_schema describes it.
@@ -20,6 +21,7 @@ type targetColumn struct {
 	nullable   bool
 	hasDefault bool
 	generated  bool
+	generation string // GENERATION_EXPRESSION of a generated column
 	charset    string // CHARACTER_SET_NAME; "" for binary and non-string types
 	collation  string // COLLATION_NAME; "" for binary and non-string types
 }
@@ -46,10 +48,17 @@ type tableDesc struct {
 	// release holds the source column indexes of every releasable unique
 	// index (deduplicated), the columns set to NULL before upserts.
 	release []int
+	// generated marks the columns (aligned with src.Columns) the target
+	// generates: never written, the target computes them from the
+	// others. written holds the indexes of the others, in column order.
+	generated []bool
+	written   []int
+	// warnings are what the check found that does not stop the stream.
+	warnings []string
 }
 
 const columnsSQL = "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE = 'YES', " +
-	"COLUMN_DEFAULT IS NOT NULL OR EXTRA LIKE '%%auto_increment%%', COALESCE(GENERATION_EXPRESSION, '') <> '', " +
+	"COLUMN_DEFAULT IS NOT NULL OR EXTRA LIKE '%%auto_increment%%', COALESCE(GENERATION_EXPRESSION, ''), " +
 	"COALESCE(CHARACTER_SET_NAME, ''), COALESCE(COLLATION_NAME, '') " +
 	"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION"
 
@@ -61,9 +70,10 @@ func scanColumns(rows *sql.Rows) ([]targetColumn, error) {
 	var cols []targetColumn
 	for rows.Next() {
 		var c targetColumn
-		if err := rows.Scan(&c.name, &c.colType, &c.dataType, &c.nullable, &c.hasDefault, &c.generated, &c.charset, &c.collation); err != nil {
+		if err := rows.Scan(&c.name, &c.colType, &c.dataType, &c.nullable, &c.hasDefault, &c.generation, &c.charset, &c.collation); err != nil {
 			return nil, err
 		}
+		c.generated = c.generation != ""
 		cols = append(cols, c)
 	}
 	return cols, rows.Err()
@@ -186,7 +196,29 @@ func (t *Target) loadWith(ctx context.Context, tbl *sluice.Table, allowMerge boo
 	d.ident = tableIdent(tbl.Name)
 	d.merge = allowMerge
 	t.tables[tbl.Name] = d
+	t.warnings.Add(d.warnings)
 	return d, nil
+}
+
+// WrittenColumns returns the indexes of tbl's columns the target writes,
+// all but those it generates, as Preflight of tbl found them (nil before):
+// the initial copy neither reads nor writes the others.
+func (t *Target) WrittenColumns(tbl *sluice.Table) []int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d := t.tables[tbl.Name]; d != nil && d.src == tbl {
+		return slices.Clone(d.written)
+	}
+	return nil
+}
+
+// PreflightWarnings returns what the checks of tables found that does not
+// stop the stream (a generated column computed by another expression than
+// the source's), each once.
+func (t *Target) PreflightWarnings() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.warnings.List()
 }
 
 // kindOf says how values of a target column are written.
@@ -228,8 +260,11 @@ func check(src *sluice.Table, display string, tcols []targetColumn, indexes map[
 		errs = append(errs, fmt.Errorf("primary key of %s is (%s) on the target but (%s) on the source: make the target's primary key (%s)",
 			display, strings.Join(targetKey, ", "), strings.Join(srcKey, ", "), strings.Join(srcKey, ", ")))
 	}
-	d := &tableDesc{src: src, display: display, cols: make([]sqlColumn, len(src.Columns))}
+	d := &tableDesc{src: src, display: display, cols: make([]sqlColumn, len(src.Columns)), generated: make([]bool, len(src.Columns))}
 	seen := make(map[string]bool, len(src.Columns))
+	gen := apply.GeneratedCheck{Table: display, Fix: func(name string) string {
+		return fmt.Sprintf("ALTER TABLE %s MODIFY %s %s AS (<the source's expression>) STORED", display, quoteIdent(name), byName[strings.ToLower(name)].colType)
+	}}
 	for i, sc := range src.Columns {
 		seen[strings.ToLower(sc.Name)] = true
 		tc := byName[strings.ToLower(sc.Name)]
@@ -240,10 +275,13 @@ func check(src *sluice.Table, display string, tcols []targetColumn, indexes map[
 		}
 		d.cols[i] = sqlColumn{Name: sc.Name, Kind: kindOf(tc.dataType)}
 		if tc.generated {
-			errs = append(errs, fmt.Errorf("column %s.%s is a generated column on the target and cannot be written: make it a plain column",
-				display, sc.Name))
+			// The target computes it: its type need not hold the source's
+			// values, which are never written.
+			d.generated[i] = true
+			gen.Column(src, i, tc.generation)
 			continue
 		}
+		d.written = append(d.written, i)
 		if ok, why := fits(parseType(sc.Type), parseType(tc.colType)); !ok {
 			errs = append(errs, fitError(display, sc.Name, sc.Type, tc.colType, why))
 		}
@@ -252,6 +290,14 @@ func check(src *sluice.Table, display string, tcols []targetColumn, indexes map[
 				display, sc.Name, display, quoteIdent(sc.Name), tc.colType))
 		}
 	}
+	for _, oc := range src.Omitted {
+		if tc := byName[strings.ToLower(oc.Name)]; tc != nil {
+			seen[strings.ToLower(oc.Name)] = true
+			gen.Omitted(oc, tc.generated, tc.generation)
+		}
+	}
+	errs = append(errs, gen.Errs...)
+	d.warnings = gen.Warnings
 	for _, tc := range tcols {
 		if !seen[strings.ToLower(tc.name)] && !tc.nullable && !tc.hasDefault && !tc.generated {
 			errs = append(errs, fmt.Errorf("column %s.%s exists only on the target and is NOT NULL without a default: inserts would fail; give it a default or make it nullable",
@@ -284,7 +330,8 @@ func check(src *sluice.Table, display string, tcols []targetColumn, indexes map[
 				break
 			}
 			u.cols = append(u.cols, ci)
-			if tc := byName[strings.ToLower(col)]; tc == nil || !tc.nullable {
+			if tc := byName[strings.ToLower(col)]; tc == nil || !tc.nullable || tc.generated {
+				// A generated column cannot be set to NULL.
 				u.releasable = false
 			}
 		}
@@ -320,7 +367,8 @@ func sameSet(a, b []string) bool {
 
 // ColumnTypes returns the target table's columns and their COLUMN_TYPE
 // (e.g. "int(10) unsigned"), or nil when the table does not exist. It lets a
-// cross-engine type map decide how source values are written.
+// cross-engine type map decide how source values are written, so it leaves
+// out the generated columns, which are never written.
 func (t *Target) ColumnTypes(ctx context.Context, name sluice.TableName) (map[string]string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -350,15 +398,17 @@ func (t *Target) ColumnTypes(ctx context.Context, name sluice.TableName) (map[st
 			return err
 		})
 	}
-	out := map[string]string{}
-	for _, c := range cols {
-		out[c.name] = c.colType
-	}
 	if err != nil {
 		return nil, fmt.Errorf("read target catalog for table %s: %w", name, err)
 	}
-	if len(out) == 0 {
+	if len(cols) == 0 {
 		return nil, nil
+	}
+	out := map[string]string{}
+	for _, c := range cols {
+		if !c.generated {
+			out[c.name] = c.colType
+		}
 	}
 	return out, nil
 }

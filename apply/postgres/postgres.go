@@ -77,6 +77,7 @@ type Target struct {
 	conn     *pgx.Conn // nil after a failure that left it unusable
 	database string
 	tables   map[sluice.TableName]*tableDesc
+	warnings apply.Warnings // of the tables' checks
 	cpSQL    string
 	// begin opens a batch's transaction: BEGIN, and where the user may
 	// set it, session_replication_role = replica for the transaction.
@@ -106,6 +107,13 @@ type tableDesc struct {
 	display string      // schema.table as resolved on the target
 	ident   string      // quoted, qualified name used in SQL
 	cols    []sqlColumn // aligned with src.Columns
+	// generated marks the columns (aligned with src.Columns) the target
+	// generates: never written, the target computes them from the
+	// others. written holds the indexes of the others, in column order.
+	generated []bool
+	written   []int
+	// warnings are what the check found that does not stop the stream.
+	warnings []string
 	// deletes and upserts are the statements built so far, by parameter
 	// kinds (see kindsKey): deletes by the key columns' kinds, upserts by
 	// the present columns' mask with their kinds.
@@ -812,12 +820,12 @@ func (d *tableDesc) keyChangeStatement(old, img sluice.Row) (statement, error) {
 	}
 	var cols []sqlColumn
 	var args []any
-	for i, v := range img {
-		if v.Unchanged {
+	for _, i := range d.written {
+		if img[i].Unchanged {
 			continue
 		}
 		cols = append(cols, d.cols[i])
-		args = append(args, textArg(v))
+		args = append(args, textArg(img[i]))
 	}
 	key := make([]sqlColumn, len(d.src.Key))
 	for i, k := range d.src.Key {
@@ -928,7 +936,7 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 		}
 		for i, v := range r {
 			mask[i] = '1'
-			if v.Unchanged {
+			if v.Unchanged || d.generated[i] {
 				mask[i] = '0'
 			}
 		}

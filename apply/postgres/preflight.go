@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
 )
 
 // catalogSQL describes a table's columns as the target has them. The cast
@@ -27,7 +28,8 @@ import (
 const catalogSQL = `SELECT n.nspname, c.relname, a.attname,
 	format_type(a.atttypid, a.atttypmod),
 	tn.nspname, t.typname,
-	a.attnotnull, a.atthasdef OR a.attidentity <> '', a.attgenerated <> '',
+	a.attnotnull, a.atthasdef OR a.attidentity <> '',
+	CASE WHEN a.attgenerated <> '' THEN pg_get_expr(ad.adbin, ad.adrelid) ELSE '' END,
 	coalesce(array_position(pk.conkey, a.attnum), 0),
 	coalesce(co.collname, ''), coalesce(cn.nspname, ''),
 	coalesce((to_jsonb(co) ->> 'collisdeterministic')::boolean, true),
@@ -42,6 +44,7 @@ JOIN pg_type t0 ON t0.oid = a.atttypid
 JOIN pg_type t ON t.oid = CASE WHEN t0.typtype = 'd' THEN t0.typbasetype ELSE t0.oid END
 JOIN pg_namespace tn ON tn.oid = t.typnamespace
 LEFT JOIN pg_constraint pk ON pk.conrelid = c.oid AND pk.contype = 'p'
+LEFT JOIN pg_attrdef ad ON ad.adrelid = c.oid AND ad.adnum = a.attnum
 LEFT JOIN pg_collation co ON co.oid = a.attcollation
 LEFT JOIN pg_namespace cn ON cn.oid = co.collnamespace
 WHERE c.oid = to_regclass($1)
@@ -55,6 +58,7 @@ type targetColumn struct {
 	notNull    bool
 	hasDefault bool
 	generated  bool
+	generation string // a generated column's expression (pg_get_expr)
 	pkPos      int
 	collation  columnCollation
 	uniques    []string // unique indexes besides the primary key that the column is a key of
@@ -75,9 +79,10 @@ type columnCollation struct {
 func scanColumn(rows pgx.Rows, schema, relname *string) (targetColumn, error) {
 	var c targetColumn
 	err := rows.Scan(schema, relname, &c.name, &c.fullType, &c.cast.TypeSchema, &c.cast.TypeName,
-		&c.notNull, &c.hasDefault, &c.generated, &c.pkPos,
+		&c.notNull, &c.hasDefault, &c.generation, &c.pkPos,
 		&c.collation.name, &c.collation.schema, &c.collation.deterministic, &c.uniques)
 	c.cast.Name = c.name
+	c.generated = c.generation != ""
 	return c, err
 }
 
@@ -174,7 +179,29 @@ func (t *Target) loadWith(ctx context.Context, tbl *sluice.Table, allowMerge boo
 	d.ident = ident
 	d.merge = allowMerge
 	t.tables[tbl.Name] = d
+	t.warnings.Add(d.warnings)
 	return d, nil
+}
+
+// WrittenColumns returns the indexes of tbl's columns the target writes,
+// all but those it generates, as Preflight of tbl found them (nil before):
+// the initial copy neither reads nor writes the others.
+func (t *Target) WrittenColumns(tbl *sluice.Table) []int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d := t.tables[tbl.Name]; d != nil && d.src == tbl {
+		return slices.Clone(d.written)
+	}
+	return nil
+}
+
+// PreflightWarnings returns what the checks of tables found that does not
+// stop the stream (a generated column computed by another expression than
+// the source's), each once.
+func (t *Target) PreflightWarnings() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.warnings.List()
 }
 
 // tableIdent quotes a table name for SQL; an empty schema resolves through
@@ -213,8 +240,13 @@ func check(src *sluice.Table, display string, tcols []targetColumn, allowMerge b
 			display, strings.Join(targetKey, ", "), strings.Join(srcKey, ", "), strings.Join(srcKey, ", ")))
 	}
 
-	d := &tableDesc{src: src, display: display, cols: make([]sqlColumn, len(src.Columns)), deletes: map[string]string{}, upserts: map[string]string{}}
+	d := &tableDesc{src: src, display: display, cols: make([]sqlColumn, len(src.Columns)), generated: make([]bool, len(src.Columns)),
+		deletes: map[string]string{}, upserts: map[string]string{}}
 	seen := make(map[string]bool, len(src.Columns))
+	gen := apply.GeneratedCheck{Table: display, Fix: func(name string) string {
+		return fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s, ADD COLUMN %s %s GENERATED ALWAYS AS (<the source's expression>) STORED",
+			display, ident(name), ident(name), byName[name].fullType)
+	}}
 	for i, sc := range src.Columns {
 		seen[sc.Name] = true
 		tc := byName[sc.Name]
@@ -225,10 +257,13 @@ func check(src *sluice.Table, display string, tcols []targetColumn, allowMerge b
 		}
 		d.cols[i] = tc.cast
 		if tc.generated {
-			errs = append(errs, fmt.Errorf("column %s.%s is a generated column on the target and cannot be written: drop its generation expression",
-				display, sc.Name))
+			// The target computes it: its type need not hold the source's
+			// values, which are never written.
+			d.generated[i] = true
+			gen.Column(src, i, tc.generation)
 			continue
 		}
+		d.written = append(d.written, i)
 		if ok, why := fits(parseType(sc.Type), parseType(tc.fullType)); !ok {
 			errs = append(errs, fitError(display, sc.Name, sc.Type, tc.fullType, why))
 		}
@@ -237,6 +272,14 @@ func check(src *sluice.Table, display string, tcols []targetColumn, allowMerge b
 				display, sc.Name, display, sc.Name))
 		}
 	}
+	for _, oc := range src.Omitted {
+		if tc := byName[oc.Name]; tc != nil {
+			seen[oc.Name] = true
+			gen.Omitted(oc, tc.generated, tc.generation)
+		}
+	}
+	errs = append(errs, gen.Errs...)
+	d.warnings = gen.Warnings
 	for _, tc := range tcols {
 		if !seen[tc.name] && tc.notNull && !tc.hasDefault && !tc.generated {
 			errs = append(errs, fmt.Errorf("column %s.%s exists only on the target and is NOT NULL without a default: inserts would fail; give it a default or drop NOT NULL",
@@ -262,7 +305,8 @@ func sameSet(a, b []string) bool {
 
 // ColumnTypes returns the target table's columns and their types as
 // format_type prints them, or nil when the table does not exist. It lets a
-// cross-engine type map decide how source values are written.
+// cross-engine type map decide how source values are written, so it leaves
+// out the generated columns, which are never written.
 func (t *Target) ColumnTypes(ctx context.Context, name sluice.TableName) (map[string]string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -270,8 +314,10 @@ func (t *Target) ColumnTypes(ctx context.Context, name sluice.TableName) (map[st
 		return nil, err
 	}
 	out := map[string]string{}
+	n := 0
 	err := t.reading(ctx, func() error {
 		clear(out)
+		n = 0
 		rows, err := t.conn.Query(ctx, catalogSQL, tableIdent(name))
 		if err != nil {
 			return err
@@ -283,14 +329,16 @@ func (t *Target) ColumnTypes(ctx context.Context, name sluice.TableName) (map[st
 			if err != nil {
 				return err
 			}
-			out[c.name] = c.fullType
+			if n++; !c.generated {
+				out[c.name] = c.fullType
+			}
 		}
 		return rows.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read target catalog for table %s: %w", name, err)
 	}
-	if len(out) == 0 {
+	if n == 0 {
 		return nil, nil
 	}
 	return out, nil

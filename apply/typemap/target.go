@@ -117,14 +117,17 @@ func (t *Target) mapTable(ctx context.Context, tbl *sluice.Table) (*tableMap, er
 	if err != nil {
 		return nil, err
 	}
-	out := &sluice.Table{Name: name, Key: tbl.Key, Columns: make([]sluice.Column, len(tbl.Columns))}
+	out := &sluice.Table{Name: name, Key: tbl.Key, Columns: make([]sluice.Column, len(tbl.Columns)), Omitted: tbl.Omitted}
 	m = &tableMap{src: tbl, out: out, convs: make([]Conv, len(tbl.Columns))}
 	var errs []error
 	for i, c := range tbl.Columns {
 		out.Columns[i] = c
 		dst, ok := types[c.Name]
 		if !ok || t.from == t.to {
-			continue // the inner target checks missing columns and same-engine types
+			// The inner target checks missing columns and same-engine
+			// types; a column it generates (not in types) it never
+			// writes, so its values need no conversion.
+			continue
 		}
 		conv, err := Column(t.from, t.to, c.Type, dst)
 		if err != nil {
@@ -325,6 +328,33 @@ func (t *Target) Fence(ctx context.Context, stream string) (int64, error) {
 		return f.Fence(ctx, stream)
 	}
 	return 0, nil
+}
+
+// WrittenColumns is the inner target's for the table as it maps it (its
+// columns are the source table's, in the same order), where it has one.
+func (t *Target) WrittenColumns(tbl *sluice.Table) []int {
+	w, ok := t.Inner.(interface {
+		WrittenColumns(*sluice.Table) []int
+	})
+	if !ok {
+		return nil
+	}
+	t.mu.Lock()
+	m := t.tables[tbl]
+	t.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	return w.WrittenColumns(m.out)
+}
+
+// PreflightWarnings is the inner target's, where it has them (see the
+// targets' PreflightWarnings).
+func (t *Target) PreflightWarnings() []string {
+	if w, ok := t.Inner.(interface{ PreflightWarnings() []string }); ok {
+		return w.PreflightWarnings()
+	}
+	return nil
 }
 
 // SetGeneration is the inner target's, where it has one.

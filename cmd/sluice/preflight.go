@@ -90,8 +90,11 @@ func preflight(c *cli.Context) error {
 			fmt.Fprintf(w, "stream %s (source mode %s):\n", r.Stream, r.Mode)
 			for _, ch := range r.Checks {
 				mark := "✓"
-				if !ch.OK {
+				switch {
+				case !ch.OK:
 					mark = "✗"
+				case ch.Warning:
+					mark = "!"
 				}
 				fmt.Fprintf(w, "  %s %s: %s\n", mark, ch.Object, ch.Detail)
 			}
@@ -211,6 +214,11 @@ func preflightTarget(ctx context.Context, s config.Stream, srcEng daemon.Engine,
 	}
 	for _, t := range tables {
 		rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "target table " + t.Name.String(), Detail: "columns, types, keys and collations fit the source"})
+	}
+	if w, ok := tgt.(interface{ PreflightWarnings() []string }); ok {
+		for _, s := range w.PreflightWarnings() {
+			rep.Checks = append(rep.Checks, source.Check{OK: true, Warning: true, Object: "target tables", Detail: "warning: " + s})
+		}
 	}
 	rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "checkpoint table", Detail: "would create " + checkpoint + " if missing"})
 	return nil

@@ -150,6 +150,7 @@ func newGen(cfg Config) *gen {
 		byName: map[string]*tableModel{},
 		steps:  map[string]int{},
 	}
+	addGenerated(cfg.Seed, g.schema)
 	for _, t := range g.schema.Tables {
 		m := &tableModel{t: t, pos: map[string]int{}, rows: map[string][]any{}, unique: map[int]map[string]string{}}
 		for i, c := range t.Columns {
@@ -348,7 +349,9 @@ func (g *gen) freshUnique(prefix string) string {
 func (g *gen) newRow(m *tableModel, k []any) []any {
 	row := make([]any, len(m.t.Columns))
 	for i, c := range m.t.Columns {
-		row[i] = g.d.value(g.r, m.t, c)
+		if c.Gen == nil { // the database computes a generated one
+			row[i] = g.d.value(g.r, m.t, c)
+		}
 	}
 	for i, c := range m.t.Key {
 		row[c] = k[i]
@@ -374,17 +377,14 @@ func (g *gen) distinctKeys(m *tableModel, n int) [][]any {
 	return out
 }
 
-func allCols(t *Table) []int {
-	c := make([]int, len(t.Columns))
-	for i := range c {
-		c[i] = i
-	}
-	return c
-}
-
 func (g *gen) insertStmt(m *tableModel, row []any, name string) Stmt {
 	m.add(row)
-	return Stmt{Op: Insert, Table: m.t, Cols: allCols(m.t), Vals: row, Step: name}
+	cols := written(m.t)
+	vals := make([]any, len(cols))
+	for i, c := range cols {
+		vals[i] = row[c]
+	}
+	return Stmt{Op: Insert, Table: m.t, Cols: cols, Vals: vals, Step: name}
 }
 
 func (g *gen) updateStmt(m *tableModel, k []any, cols []int, vals []any, name string) (Stmt, []any) {
@@ -420,11 +420,11 @@ func (g *gen) moveStmt(m *tableModel, k, nk []any, other bool, name string) Stmt
 	return s
 }
 
-// otherCols picks up to n distinct non-key columns.
+// otherCols picks up to n distinct non-key columns the workload writes.
 func (g *gen) otherCols(m *tableModel, n int) []int {
 	var cand []int
-	for i := range m.t.Columns {
-		if !m.t.isKey(i) {
+	for i, c := range m.t.Columns {
+		if !m.t.isKey(i) && c.Gen == nil {
 			cand = append(cand, i)
 		}
 	}
@@ -468,7 +468,7 @@ func (g *gen) nullFlip(m *tableModel) []Stmt {
 	}
 	var nullable []int
 	for i, c := range m.t.Columns {
-		if !c.NotNull {
+		if !c.NotNull && c.Gen == nil {
 			nullable = append(nullable, i)
 		}
 	}

@@ -47,6 +47,7 @@ type Column struct {
 	Prec, Scale int // Decimal's precision and scale
 	NotNull     bool
 	Unique      bool
+	Gen         *Generated // nil for a plain column (see generated.go)
 }
 
 // Table is a workload table. Every key column is an integer: keys are
@@ -175,6 +176,9 @@ func (s *Schema) DDL(e Engine) []string {
 		var defs []string
 		for _, c := range t.Columns {
 			def := c.Name + " " + s.SQLType(e, c)
+			if c.Gen != nil {
+				def += c.Gen.clause(e)
+			}
 			if c.NotNull {
 				def += " NOT NULL"
 			}
@@ -189,6 +193,9 @@ func (s *Schema) DDL(e Engine) []string {
 		}
 		defs = append(defs, "PRIMARY KEY ("+strings.Join(keys, ", ")+")")
 		out[i] = fmt.Sprintf("CREATE TABLE %s (%s)", t.Name, strings.Join(defs, ", "))
+	}
+	for _, t := range s.Tables {
+		out = append(out, generatedIndexes(e, t)...)
 	}
 	return out
 }

@@ -86,9 +86,9 @@ type Stmt struct {
 	// Key is the row's key before the statement (Update, Delete), aligned
 	// with Table.Key.
 	Key []any
-	// Cols are the columns written (Insert: every column; Update: those it
-	// sets, key columns included when it moves the row) and Vals their
-	// values (see the table in values.go).
+	// Cols are the columns written (Insert: every column but the generated
+	// ones; Update: those it sets, key columns included when it moves the
+	// row) and Vals their values (see the table in values.go).
 	Cols []int
 	Vals []any
 	// Step names the generator step that wrote the statement, for failure

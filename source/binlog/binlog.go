@@ -664,7 +664,8 @@ func asString(v any) string {
 // event arrives, and to check that they exist and have a primary key.
 func (r *Reader) describe(ctx context.Context) error {
 	for _, tn := range r.cfg.Tables {
-		rows, err := r.db.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY, CHARACTER_SET_NAME, COLLATION_NAME
+		rows, err := r.db.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY, CHARACTER_SET_NAME, COLLATION_NAME,
+				COALESCE(GENERATION_EXPRESSION, '')
 			FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, tn.Schema, tn.Name)
 		if err != nil {
 			return fmt.Errorf("binlog: describe %s: %w", tn, err)
@@ -672,17 +673,19 @@ func (r *Reader) describe(ctx context.Context) error {
 		t := &sluice.Table{Name: tn}
 		var refused []string
 		for rows.Next() {
-			var name, typ, null, key string
+			var name, typ, null, key, gen string
 			var charset, coll sql.NullString
-			if err := rows.Scan(&name, &typ, &null, &key, &charset, &coll); err != nil {
+			if err := rows.Scan(&name, &typ, &null, &key, &charset, &coll, &gen); err != nil {
 				rows.Close()
 				return fmt.Errorf("binlog: describe %s: %w", tn, err)
 			}
 			if _, ok := charsets[charset.String]; charset.Valid && !ok {
 				refused = append(refused, (&charsetError{table: tn.String(), column: name, charset: charset.String}).Error())
 			}
+			// A generated column's values are in the row image with the
+			// others (binlog_row_image=FULL logs VIRTUAL columns too).
 			t.Columns = append(t.Columns, sluice.Column{Name: name, Type: typ, Nullable: null == "YES",
-				Collation: columnCollation(charset.String, coll.String)})
+				Collation: columnCollation(charset.String, coll.String), Generated: gen})
 		}
 		rows.Close()
 		if len(t.Columns) == 0 {
@@ -748,13 +751,14 @@ func (r *Reader) loadCollations(ctx context.Context) error {
 	return nil
 }
 
-// currentTypes returns the table's column types as the server has them now
-// (empty when it cannot tell).
-func (r *Reader) currentTypes(tn sluice.TableName) map[string]string {
-	out := map[string]string{}
+// currentColumns returns the table's columns as the server has them now,
+// by name, with their type and generation expression (empty when it
+// cannot tell).
+func (r *Reader) currentColumns(tn sluice.TableName) map[string]sluice.Column {
+	out := map[string]sluice.Column{}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rows, err := r.db.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS
+	rows, err := r.db.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, COALESCE(GENERATION_EXPRESSION, '') FROM information_schema.COLUMNS
 		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`, tn.Schema, tn.Name)
 	if err != nil {
 		r.log.Warn("binlog: cannot read column types", "table", tn, "err", err)
@@ -762,9 +766,9 @@ func (r *Reader) currentTypes(tn sluice.TableName) map[string]string {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var n, t string
-		if rows.Scan(&n, &t) == nil {
-			out[n] = t
+		var c sluice.Column
+		if rows.Scan(&c.Name, &c.Type, &c.Generated) == nil {
+			out[c.Name] = c
 		}
 	}
 	return out

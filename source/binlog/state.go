@@ -576,7 +576,7 @@ func (s *state) tableMap(e *replication.TableMapEvent) error {
 		}
 	}
 	if changed {
-		nt, err := buildTable(described, defs, e, s.r.currentTypes)
+		nt, err := buildTable(described, defs, e, s.r.currentColumns)
 		if err != nil {
 			return err
 		}
@@ -639,23 +639,25 @@ func shapeMatches(t *sluice.Table, defs []colDef) bool {
 
 // buildTable describes a table from its table map. Column types are the
 // server's spelling (information_schema's COLUMN_TYPE) where the column
-// has the same base type now, else spelled from the table map.
-func buildTable(described *sluice.Table, defs []colDef, e *replication.TableMapEvent, current func(sluice.TableName) map[string]string) (*sluice.Table, error) {
+// has the same base type now, else spelled from the table map; a column's
+// generation expression (which the table map does not carry) is the
+// server's.
+func buildTable(described *sluice.Table, defs []colDef, e *replication.TableMapEvent, current func(sluice.TableName) map[string]sluice.Column) (*sluice.Table, error) {
 	t := &sluice.Table{Name: described.Name}
-	var now map[string]string
+	var now map[string]sluice.Column
 	for _, d := range defs {
-		typ := d.typeName()
+		typ, gen := d.typeName(), ""
 		if j := described.ColumnIndex(d.name); j >= 0 && sameBase(described.Columns[j].Type, typ) {
-			typ = described.Columns[j].Type
+			typ, gen = described.Columns[j].Type, described.Columns[j].Generated
 		} else {
 			if now == nil {
 				now = current(described.Name)
 			}
-			if ct, ok := now[d.name]; ok && sameBase(ct, typ) {
-				typ = ct
+			if c, ok := now[d.name]; ok && sameBase(c.Type, typ) {
+				typ, gen = c.Type, c.Generated
 			}
 		}
-		t.Columns = append(t.Columns, sluice.Column{Name: d.name, Type: typ, Nullable: d.nullable, Collation: d.collation})
+		t.Columns = append(t.Columns, sluice.Column{Name: d.name, Type: typ, Nullable: d.nullable, Collation: d.collation, Generated: gen})
 	}
 	if len(e.PrimaryKey) > 0 {
 		for _, k := range e.PrimaryKey {

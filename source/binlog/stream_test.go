@@ -328,3 +328,44 @@ func TestPurgedPositionRefused(t *testing.T) {
 	r.Close()
 	open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "a")}}, p).Close()
 }
+
+// TestGeneratedColumns: the reader describes a generated column with its
+// expression, and the row image (binlog_row_image=FULL) carries its
+// computed values, VIRTUAL ones too, so that a plain target column can be
+// written with them; after an ALTER adds one, the table map is followed
+// and the new column's expression read from the server.
+func TestGeneratedColumns(t *testing.T) {
+	d := utcDatabase(t)
+	dbn, db := d.Name, d.My
+	dbtest.ExecSQL(t, db, "CREATE TABLE g (id INT PRIMARY KEY, price DECIMAL(10,2), qty INT, "+
+		"total DECIMAL(12,2) AS (price * qty) STORED, half DECIMAL(12,3) AS (price / 2) VIRTUAL, doc JSON, "+
+		"j_name VARCHAR(40) AS (JSON_VALUE(doc, '$.name')) VIRTUAL, KEY (j_name))")
+	r := open(t, d.DSN, Config{Tables: []sluice.TableName{tn(dbn, "g")}}, sluice.Position{})
+	defer r.Close()
+	gen := map[string]string{}
+	for _, c := range r.Tables()[0].Columns {
+		gen[c.Name] = c.Generated
+	}
+	if want := map[string]string{"id": "", "price": "", "qty": "", "total": "`price` * `qty`", "half": "`price` / 2", "doc": "",
+		"j_name": "json_value(`doc`,'$.name')"}; fmt.Sprint(gen) != fmt.Sprint(want) {
+		t.Errorf("described generation expressions %v, want %v", gen, want)
+	}
+	dbtest.ExecSQL(t, db, `INSERT INTO g (id, price, qty, doc) VALUES (1, 10.51, 3, '{"name": "a"}')`,
+		"UPDATE g SET qty = 4, id = 2 WHERE id = 1", "DELETE FROM g WHERE id = 2",
+		"ALTER TABLE g ADD COLUMN dbl INT AS (qty * 2) VIRTUAL", "INSERT INTO g (id, price, qty) VALUES (3, 1, 5)")
+	cs := readN(t, r, 4, true)
+	want := []string{
+		`insert g key=[] row=[1 10.51 3 31.53 5.255 {"name": "a"} a]`,
+		`update g key=[1] row=[2 10.51 4 42.04 5.255 {"name": "a"} a]`,
+		"delete g key=[2] row=[]",
+		"insert g key=[] row=[3 1.00 5 5.00 0.500 NULL NULL 10]",
+	}
+	for i, c := range cs {
+		if describe(c) != want[i] {
+			t.Errorf("change %d: %s, want %s", i, describe(c), want[i])
+		}
+	}
+	if c := cs[3].Table.Columns; len(c) != 8 || c[7].Generated != "`qty` * 2" || c[3].Generated != "`price` * `qty`" {
+		t.Errorf("after the ALTER the table is described %+v, want the new column's expression too", c)
+	}
+}

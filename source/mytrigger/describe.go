@@ -251,8 +251,10 @@ func lookupTable(ctx context.Context, q queryer, name sluice.TableName) (*tableI
 		return nil, fmt.Errorf("source table %s uses the %s engine: the trigger reader needs InnoDB tables, whose table id tells it when a TRUNCATE "+
 			"(which fires no trigger) removed rows: ALTER TABLE %s ENGINE=InnoDB", name, engine.String, ident(name.Schema, name.Name))
 	}
+	// A generated column is captured like any other: an AFTER trigger
+	// sees its computed value in NEW and OLD.
 	rows, err := q.QueryContext(ctx, `SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE = 'YES', COALESCE(DATETIME_PRECISION, 0),
-			COALESCE(COLLATION_NAME, '')
+			COALESCE(COLLATION_NAME, ''), COALESCE(GENERATION_EXPRESSION, '')
 		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, name.Schema, name.Name)
 	if err != nil {
 		return nil, fmt.Errorf("describe source table %s: %w", name, err)
@@ -263,7 +265,7 @@ func lookupTable(ctx context.Context, q queryer, name sluice.TableName) (*tableI
 		var dataType string
 		var scale int
 		var coll string
-		if err := rows.Scan(&c.Name, &c.Type, &dataType, &c.Nullable, &scale, &coll); err != nil {
+		if err := rows.Scan(&c.Name, &c.Type, &dataType, &c.Nullable, &scale, &coll, &c.Generated); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("describe source table %s: %w", name, err)
 		}

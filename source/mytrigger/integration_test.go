@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -702,4 +703,23 @@ func TestConcurrentWritersConverge(t *testing.T) {
 		t.Fatalf("replayed changes give\n%v\nsource has\n%v", replica, want)
 	}
 	t.Logf("%d changes from %d transactions", written, writers*txPerWriter)
+}
+
+// TestGeneratedColumnsCarried: an AFTER trigger sees a generated column's
+// computed value, VIRTUAL ones too; the reader describes them with their
+// expressions.
+func TestGeneratedColumnsCarried(t *testing.T) {
+	f := newFixture(t, "CREATE TABLE g (id int PRIMARY KEY, price decimal(10,2), qty int, "+
+		"total decimal(12,2) AS (price * qty) STORED, half decimal(12,3) AS (price / 2) VIRTUAL)")
+	r := f.open(t, Config{Tables: dbtest.Tables("g"), Install: true}, sluice.Position{})
+	var gen []string
+	for _, c := range r.Tables()[0].Columns {
+		gen = append(gen, c.Generated)
+	}
+	if want := []string{"", "", "", "`price` * `qty`", "`price` / 2"}; !slices.Equal(gen, want) {
+		t.Errorf("generation expressions %q, want %q", gen, want)
+	}
+	f.Exec(t, "INSERT INTO g (id, price, qty) VALUES (1, 1.5, 2)", "UPDATE g SET qty = 3, id = 2 WHERE id = 1", "DELETE FROM g")
+	dbtest.ExpectChanges(t, collect(t, r, 3, 5),
+		"insert g [1 1.50 2 3.00 0.750]", "update g(id=1) [2 1.50 3 4.50 0.750]", "delete g(id=2)")
 }

@@ -932,3 +932,26 @@ func TestDroppedSlotIsLost(t *testing.T) {
 		t.Fatalf("resume after the slot was dropped: %v, want ErrSlotLost", err)
 	}
 }
+
+// TestGeneratedColumnsOmitted: pgoutput sends no generated column, so the
+// reader describes the table without them and lists them in Omitted, with
+// their expressions, for the target to compute them itself (or refuse); a
+// relation message (the table altered) keeps the list.
+func TestGeneratedColumnsOmitted(t *testing.T) {
+	f := newFixture(t, []string{"g"}, `CREATE TABLE g (id int PRIMARY KEY, price numeric(10,2), qty int,
+		total numeric(12,2) GENERATED ALWAYS AS (price * qty) STORED, note text)`)
+	r := f.open(t, f.cfg, sluice.Position{})
+	tbl := r.Tables()[0]
+	if fmt.Sprint(tbl.Columns) != "[{id integer false  } {price numeric(10,2) true  } {qty integer true  } {note text true  }]" {
+		t.Errorf("columns %v", tbl.Columns)
+	}
+	if len(tbl.Omitted) != 1 || tbl.Omitted[0].Name != "total" || tbl.Omitted[0].Generated != "(price * (qty)::numeric)" || tbl.Omitted[0].Type != "numeric(12,2)" {
+		t.Errorf("omitted %+v, want total with its expression", tbl.Omitted)
+	}
+	f.Exec(t, `INSERT INTO g (id, price, qty, note) VALUES (1, 1.5, 2, 'a')`, `ALTER TABLE g ADD COLUMN w int`, `UPDATE g SET qty = 3 WHERE id = 1`)
+	got := collect(t, r, 2, 10)
+	dbtest.ExpectChanges(t, got, `insert g [1 1.50 2 a]`, `update g(id=1) [1 1.50 3 a NULL]`)
+	if o := got[1].Table.Omitted; len(o) != 1 || o[0].Name != "total" {
+		t.Errorf("after the ALTER: omitted %+v", o)
+	}
+}

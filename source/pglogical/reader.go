@@ -1147,7 +1147,7 @@ func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage, at 
 	}
 	switch {
 	case len(m.Columns) > len(cur.Columns):
-		t := &sluice.Table{Name: cur.Name, Columns: slices.Clone(cur.Columns), Key: slices.Clone(cur.Key)}
+		t := &sluice.Table{Name: cur.Name, Columns: slices.Clone(cur.Columns), Key: slices.Clone(cur.Key), Omitted: cur.Omitted}
 		typ := slices.Clone(rs.typ)
 		for _, mc := range m.Columns[n:] {
 			tn, base, err := r.formatType(ctx, mc.DataType, mc.TypeModifier)
@@ -1175,7 +1175,7 @@ func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage, at 
 		if !replay {
 			return stopf("source table %s: column %s.%s was dropped at LSN %s", cur.Name, cur.Name, missing[0].Name, r.tx.commit)
 		}
-		t := &sluice.Table{Name: cur.Name, Columns: slices.Clone(cur.Columns[:n]), Key: slices.Clone(cur.Key)}
+		t := &sluice.Table{Name: cur.Name, Columns: slices.Clone(cur.Columns[:n]), Key: slices.Clone(cur.Key), Omitted: cur.Omitted}
 		rs.table, rs.typ = t, slices.Clone(rs.typ[:n])
 	}
 	rs.seen = true

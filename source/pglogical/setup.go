@@ -332,6 +332,11 @@ func describe(ctx context.Context, conn *pgx.Conn, db string, name sluice.TableN
 		}
 		info.table.Key = append(info.table.Key, i)
 	}
+	// pgoutput sends no generated column (until PostgreSQL 18's
+	// publish_generated_columns): the target must compute them itself.
+	if info.table.Omitted, err = pgcatalog.GeneratedColumns(ctx, conn, name, oid); err != nil {
+		return nil, err
+	}
 	return info, nil
 }
 

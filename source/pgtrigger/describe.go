@@ -106,6 +106,17 @@ func lookupTable(ctx context.Context, q queryer, db string, name sluice.TableNam
 	for i, c := range info.table.Columns {
 		info.table.Columns[i].Collation = colls[c.Name]
 	}
+	// A generated column is captured like any other: row_to_json of an
+	// AFTER trigger's row holds its computed value.
+	gen, err := pgcatalog.GeneratedColumns(ctx, q, name, oid)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range gen {
+		if i := info.table.ColumnIndex(g.Name); i >= 0 {
+			info.table.Columns[i].Generated = g.Generated
+		}
+	}
 	if info.parts, err = partitions(ctx, q, oid); err != nil {
 		return nil, fmt.Errorf("describe source table %s: %w", name, err)
 	}

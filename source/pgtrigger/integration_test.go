@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -760,4 +761,23 @@ func TestInstallRetriesDeadlock(t *testing.T) {
 	if n := f.QueryInt(t, `SELECT count(*) FROM pg_trigger WHERE tgname = 'sluice_capture'`); n != 2 {
 		t.Fatalf("%d capture triggers, want 2", n)
 	}
+}
+
+// TestGeneratedColumnsCarried: the capture trigger runs after the row is
+// written, so its image holds the generated columns' computed values; the
+// reader describes them with their expressions.
+func TestGeneratedColumnsCarried(t *testing.T) {
+	f := newFixture(t, `CREATE TABLE g (id int PRIMARY KEY, price numeric(10,2), qty int,
+		total numeric(12,2) GENERATED ALWAYS AS (price * qty) STORED, doc jsonb, j_name text GENERATED ALWAYS AS (doc ->> 'name') STORED)`)
+	r := f.open(t, Config{Tables: dbtest.Tables("g"), Install: true}, sluice.Position{})
+	var gen []string
+	for _, c := range r.Tables()[0].Columns {
+		gen = append(gen, c.Generated)
+	}
+	if want := []string{"", "", "", "(price * (qty)::numeric)", "", "(doc ->> 'name'::text)"}; !slices.Equal(gen, want) {
+		t.Errorf("generation expressions %q, want %q", gen, want)
+	}
+	f.Exec(t, `INSERT INTO g (id, price, qty, doc) VALUES (1, 1.5, 2, '{"name": "a"}')`, `UPDATE g SET qty = 3, id = 2 WHERE id = 1`, `DELETE FROM g`)
+	dbtest.ExpectChanges(t, collect(t, r, 3, 5),
+		`insert g [1 1.50 2 3.00 {"name": "a"} a]`, `update g(id=1) [2 1.50 3 4.50 {"name": "a"} a]`, `delete g(id=2)`)
 }

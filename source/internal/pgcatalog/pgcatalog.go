@@ -1,6 +1,6 @@
 // Package pgcatalog reads what the PostgreSQL readers (logical and
 // trigger-based) both need of a source table from the catalog: its oid,
-// replica identity, primary key and collations.
+// replica identity, primary key, collations and generated columns.
 package pgcatalog
 
 import (
@@ -77,6 +77,28 @@ func Collations(ctx context.Context, q Querier, name sluice.TableName, oid uint3
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read collations of source table %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// GeneratedColumns returns the table's generated columns in column order,
+// each with its type, nullability and expression (pg_get_expr, as
+// sluice.Column.Generated holds it).
+func GeneratedColumns(ctx context.Context, q Querier, name sluice.TableName, oid uint32) ([]sluice.Column, error) {
+	rows, err := q.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull, pg_get_expr(d.adbin, d.adrelid)
+		FROM pg_attribute a JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated <> ''
+		ORDER BY a.attnum`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("read generated columns of source table %s: %w", name, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sluice.Column, error) {
+		var c sluice.Column
+		err := r.Scan(&c.Name, &c.Type, &c.Nullable, &c.Generated)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read generated columns of source table %s: %w", name, err)
 	}
 	return out, nil
 }

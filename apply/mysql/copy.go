@@ -784,7 +784,7 @@ func (t *Target) Digest(ctx context.Context, tbl *sluice.Table, r tablecopy.Rang
 	defer t.mu.Unlock()
 	cols := make([]string, len(tbl.Columns))
 	for i, c := range tbl.Columns {
-		cols[i] = quoteIdent(c.Name)
+		cols[i] = keyrange.MyDigestColumn(quoteIdent(c.Name), c.Type)
 	}
 	q := keyrange.MyDigest(tableIdent(tbl.Name), cols, keyrange.My(quotedKey(tbl), r))
 	var dg tablecopy.Digest

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -619,9 +620,11 @@ func TestCopyDigest(t *testing.T) {
 		// A MySQL source computes the same digests in a session with the
 		// server's default sql_mode (backslash escapes on).
 		cols := []string{"`a`", "`b`", "`f`", "`ts`", "`bin`", "`n`"}
+		exprs := slices.Clone(cols)
+		exprs[2] = keyrange.MyDigestColumn(cols[2], "double")
 		for i, r := range ranges {
 			var d tablecopy.Digest
-			if err := db1.QueryRow(keyrange.MyDigest("`d`", cols, keyrange.My(cols[:2], r))).Scan(&d.Rows, &d.Sum); err != nil {
+			if err := db1.QueryRow(keyrange.MyDigest("`d`", exprs, keyrange.My(cols[:2], r))).Scan(&d.Rows, &d.Sum); err != nil {
 				t.Fatal(err)
 			}
 			if d != d1[i] {
@@ -637,4 +640,63 @@ func TestCopyDigest(t *testing.T) {
 			t.Errorf("applied after a digest: %q, %v", got, err)
 		}
 	})
+}
+
+// TestCopyDigestSeesEveryChange: a resumed copy keeps a done chunk whose
+// digests match, so a change to any column must change the digest, also
+// where the server's text hides it: a FLOAT prints 6 significant digits
+// (12345.67 and 12345.68 both print 12345.7), so its text is not its
+// value. Each change below is the smallest its type holds; the digest of
+// the changed table must differ from the unchanged one's, and come back
+// when the change is undone.
+func TestCopyDigestSeesEveryChange(t *testing.T) {
+	ddl := "CREATE TABLE e (id int PRIMARY KEY, f float, f2 float(7,2), d double, b bit(10), vb varbinary(8), bn binary(4), " +
+		"dt datetime(6), ts timestamp(6) NULL, tm time(6), j json, de decimal(30,10), en enum('a','b'))"
+	fill := "INSERT INTO e VALUES (1, 12345.67, 12345.67, 0.1, b'1000000001', x'00ff', x'01', '2024-01-02 03:04:05.123456', " +
+		"'2024-01-02 03:04:05.123456', '-838:59:58.999999', '{\"a\": [1, 2.5]}', 1.0000000001, 'a'), (2, 1, 1, 1, b'0', x'', x'', NULL, NULL, NULL, NULL, NULL, NULL)"
+	tbl := table("e", []int{0}, "id int", "f float", "f2 float(7,2)", "d double", "b bit(10)", "vb varbinary(8)", "bn binary(4)",
+		"dt datetime(6)", "ts timestamp(6)", "tm time(6)", "j json", "de decimal(30,10)", "en enum('a','b')")
+	ctx := context.Background()
+	dsn1, _ := testDB(t, ddl, fill)
+	dsn2, db2 := testDB(t, ddl, fill)
+	t1 := openTarget(t, dsn1, Pipelined, nil)
+	t2 := openTarget(t, dsn2, Pipelined, nil)
+	digest := func(tg *Target) tablecopy.Digest {
+		d, err := tg.Digest(ctx, tbl, tablecopy.Range{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	want := digest(t1)
+	if got := digest(t2); got != want {
+		t.Fatalf("digests of equal tables differ: %v, %v", want, got)
+	}
+	for _, c := range []struct{ col, change, undo string }{
+		{"f", "12345.68", "12345.67"},
+		{"f2", "12345.66", "12345.67"},
+		{"d", "0.10000000000000002", "0.1"},
+		{"b", "b'1000000000'", "b'1000000001'"},
+		{"vb", "x'00fe'", "x'00ff'"},
+		{"bn", "x'02'", "x'01'"},
+		{"dt", "'2024-01-02 03:04:05.123457'", "'2024-01-02 03:04:05.123456'"},
+		{"ts", "'2024-01-02 03:04:05.123457'", "'2024-01-02 03:04:05.123456'"},
+		{"tm", "'-838:59:58.999998'", "'-838:59:58.999999'"},
+		{"j", `'{"a": [1, 2.50001]}'`, `'{"a": [1, 2.5]}'`},
+		{"de", "1.0000000002", "1.0000000001"},
+		{"en", "'b'", "'a'"},
+	} {
+		if _, err := db2.Exec("UPDATE e SET " + c.col + " = " + c.change + " WHERE id = 1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := digest(t2); got == want {
+			t.Errorf("column %s set to %s: the digest did not change (%v)", c.col, c.change, got)
+		}
+		if _, err := db2.Exec("UPDATE e SET " + c.col + " = " + c.undo + " WHERE id = 1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := digest(t2); got != want {
+			t.Fatalf("column %s set back to %s: digest %v, want %v", c.col, c.undo, got, want)
+		}
+	}
 }

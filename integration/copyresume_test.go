@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -262,44 +263,76 @@ func diffSets(want, got []string) (missing, extra []string) {
 }
 
 // fkSchema is a parent and a child that references it with ON DELETE
-// CASCADE, as the user made them on both sides.
-func fkSchema(e daemon.Engine) []string {
-	child := "CREATE TABLE fk_lines (id int PRIMARY KEY, order_id int NOT NULL, qty int NOT NULL, " +
-		"CONSTRAINT fk_lines_order FOREIGN KEY (order_id) REFERENCES fk_orders (id) ON DELETE CASCADE ON UPDATE CASCADE)"
+// CASCADE, as the user made them on both sides: the tables, then the
+// foreign key.
+func fkSchema(e daemon.Engine) (tables []string, fk string) {
+	child := "CREATE TABLE fk_lines (id int PRIMARY KEY, order_id int NOT NULL, qty int NOT NULL)"
 	if e == daemon.EngineMySQL {
-		child = strings.Replace(child, "qty int NOT NULL, ", "qty int NOT NULL, KEY (order_id), ", 1)
+		child = "CREATE TABLE fk_lines (id int PRIMARY KEY, order_id int NOT NULL, qty int NOT NULL, KEY (order_id))"
 	}
-	return []string{"CREATE TABLE fk_orders (id int PRIMARY KEY, note varchar(20) NOT NULL)", child}
+	return []string{"CREATE TABLE fk_orders (id int PRIMARY KEY, note varchar(20) NOT NULL)", child},
+		"ALTER TABLE fk_lines ADD CONSTRAINT fk_lines_order FOREIGN KEY (order_id) REFERENCES fk_orders (id) ON DELETE CASCADE ON UPDATE CASCADE"
 }
 
 // TestCopyResumeFKCascade (item 7): a resumed copy writes a changed parent
 // chunk again, first deleting its range on the target. Were the target's
-// ON DELETE CASCADE to fire, it would delete the children of that
-// chunk's parents, which sit in child chunks the resume kept (their rows
-// did not change), and nothing would bring them back. The copy writes as
-// the stream does, with the target's foreign-key actions off: PostgreSQL
-// under session_replication_role = replica, MariaDB with
-// foreign_key_checks = 0 (where InnoDB runs no cascade either).
+// ON DELETE CASCADE to fire, it would delete the children of that chunk's
+// parents, which sit in child chunks the resume kept (their rows did not
+// change; the child table is the larger, so its chunks are checked first),
+// and nothing would bring them back. The copy writes as the stream does,
+// with the target's foreign-key actions off: PostgreSQL under
+// session_replication_role = replica, MariaDB with foreign_key_checks = 0
+// (where InnoDB runs no cascade either).
+//
+// A PostgreSQL target whose user may not set session_replication_role
+// cannot turn them off (nor copy children before their parents: there the
+// foreign key is added after the first run, which a copy in the other
+// order could not get through). The resume then refuses to copy the
+// parent's chunk again, naming the constraint and the fix; without the
+// refusal it keeps the child chunks, and the cascade deletes the 30
+// children of the changed chunk's parents.
 func TestCopyResumeFKCascade(t *testing.T) {
 	t.Parallel()
-	for _, e := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
-		t.Run(string(e), func(t *testing.T) {
+	for _, c := range []struct {
+		engine    daemon.Engine
+		noReplica bool
+	}{{daemon.EnginePostgres, false}, {daemon.EnginePostgres, true}, {daemon.EngineMySQL, false}} {
+		e := c.engine
+		name := string(e)
+		if c.noReplica {
+			name += "_without_replica_role"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			src, dst := newEndpoint(t, e), newEndpoint(t, e)
-			// More parents than children, so that the copy writes the
-			// parents' chunks first (larger tables first) and the first run
-			// gets through also where the target checks foreign keys.
-			fill := []string{"INSERT INTO fk_orders SELECT g, 'o' FROM generate_series(1, 120) g",
-				"INSERT INTO fk_lines SELECT g, g, g FROM generate_series(1, 40) g"}
+			fill := []string{"INSERT INTO fk_orders SELECT g, 'o' FROM generate_series(1, 40) g",
+				"INSERT INTO fk_lines SELECT g, 1 + (g - 1) / 3, g FROM generate_series(1, 120) g"}
 			if e == daemon.EngineMySQL {
-				fill = []string{"INSERT INTO fk_orders SELECT seq, 'o' FROM seq_1_to_120",
-					"INSERT INTO fk_lines SELECT seq, seq, seq FROM seq_1_to_40"}
+				fill = []string{"INSERT INTO fk_orders SELECT seq, 'o' FROM seq_1_to_40",
+					"INSERT INTO fk_lines SELECT seq, 1 + (seq - 1) DIV 3, seq FROM seq_1_to_120"}
 			}
-			execAll(t, src, append(fkSchema(e), fill...)...)
-			execAll(t, dst, fkSchema(e)...)
-			r := newCopyRig(t, "resumefk"+string(e[:2]), src, dst, 10, "fk_orders", "fk_lines")
+			tables, fk := fkSchema(e)
+			execAll(t, src, append(append(tables, fk), fill...)...)
+			execAll(t, dst, tables...)
+			if !c.noReplica {
+				execAll(t, dst, fk)
+			}
+			r := newCopyRig(t, "resumefk"+name[:2]+strconv.FormatBool(c.noReplica)[:1], src, dst, 10, "fk_orders", "fk_lines")
+			r.noReplicaRole = c.noReplica
 			r.mustRun(t)
-			execAll(t, src, "UPDATE fk_orders SET note = 'changed' WHERE id = 5")
+			if c.noReplica {
+				execAll(t, dst, fk)
+			}
+			execAll(t, src, "UPDATE fk_orders SET note = 'changed' WHERE id = 2")
+			if c.noReplica {
+				_, err := r.run(t)
+				if err == nil || !strings.Contains(err.Error(), "ON DELETE CASCADE of foreign key fk_lines_order on table fk_lines") {
+					r.compare(t, "after the resume")
+					t.Fatalf("resume without session_replication_role: %v, want a refusal naming fk_lines_order", err)
+				}
+				t.Logf("%v", err)
+				return
+			}
 			res := r.mustRun(t)
 			if res.Recopied != 1 {
 				t.Errorf("resume copied %d chunks again, want 1 (the changed parent's)", res.Recopied)

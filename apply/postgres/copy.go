@@ -452,6 +452,11 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 	if err := t.ensureConn(ctx); err != nil {
 		return tablecopy.ChunkState{}, err
 	}
+	if replace {
+		if err := t.deleteFiresActions(ctx, tbl.Name, "copying a chunk again deletes its range first"); err != nil {
+			return tablecopy.ChunkState{}, err
+		}
+	}
 	id := tableIdent(tbl.Name)
 	var q strings.Builder
 	for _, s := range t.begin {
@@ -608,6 +613,9 @@ func (t *Target) ResetTable(ctx context.Context, stream string, tbl *sluice.Tabl
 	if err := t.ensureConn(ctx); err != nil {
 		return err
 	}
+	if err := t.deleteFiresActions(ctx, tbl.Name, "emptying the table to copy it again"); err != nil {
+		return &sluice.TableError{Table: tbl.Name, Err: err}
+	}
 	b := &pgx.Batch{}
 	for _, s := range t.begin {
 		b.Queue(s)
@@ -619,6 +627,35 @@ func (t *Target) ResetTable(ctx context.Context, stream string, tbl *sluice.Tabl
 			tbl.Name, stream, t.addr, err)}
 	}
 	return nil
+}
+
+// deleteFiresActions refuses a delete of rows the copy writes again (what,
+// a replaced chunk's range or a reset table) where it would fire a
+// foreign key's ON DELETE action: without session_replication_role =
+// replica (the user may not set it) a CASCADE or SET NULL would change
+// rows of the referencing table that sit in chunks a resume kept, and
+// nothing would write them again. The check is one catalog query, made
+// only where the copy cannot turn the actions off.
+func (t *Target) deleteFiresActions(ctx context.Context, name sluice.TableName, what string) error {
+	if t.replicaRole {
+		return nil
+	}
+	var con, child, action string
+	err := t.conn.QueryRow(ctx, `SELECT c.conname, c.conrelid::regclass::text,
+		CASE c.confdeltype WHEN 'c' THEN 'ON DELETE CASCADE' WHEN 'n' THEN 'ON DELETE SET NULL' ELSE 'ON DELETE SET DEFAULT' END
+		FROM pg_constraint c WHERE c.contype = 'f' AND c.confrelid = $1::regclass AND c.confdeltype IN ('c', 'n', 'd')
+		ORDER BY c.conname LIMIT 1`, tableIdent(name)).Scan(&con, &child, &action)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the foreign keys that reference target table %s: %w", name, err)
+	}
+	return fmt.Errorf("resume the copy of %s on target PostgreSQL at %s: %s, which would fire %s of foreign key %s on table %s "+
+		"(the copy runs without session_replication_role = replica: the target user may not set it) and change its rows in chunks the resume keeps, which nothing would write again; "+
+		"let the user set it (GRANT SET ON PARAMETER session_replication_role TO the user, PostgreSQL 15+, or make it a superuser) and start again, "+
+		"or empty the target tables and delete the stream's rows from %s.copy_plan and %s.copy_chunk to copy anew",
+		name, t.addr, what, action, con, child, t.cfg.Schema, t.cfg.Schema)
 }
 
 // Digest computes the digest of a range of the target table over the

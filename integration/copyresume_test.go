@@ -10,13 +10,16 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
 	"github.com/sluice-cdc/sluice/apply/mysql"
 	"github.com/sluice-cdc/sluice/apply/postgres"
 	"github.com/sluice-cdc/sluice/apply/typemap"
@@ -338,6 +341,59 @@ func TestCopyResumeFKCascade(t *testing.T) {
 				t.Errorf("resume copied %d chunks again, want 1 (the changed parent's)", res.Recopied)
 			}
 			r.compare(t, "after the resume")
+		})
+	}
+}
+
+// TestCopyFencedByNewerProcess (item 8, through sync start's own wiring):
+// the copy's workers check every chunk against the generation the stream's
+// process took on the target, as its batches are checked. Once another
+// process takes the stream (here: the fence row bumped by hand while the
+// copy runs), this one's next chunk commits nothing and the stream stops
+// with apply.ErrFenced, which sluice exits on without a restart (code 5).
+func TestCopyFencedByNewerProcess(t *testing.T) {
+	t.Parallel()
+	for _, to := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
+		t.Run(string(to), func(t *testing.T) {
+			t.Parallel()
+			src, dst := newEndpoint(t, daemon.EngineMySQL), newEndpoint(t, to)
+			execAll(t, src, "CREATE TABLE fenced (id int PRIMARY KEY, v varchar(20) NOT NULL)", "INSERT INTO fenced SELECT seq, 'v' FROM seq_1_to_2000")
+			execAll(t, dst, "CREATE TABLE fenced (id int PRIMARY KEY, v varchar(20) NOT NULL)")
+			dstURL, _ := dst.viaProxy(t, 20*time.Millisecond) // 40 ms a chunk: the copy takes seconds
+			id := "copyfence" + string(to[:2])
+			run := startStream(t, daemon.StreamOptions{
+				ID: id, SourceURL: src.url, TargetURL: dstURL, Tables: tableNames(t, []string{"fenced"}), StateDir: t.TempDir(),
+				SourceMode: daemon.ModeBinlog, KillBudget: 5 * time.Second, CopyWorkers: 2, CopyChunkRows: 20,
+			})
+			deadline := time.Now().Add(60 * time.Second)
+			for countDone(t, dst, id) < 2 {
+				if time.Now().After(deadline) {
+					t.Fatal("the copy wrote no chunks within 60 s")
+				}
+				time.Sleep(20 * time.Millisecond) // polling interval
+			}
+			bump := "UPDATE sluice.fence SET generation = generation + 1 WHERE stream = '" + id + "'"
+			if to == daemon.EngineMySQL {
+				bump = "UPDATE sluice_fence SET generation = generation + 1 WHERE stream = '" + id + "'"
+			}
+			execAll(t, dst, bump)
+			doneAtBump := countDone(t, dst, id)
+			var err error
+			select {
+			case err = <-run.done:
+				run.done <- err
+			case <-time.After(60 * time.Second):
+				t.Fatal("the stream did not stop within 60 s of a newer generation")
+			}
+			if !errors.Is(err, apply.ErrFenced) || daemon.ExitCode(err) != daemon.ExitState {
+				t.Fatalf("stream stopped with %v (exit %d), want apply.ErrFenced (exit %d)", err, daemon.ExitCode(err), daemon.ExitState)
+			}
+			// Chunks in flight at the bump held the fence row and committed
+			// first; none began after it.
+			if n := countDone(t, dst, id); n > doneAtBump+2 {
+				t.Errorf("%d chunks done after the bump, %d at it: more than the 2 workers had in flight", n, doneAtBump)
+			}
+			t.Logf("%v", err)
 		})
 	}
 }

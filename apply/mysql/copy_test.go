@@ -381,6 +381,10 @@ func TestCopyChunkAtomic(t *testing.T) {
 		proxied, proxy := dbtest.ViaProxy(t, dsn, m.Addr(), 0)
 		tg := openTarget(t, proxied, v.mode, v.multi)
 		tg.maxPacket = 8192 // statements of at most 4 KiB
+		// Fenced, as the copy of a stream is: the fence check rides along.
+		if _, err := tg.Fence(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
 		big := table("big", []int{0}, "id int", "v varchar(200)")
 		big.Columns[1].Nullable = false
 		if err := tg.WritePlan(ctx, &tablecopy.Plan{Stream: "a", Epoch: 1}); err != nil {
@@ -699,4 +703,62 @@ func TestCopyDigestSeesEveryChange(t *testing.T) {
 			t.Fatalf("column %s set back to %s: digest %v, want %v", c.col, c.undo, got, want)
 		}
 	}
+}
+
+// TestCopyChunkFenced (issue 28, item 8): a killed process's chunk, held
+// in a dead link, reaches the target after a new process took the
+// stream's generation and read the plan. Its fence check fails and nothing
+// of it commits (apply.ErrFenced), so the new process's copy of the chunk
+// commits; unfenced, the old chunk committed first and the new one failed
+// on the duplicate key, stopping the stream until a restart.
+func TestCopyChunkFenced(t *testing.T) {
+	m := dbtest.Maria(t)
+	eachCopy(t, func(t *testing.T, v variant) {
+		ctx := context.Background()
+		dsn, db := testDB(t, "CREATE TABLE zc (id int PRIMARY KEY, v text)")
+		zc := table("zc", []int{0}, "id int", "v text")
+		ck := tablecopy.Chunk{Table: zc.Name}
+		proxied, proxy := dbtest.ViaProxy(t, dsn, m.Addr(), 0)
+		old := openTarget(t, proxied, v.mode, v.multi)
+		if _, err := old.Fence(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.WritePlan(ctx, &tablecopy.Plan{Stream: "s", Epoch: 1, Chunks: []tablecopy.ChunkState{{Chunk: ck}}}); err != nil {
+			t.Fatal(err)
+		}
+		proxy.Blackhole(0)
+		oldDone := make(chan error, 1)
+		go func() {
+			_, err := old.WriteChunk(ctx, "s", 1, zc, ck, false, produce([]sluice.Row{row("1", "old"), row("2", "old")}, 1, nil))
+			oldDone <- err
+		}()
+		tg := openTarget(t, dsn, v.mode, v.multi)
+		if _, err := tg.Fence(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := tg.ReadPlan(ctx, "s"); err != nil || len(p.Chunks) != 1 || p.Chunks[0].Done {
+			t.Fatalf("plan before the old chunk arrives: %+v, %v", p, err)
+		}
+		proxy.ClearBlackhole()
+		if err := <-oldDone; !errors.Is(err, apply.ErrFenced) {
+			t.Errorf("the old process's chunk: %v, want apply.ErrFenced", err)
+		}
+		if _, err := tg.WriteChunk(ctx, "s", 1, zc, ck, false, produce([]sluice.Row{row("1", "new"), row("3", "new")}, 1, nil)); err != nil {
+			t.Fatalf("the new process's chunk: %v", err)
+		}
+		want := []string{"1|new", "3|new"}
+		if got := dump(t, db, "zc"); !slices.Equal(got, want) {
+			t.Errorf("rows %v, want the new process's %v", got, want)
+		}
+		// The old process's plan and reset are fenced off too.
+		if err := old.ResetTable(ctx, "s", zc); !errors.Is(err, apply.ErrFenced) {
+			t.Errorf("the old process's ResetTable: %v, want apply.ErrFenced", err)
+		}
+		if err := old.WritePlan(ctx, &tablecopy.Plan{Stream: "s", Epoch: 2}); !errors.Is(err, apply.ErrFenced) {
+			t.Errorf("the old process's WritePlan: %v, want apply.ErrFenced", err)
+		}
+		if got := dump(t, db, "zc"); !slices.Equal(got, want) {
+			t.Errorf("rows %v after the old process's reset, want the new process's %v", got, want)
+		}
+	})
 }

@@ -242,6 +242,9 @@ func (t *Target) WritePlan(ctx context.Context, p *tablecopy.Plan) error {
 	write := func() error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
+		if t.copyFenced(p.Stream) {
+			b.Queue(buildFenceCheck(t.cfg.Schema), p.Stream, t.gen)
+		}
 		for _, s := range buildCopyPlanDDL(t.cfg.Schema) {
 			b.Queue(s)
 		}
@@ -257,6 +260,9 @@ func (t *Target) WritePlan(ctx context.Context, p *tablecopy.Plan) error {
 		// Two workers racing through CREATE ... IF NOT EXISTS: the loser
 		// fails on the catalog's unique index; the tables exist now.
 		err = write()
+	}
+	if f := fenced(err); f != nil {
+		return f
 	}
 	if err != nil {
 		return fmt.Errorf("write copy plan of stream %q (epoch %d, %d chunks) to %s.copy_plan on target PostgreSQL at %s: %w (sluice needs CREATE on its schema %s)",
@@ -381,7 +387,8 @@ func copyColumns(tbl *sluice.Table) []string {
 // WriteChunk writes a chunk with COPY in its own transaction with the
 // chunk's done record, in one round trip besides the data (see copyIn):
 // one simple query "BEGIN; [SET LOCAL session_replication_role = replica;]
-// [DELETE the chunk's range;] COPY ... FROM STDIN", the COPY data streaming
+// [the fence check (fence.go);] [DELETE the chunk's range;] COPY ... FROM
+// STDIN", the COPY data streaming
 // right behind it without waiting for the server's CopyInResponse, then
 // the done record and COMMIT as a second simple query, also sent without
 // waiting.
@@ -463,6 +470,11 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 		q.WriteString(s)
 		q.WriteString("; ")
 	}
+	fence := t.copyFenced(stream)
+	if fence {
+		q.WriteString(t.copyFenceLiteral(stream))
+		q.WriteString("; ")
+	}
 	if replace {
 		q.WriteString("DELETE FROM " + id + " WHERE " + keyrange.PG(keys, c.Range) + "; ")
 	}
@@ -510,19 +522,28 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 		return tablecopy.ChunkState{}, copyErr
 	case copyTag.RowsAffected() != sent:
 		return tablecopy.ChunkState{}, fmt.Errorf("COPY wrote %d rows, sent %d", copyTag.RowsAffected(), sent)
-	case lastTag.String() != "COMMIT" || len(res.rows) != 1 || len(res.rows[0]) != 2:
-		// COMMIT of a failed transaction answers ROLLBACK.
+	case lastTag.String() != "COMMIT" || len(res.rows) != 1+btoi(fence) || len(res.rows[len(res.rows)-1]) != 2:
+		// COMMIT of a failed transaction answers ROLLBACK. (The fence
+		// check answers a row of its own, before the done record's.)
 		return tablecopy.ChunkState{}, fmt.Errorf("the chunk's transaction ended with %q, want COMMIT of its done record", lastTag)
 	}
+	done := res.rows[len(res.rows)-1]
 	st := tablecopy.ChunkState{Chunk: c, Done: true, Rows: sent, Bytes: bytes, Epoch: epoch}
 	var err2 error
-	if st.Copies, err2 = strconv.Atoi(res.rows[0][0]); err2 == nil {
-		st.At, err2 = time.Parse("2006-01-02 15:04:05.999999-07", res.rows[0][1])
+	if st.Copies, err2 = strconv.Atoi(done[0]); err2 == nil {
+		st.At, err2 = time.Parse("2006-01-02 15:04:05.999999-07", done[1])
 	}
 	if err2 != nil {
-		return tablecopy.ChunkState{}, fmt.Errorf("read the chunk's done record %q: %w", res.rows[0], err2)
+		return tablecopy.ChunkState{}, fmt.Errorf("read the chunk's done record %q: %w", done, err2)
 	}
 	return st, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // copyEncoder turns rows into COPY text format, handing it on in pieces of
@@ -620,9 +641,15 @@ func (t *Target) ResetTable(ctx context.Context, stream string, tbl *sluice.Tabl
 	for _, s := range t.begin {
 		b.Queue(s)
 	}
+	if t.copyFenced(stream) {
+		b.Queue(buildFenceCheck(t.cfg.Schema), stream, t.gen)
+	}
 	b.Queue("DELETE FROM " + tableIdent(tbl.Name))
 	b.Queue("UPDATE "+copyChunkTable(t.cfg.Schema)+" SET done = false WHERE stream = $1 AND table_name = $2", stream, tbl.Name.String())
 	if err := t.execTx(ctx, b); err != nil {
+		if f := fenced(err); f != nil {
+			return f
+		}
 		return &sluice.TableError{Table: tbl.Name, Err: fmt.Errorf("reset target table %s for the copy of stream %q on PostgreSQL at %s: %w",
 			tbl.Name, stream, t.addr, err)}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -223,4 +224,41 @@ func FuzzStatementCheck(f *testing.F) {
 		}
 		loadQuery([]byte(q))
 	})
+}
+
+// TestSessionLogGlobalMixed: a server whose global binlog_format becomes
+// MIXED after the reader started logs the new sessions' writes as
+// statements; the reader stops at the first one of a streamed table. (A
+// reader opened while the global format is MIXED is refused at Open.) It
+// needs a private server, whose global setting the other tests must not
+// see: set SLUICE_TEST_PRIVATE_SERVER=1 to run it (about 10 s).
+func TestSessionLogGlobalMixed(t *testing.T) {
+	if os.Getenv("SLUICE_TEST_PRIVATE_SERVER") == "" {
+		t.Skip("starts a private MariaDB server: set SLUICE_TEST_PRIVATE_SERVER=1")
+	}
+	ctx := context.Background()
+	m, err := dbtest.StartMariaDB(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Stop() })
+	if err := m.CreateDatabase(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	db := dbtest.OpenMy(t, m.DSN("shop"), nil)
+	dbtest.ExecSQL(t, db, "CREATE TABLE t (id INT PRIMARY KEY, a INT)", "INSERT INTO t VALUES (1, 1)")
+	cfg := Config{Tables: []sluice.TableName{tn("shop", "t")}}
+	r := open(t, m.DSN("shop"), cfg, sluice.Position{})
+	dbtest.ExecSQL(t, db, "SET GLOBAL binlog_format = 'MIXED'")
+	writer := dbtest.OpenMy(t, m.DSN("shop"), nil) // new sessions take the new global value
+	dbtest.ExecSQL(t, writer, "UPDATE t SET a = a + 1")
+	got, err := readUntilErr(t, r)
+	var se *SessionLogError
+	if len(got) != 0 || !errors.As(err, &se) || !se.Statement || se.Table != tn("shop", "t") {
+		t.Fatalf("after the global format became MIXED: %s, %v; want a stop at the statement", summary(got), err)
+	}
+	t.Logf("%v", err)
+	if _, err := Open(ctx, m.DSN("shop"), cfg, sluice.Position{}); err == nil || !strings.Contains(err.Error(), "binlog_format is MIXED, need ROW") {
+		t.Errorf("Open with the global format MIXED: %v, want it refused", err)
+	}
 }

@@ -98,7 +98,10 @@ func unfinishedCopy(ctx context.Context, o StreamOptions, t tablecopy.Target) er
 
 // initialCopy copies the stream's tables and returns the position the
 // stream starts from, or a zero position when the stream copies nothing.
-func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, tgt target, topts targetOptions, sl *slot, svc *service, store *checkpoint.Store, warned *preflightWarnings) (sluice.Position, error) {
+// gen is the stream's generation on the target, which tgt took: every
+// copy transaction is checked against it, as the stream's batches are, so
+// that a killed process's late chunk cannot commit over this one's copy.
+func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, tgt target, gen int64, topts targetOptions, sl *slot, svc *service, store *checkpoint.Store, warned *preflightWarnings) (sluice.Position, error) {
 	plan, ok := tgt.(tablecopy.Target)
 	if !ok {
 		if o.copyWanted() {
@@ -145,7 +148,11 @@ func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, tgt tar
 		},
 		Written: writtenColumns(tgt),
 		NewTarget: func(ctx context.Context) (tablecopy.Target, error) {
-			return openCopyTarget(ctx, topts)
+			t, err := openCopyTarget(ctx, topts)
+			if f, ok := t.(fencer); ok && gen > 0 {
+				f.SetGeneration(o.ID, gen)
+			}
+			return t, err
 		},
 		Workers:   o.CopyWorkers,
 		ChunkRows: o.CopyChunkRows,

@@ -598,7 +598,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	from := start.Position
 	if from.IsZero() {
 		early.discard()
-		if from, err = initialCopy(ctx, o, log, tgt, topts, sl, svc, store, warned); err != nil {
+		if from, err = initialCopy(ctx, o, log, tgt, gen, topts, sl, svc, store, warned); err != nil {
 			return recordErr(ctx, store, o, err)
 		}
 	}

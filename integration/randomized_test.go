@@ -42,6 +42,21 @@ func randomizedWithout() []string {
 	return out
 }
 
+// randomizedSession is the session form a MySQL-family source's run ends
+// with: by default each of the four forms once per source mode (one per
+// target and lane count), SLUICE_RANDOMIZED_SESSION=noblob (minimal,
+// statement, mixed, none) for every run.
+func randomizedSession(t *testing.T, target, lanes int) wlgen.SessionForm {
+	if s, ok := os.LookupEnv("SLUICE_RANDOMIZED_SESSION"); ok {
+		f, err := wlgen.ParseSessionForm(s)
+		if err != nil {
+			t.Fatalf("SLUICE_RANDOMIZED_SESSION: %v", err)
+		}
+		return f
+	}
+	return wlgen.SessionForms[(2*target+lanes)%len(wlgen.SessionForms)]
+}
+
 // randomizedSource is one way sluice reads a source.
 type randomizedSource struct {
 	name   string
@@ -65,7 +80,9 @@ var randomizedSources = []randomizedSource{
 // form, never the text both servers print). The workload holds key
 // changes and chains of them, keys reused inside a transaction, TOASTed
 // values left unchanged, unique-value swaps, NULL transitions, a composite
-// key and every type pair's edge values. A failure prints the seed, the
+// key and every type pair's edge values. A MariaDB source's run then goes
+// on in a session that logs partial rows or statements (randomizedSession,
+// runSessionForm). A failure prints the seed, the
 // pair, the lanes, every differing row and the source statements that
 // touched it; SLUICE_TEST_SEED=<seed> replays it.
 func TestRandomized(t *testing.T) {
@@ -84,7 +101,11 @@ func TestRandomized(t *testing.T) {
 				for k, l := range lanes {
 					t.Run(fmt.Sprintf("lanes_%d_%d", l.min, l.max), func(t *testing.T) {
 						id := fmt.Sprintf("rnd%d%d%d", i, j, k) // slots are per cluster: one name per run
-						runRandomized(t, src, to, seed, n, l.min, l.max, id)
+						form := wlgen.FullRows
+						if src.engine == daemon.EngineMySQL {
+							form = randomizedSession(t, j, k)
+						}
+						runRandomized(t, src, to, seed, n, l.min, l.max, id, form)
 					})
 				}
 			})
@@ -92,13 +113,26 @@ func TestRandomized(t *testing.T) {
 	}
 }
 
-func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed uint64, n, minLanes, maxLanes int, id string) {
+func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed uint64, n, minLanes, maxLanes int, id string, form wlgen.SessionForm) {
 	ctx := context.Background()
 	start := time.Now()
+	tail := 0
+	if form != wlgen.FullRows {
+		tail = sessionTail
+	}
 	w := wlgen.Generate(wlgen.Config{
-		Seed: seed, Source: wlgen.Engine(src.engine), Target: wlgen.Engine(to), Txs: n, MaxStmts: 8,
+		Seed: seed, Source: wlgen.Engine(src.engine), Target: wlgen.Engine(to), Txs: n + tail, MaxStmts: 8,
 		Without: randomizedWithout(),
 	})
+	// The transactions up to from run in full rows, the others in form
+	// (from is the first after the n whose first statement form logs
+	// partly).
+	from := len(w.Txs)
+	if form != wlgen.FullRows {
+		if from = w.FirstLoggedAs(form, n); from < 0 {
+			t.Fatalf("seed %d: none of the %d transactions after the first %d starts with a statement that %s logs partly: lengthen sessionTail", seed, tail, n, form)
+		}
+	}
 	s, d := newEndpoint(t, src.engine), newEndpoint(t, to)
 	for _, e := range []*endpoint{s, d} {
 		for _, ddl := range w.Schema.DDL(wlgen.Engine(e.engine)) {
@@ -129,7 +163,7 @@ func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed ui
 	run.waitStarted(t, 60*time.Second)
 
 	srcDB, srcCmp := workloadDB(s)
-	if err := w.ApplyAll(ctx, srcDB); err != nil {
+	if err := w.Apply(ctx, srcDB, w.Txs[:from]); err != nil {
 		t.Fatal(err) // the generator's model is wrong, not sluice
 	}
 	_, dstCmp := workloadDB(d)
@@ -142,17 +176,24 @@ func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed ui
 			why = "the comparison found the tables equal but CHECKSUM TABLE does not: " + err.Error()
 		}
 	}
+	stopped := false
+	if diffs == nil && why == "" && form != wlgen.FullRows {
+		diffs, why, stopped = runSessionForm(t, w, form, from, src, s, d, run, within)
+	}
 	if diffs == nil && why == "" {
 		st := run.current.Load().Stats()
 		t.Logf("converged: %d transactions, %d statements, %d changes applied in %d commits, %v",
 			len(w.Txs), w.Statements(), st.Applied, st.Seq, time.Since(start).Round(10*time.Millisecond))
-		if err := run.stop(t); err != nil {
+		if err := run.stop(t); err != nil && !stopped {
 			t.Errorf("stream stopped with error: %v", err)
 		}
 		return
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s → %s (%s), lanes %d–%d, seed %d (SLUICE_TEST_SEED=%d replays it): %s", src.name, to, src.mode, minLanes, maxLanes, seed, seed, why)
+	if form != wlgen.FullRows {
+		fmt.Fprintf(&b, " [transactions %d… in a session with %s; SLUICE_RANDOMIZED_SESSION=%s for every run]", from, form.Setting(), strings.ToLower(string(form)))
+	}
 	if len(w.Config.Without) > 0 {
 		fmt.Fprintf(&b, " [without steps %s]", strings.Join(w.Config.Without, ","))
 	}

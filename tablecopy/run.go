@@ -343,14 +343,23 @@ func samePlanTables(p *Plan, tables []*sluice.Table) error {
 // whole instead.
 func resumeJobs(ctx context.Context, cfg Config, log *slog.Logger, tgt Target, p *Plan, byName map[sluice.TableName]*sluice.Table) ([]job, error) {
 	var jobs []job
-	reset := map[sluice.TableName]bool{}
+	reset := map[sluice.TableName]string{} // table → why its ranges are not safe
 	for _, c := range p.Chunks {
-		if c.Done && !rangeSafe(byName[c.Table]) {
-			reset[c.Table] = true
+		if _, seen := reset[c.Table]; seen || !c.Done {
+			continue
 		}
+		why, err := rangeUnsafe(ctx, tgt, byName[c.Table])
+		if err != nil {
+			return nil, targetErr("read the key columns of target table "+c.Table.String(), err)
+		}
+		reset[c.Table] = why
 	}
-	for name := range reset {
-		log.Warn("resuming the copy: table has a string key, whose ranges may select other rows on the target, so its done chunks cannot be checked by range; emptying it and copying it again",
+	for name, why := range reset {
+		if why == "" {
+			delete(reset, name)
+			continue
+		}
+		log.Warn("resuming the copy: "+why+", so its done chunks cannot be checked or copied again by range; emptying it and copying it again",
 			"table", name.String())
 		if err := tgt.ResetTable(ctx, cfg.Stream, byName[name]); err != nil {
 			return nil, targetErr("empty table "+name.String()+" to copy it again", err)
@@ -360,7 +369,7 @@ func resumeJobs(ctx context.Context, cfg Config, log *slog.Logger, tgt Target, p
 		c := &p.Chunks[i]
 		t := byName[c.Table]
 		switch {
-		case reset[c.Table]:
+		case reset[c.Table] != "":
 			c.Done = false
 			jobs = append(jobs, job{table: t, st: c})
 		case !c.Done:
@@ -372,15 +381,67 @@ func resumeJobs(ctx context.Context, cfg Config, log *slog.Logger, tgt Target, p
 	return jobs, nil
 }
 
-// rangeSafe reports whether a key range selects the same rows on source and
-// target: no key column is a string (whose order is the collation's).
-func rangeSafe(t *sluice.Table) bool {
+// ColumnTyper is a Target that tells how it has a table's columns: each
+// column's type as the target spells it (nil when the table is missing).
+// A resume asks it whether a range of the source's keys selects the same
+// rows on the target; a Target without it is taken to have the source's
+// types.
+type ColumnTyper interface {
+	ColumnTypes(ctx context.Context, name sluice.TableName) (map[string]string, error)
+}
+
+// rangeUnsafe says why a key range of t may select other rows on the
+// target than on the source, or "" when it selects the same: a key column
+// that is a string (whose order is the collation's, which may differ), or
+// whose type on the target orders values otherwise than the source's (an
+// integer kept in a text column: '2' is past '11').
+func rangeUnsafe(ctx context.Context, tgt Target, t *sluice.Table) (string, error) {
 	for _, k := range t.Key {
 		if stringType(t.Columns[k].Type) {
-			return false
+			return "table has a string key, whose ranges may select other rows on the target", nil
 		}
 	}
-	return true
+	ct, ok := tgt.(ColumnTyper)
+	if !ok {
+		return "", nil
+	}
+	types, err := ct.ColumnTypes(ctx, t.Name)
+	if err != nil {
+		return "", err
+	}
+	for _, k := range t.Key {
+		c := t.Columns[k]
+		dst, found := types[c.Name]
+		if !found || orderFamily(dst) != orderFamily(c.Type) {
+			return fmt.Sprintf("key column %s is %s on the source but %q on the target, which may order its values otherwise", c.Name, c.Type, dst), nil
+		}
+	}
+	return "", nil
+}
+
+// orderFamily names how a column type orders its values, in either
+// engine's spelling: types of one family order the text of a key bound
+// alike (any integer, decimal or float type by number; the temporal types
+// by time; binary types by bytes); other types only with themselves.
+func orderFamily(typ string) string {
+	base := strings.ToLower(strings.TrimSpace(typ))
+	if i := strings.IndexByte(base, '('); i >= 0 {
+		base = strings.TrimSpace(base[:i]) + base[strings.LastIndexByte(base, ')')+1:]
+	}
+	for _, suffix := range []string{" unsigned", " zerofill", " with time zone", " without time zone"} {
+		base = strings.ReplaceAll(base, suffix, "")
+	}
+	switch base = strings.TrimSpace(base); base {
+	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "int2", "int4", "int8",
+		"smallserial", "serial", "bigserial", "numeric", "decimal", "dec", "fixed",
+		"float", "double", "real", "double precision", "float4", "float8":
+		return "number"
+	case "timestamp", "timestamptz", "datetime":
+		return "timestamp"
+	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "bytea":
+		return "bytes"
+	}
+	return base
 }
 
 func stringType(typ string) bool {

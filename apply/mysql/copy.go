@@ -14,7 +14,12 @@ package mysql
 // # Session
 //
 // A copy session runs with foreign_key_checks = 0 while it writes (a child
-// table's chunk may be written before its parent's), restored afterwards.
+// table's chunk may be written before its parent's, and no foreign-key
+// action fires on a resume's range delete), restored afterwards. Each copy
+// transaction of a stream whose generation this process took reads the
+// fence row first (fence.go), into a variable so that the transaction's one
+// result stays its done record's: a killed process's late chunk fails
+// there and commits nothing.
 // The range predicates and digests come from internal/keyrange, which spells
 // literals for the default sql_mode (backslash escapes on) so that a MySQL
 // source and target build the same SQL; the target's session otherwise runs
@@ -191,18 +196,31 @@ func (s *copySession) flush(ctx context.Context) error {
 	return queryAll(ctx, s.t.conn, q, scan)
 }
 
-// begin starts the copy transaction: foreign key checks off, then START
-// TRANSACTION (implicit with autocommit = 0).
-func (s *copySession) begin(ctx context.Context) error {
+// begin starts the copy transaction of stream: foreign key checks off,
+// then START TRANSACTION (implicit with autocommit = 0) and the fence
+// check.
+func (s *copySession) begin(ctx context.Context, stream string) error {
 	if !s.t.cfg.DisableForeignKeyChecks {
 		if err := s.exec(ctx, "SET foreign_key_checks = 0"); err != nil {
 			return err
 		}
 	}
-	if s.t.implicitTx {
+	if !s.t.implicitTx {
+		if err := s.exec(ctx, "START TRANSACTION"); err != nil {
+			return err
+		}
+	}
+	return s.fence(ctx, stream)
+}
+
+// fence queues the fence check of stream (see fence.go), when the copy is
+// fenced: its result goes into a variable, so that the transaction's one
+// result read stays the done record's.
+func (s *copySession) fence(ctx context.Context, stream string) error {
+	if !s.t.copyFenced(stream) {
 		return nil
 	}
-	return s.exec(ctx, "START TRANSACTION")
+	return s.exec(ctx, fenceCheckInto(stream, s.t.gen, "@sluice_fence"))
 }
 
 // commit queues COMMIT and the session's restored settings and sends what
@@ -401,6 +419,9 @@ func (t *Target) WritePlan(ctx context.Context, p *tablecopy.Plan) error {
 	err := t.writePlan(ctx, s, p)
 	if err != nil {
 		s.abort(ctx, err)
+		if f := t.copyFenceError(p.Stream, err); f != nil {
+			return f
+		}
 		hint := ""
 		var me *mysql.MySQLError
 		if errors.As(err, &me) && (me.Number == 1142 || me.Number == 1044) { // ER_TABLEACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR
@@ -422,6 +443,9 @@ func (t *Target) writePlan(ctx context.Context, s *copySession, p *tablecopy.Pla
 	if t.implicitTx {
 		// autocommit = 0: the next statement opens the transaction.
 	} else if err := s.exec(ctx, "START TRANSACTION"); err != nil {
+		return err
+	}
+	if err := s.fence(ctx, p.Stream); err != nil {
 		return err
 	}
 	started := "NOW(6)"
@@ -630,6 +654,9 @@ func (t *Target) WriteChunk(ctx context.Context, stream string, epoch int, tbl *
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cs, err := t.writeChunk(ctx, stream, epoch, tbl, c, replace, rows)
+	if f := t.copyFenceError(stream, err); f != nil {
+		return tablecopy.ChunkState{}, f
+	}
 	if err != nil {
 		// classify marks a killed transaction or a lost connection as an
 		// *apply.RetryableError, as Apply does.
@@ -654,7 +681,7 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 	w.head = (&upsertSpec{table: d.ident, cols: w.cols}).head()
 	cs := tablecopy.ChunkState{Chunk: c, Done: true, Epoch: epoch}
 	err = func() error {
-		if err := s.begin(ctx); err != nil {
+		if err := s.begin(ctx, stream); err != nil {
 			return err
 		}
 		if replace {
@@ -760,7 +787,7 @@ func (t *Target) ResetTable(ctx context.Context, stream string, tbl *sluice.Tabl
 	}
 	s := t.newCopySession()
 	err := func() error {
-		if err := s.begin(ctx); err != nil {
+		if err := s.begin(ctx, stream); err != nil {
 			return err
 		}
 		if err := s.exec(ctx, "DELETE FROM "+tableIdent(tbl.Name)); err != nil {
@@ -773,6 +800,9 @@ func (t *Target) ResetTable(ctx context.Context, stream string, tbl *sluice.Tabl
 	}()
 	if err != nil {
 		s.abort(ctx, err)
+		if f := t.copyFenceError(stream, err); f != nil {
+			return f
+		}
 		return fmt.Errorf("reset copy of table %s of stream %q on target %s: %w", tbl.Name, stream, t.database, err)
 	}
 	return nil
@@ -785,7 +815,7 @@ func (t *Target) Digest(ctx context.Context, tbl *sluice.Table, r tablecopy.Rang
 	defer t.mu.Unlock()
 	cols := make([]string, len(tbl.Columns))
 	for i, c := range tbl.Columns {
-		cols[i] = quoteIdent(c.Name)
+		cols[i] = keyrange.MyDigestColumn(quoteIdent(c.Name), c.Type)
 	}
 	q := keyrange.MyDigest(tableIdent(tbl.Name), cols, keyrange.My(quotedKey(tbl), r))
 	var dg tablecopy.Digest

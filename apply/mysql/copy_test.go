@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -380,6 +381,10 @@ func TestCopyChunkAtomic(t *testing.T) {
 		proxied, proxy := dbtest.ViaProxy(t, dsn, m.Addr(), 0)
 		tg := openTarget(t, proxied, v.mode, v.multi)
 		tg.maxPacket = 8192 // statements of at most 4 KiB
+		// Fenced, as the copy of a stream is: the fence check rides along.
+		if _, err := tg.Fence(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
 		big := table("big", []int{0}, "id int", "v varchar(200)")
 		big.Columns[1].Nullable = false
 		if err := tg.WritePlan(ctx, &tablecopy.Plan{Stream: "a", Epoch: 1}); err != nil {
@@ -619,9 +624,11 @@ func TestCopyDigest(t *testing.T) {
 		// A MySQL source computes the same digests in a session with the
 		// server's default sql_mode (backslash escapes on).
 		cols := []string{"`a`", "`b`", "`f`", "`ts`", "`bin`", "`n`"}
+		exprs := slices.Clone(cols)
+		exprs[2] = keyrange.MyDigestColumn(cols[2], "double")
 		for i, r := range ranges {
 			var d tablecopy.Digest
-			if err := db1.QueryRow(keyrange.MyDigest("`d`", cols, keyrange.My(cols[:2], r))).Scan(&d.Rows, &d.Sum); err != nil {
+			if err := db1.QueryRow(keyrange.MyDigest("`d`", exprs, keyrange.My(cols[:2], r))).Scan(&d.Rows, &d.Sum); err != nil {
 				t.Fatal(err)
 			}
 			if d != d1[i] {
@@ -635,6 +642,123 @@ func TestCopyDigest(t *testing.T) {
 		var got string
 		if err := db2.QueryRow("SELECT n FROM d WHERE a = 99").Scan(&got); err != nil || got != `\n` {
 			t.Errorf("applied after a digest: %q, %v", got, err)
+		}
+	})
+}
+
+// TestCopyDigestSeesEveryChange: a resumed copy keeps a done chunk whose
+// digests match, so a change to any column must change the digest, also
+// where the server's text hides it: a FLOAT prints 6 significant digits
+// (12345.67 and 12345.68 both print 12345.7), so its text is not its
+// value. Each change below is the smallest its type holds; the digest of
+// the changed table must differ from the unchanged one's, and come back
+// when the change is undone.
+func TestCopyDigestSeesEveryChange(t *testing.T) {
+	ddl := "CREATE TABLE e (id int PRIMARY KEY, f float, f2 float(7,2), d double, b bit(10), vb varbinary(8), bn binary(4), " +
+		"dt datetime(6), ts timestamp(6) NULL, tm time(6), j json, de decimal(30,10), en enum('a','b'))"
+	fill := "INSERT INTO e VALUES (1, 12345.67, 12345.67, 0.1, b'1000000001', x'00ff', x'01', '2024-01-02 03:04:05.123456', " +
+		"'2024-01-02 03:04:05.123456', '-838:59:58.999999', '{\"a\": [1, 2.5]}', 1.0000000001, 'a'), (2, 1, 1, 1, b'0', x'', x'', NULL, NULL, NULL, NULL, NULL, NULL)"
+	tbl := table("e", []int{0}, "id int", "f float", "f2 float(7,2)", "d double", "b bit(10)", "vb varbinary(8)", "bn binary(4)",
+		"dt datetime(6)", "ts timestamp(6)", "tm time(6)", "j json", "de decimal(30,10)", "en enum('a','b')")
+	ctx := context.Background()
+	dsn1, _ := testDB(t, ddl, fill)
+	dsn2, db2 := testDB(t, ddl, fill)
+	t1 := openTarget(t, dsn1, Pipelined, nil)
+	t2 := openTarget(t, dsn2, Pipelined, nil)
+	digest := func(tg *Target) tablecopy.Digest {
+		d, err := tg.Digest(ctx, tbl, tablecopy.Range{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	want := digest(t1)
+	if got := digest(t2); got != want {
+		t.Fatalf("digests of equal tables differ: %v, %v", want, got)
+	}
+	for _, c := range []struct{ col, change, undo string }{
+		{"f", "12345.68", "12345.67"},
+		{"f2", "12345.66", "12345.67"},
+		{"d", "0.10000000000000002", "0.1"},
+		{"b", "b'1000000000'", "b'1000000001'"},
+		{"vb", "x'00fe'", "x'00ff'"},
+		{"bn", "x'02'", "x'01'"},
+		{"dt", "'2024-01-02 03:04:05.123457'", "'2024-01-02 03:04:05.123456'"},
+		{"ts", "'2024-01-02 03:04:05.123457'", "'2024-01-02 03:04:05.123456'"},
+		{"tm", "'-838:59:58.999998'", "'-838:59:58.999999'"},
+		{"j", `'{"a": [1, 2.50001]}'`, `'{"a": [1, 2.5]}'`},
+		{"de", "1.0000000002", "1.0000000001"},
+		{"en", "'b'", "'a'"},
+	} {
+		if _, err := db2.Exec("UPDATE e SET " + c.col + " = " + c.change + " WHERE id = 1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := digest(t2); got == want {
+			t.Errorf("column %s set to %s: the digest did not change (%v)", c.col, c.change, got)
+		}
+		if _, err := db2.Exec("UPDATE e SET " + c.col + " = " + c.undo + " WHERE id = 1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := digest(t2); got != want {
+			t.Fatalf("column %s set back to %s: digest %v, want %v", c.col, c.undo, got, want)
+		}
+	}
+}
+
+// TestCopyChunkFenced (issue 28, item 8): a killed process's chunk, held
+// in a dead link, reaches the target after a new process took the
+// stream's generation and read the plan. Its fence check fails and nothing
+// of it commits (apply.ErrFenced), so the new process's copy of the chunk
+// commits; unfenced, the old chunk committed first and the new one failed
+// on the duplicate key, stopping the stream until a restart.
+func TestCopyChunkFenced(t *testing.T) {
+	m := dbtest.Maria(t)
+	eachCopy(t, func(t *testing.T, v variant) {
+		ctx := context.Background()
+		dsn, db := testDB(t, "CREATE TABLE zc (id int PRIMARY KEY, v text)")
+		zc := table("zc", []int{0}, "id int", "v text")
+		ck := tablecopy.Chunk{Table: zc.Name}
+		proxied, proxy := dbtest.ViaProxy(t, dsn, m.Addr(), 0)
+		old := openTarget(t, proxied, v.mode, v.multi)
+		if _, err := old.Fence(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.WritePlan(ctx, &tablecopy.Plan{Stream: "s", Epoch: 1, Chunks: []tablecopy.ChunkState{{Chunk: ck}}}); err != nil {
+			t.Fatal(err)
+		}
+		proxy.Blackhole(0)
+		oldDone := make(chan error, 1)
+		go func() {
+			_, err := old.WriteChunk(ctx, "s", 1, zc, ck, false, produce([]sluice.Row{row("1", "old"), row("2", "old")}, 1, nil))
+			oldDone <- err
+		}()
+		tg := openTarget(t, dsn, v.mode, v.multi)
+		if _, err := tg.Fence(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := tg.ReadPlan(ctx, "s"); err != nil || len(p.Chunks) != 1 || p.Chunks[0].Done {
+			t.Fatalf("plan before the old chunk arrives: %+v, %v", p, err)
+		}
+		proxy.ClearBlackhole()
+		if err := <-oldDone; !errors.Is(err, apply.ErrFenced) {
+			t.Errorf("the old process's chunk: %v, want apply.ErrFenced", err)
+		}
+		if _, err := tg.WriteChunk(ctx, "s", 1, zc, ck, false, produce([]sluice.Row{row("1", "new"), row("3", "new")}, 1, nil)); err != nil {
+			t.Fatalf("the new process's chunk: %v", err)
+		}
+		want := []string{"1|new", "3|new"}
+		if got := dump(t, db, "zc"); !slices.Equal(got, want) {
+			t.Errorf("rows %v, want the new process's %v", got, want)
+		}
+		// The old process's plan and reset are fenced off too.
+		if err := old.ResetTable(ctx, "s", zc); !errors.Is(err, apply.ErrFenced) {
+			t.Errorf("the old process's ResetTable: %v, want apply.ErrFenced", err)
+		}
+		if err := old.WritePlan(ctx, &tablecopy.Plan{Stream: "s", Epoch: 2}); !errors.Is(err, apply.ErrFenced) {
+			t.Errorf("the old process's WritePlan: %v, want apply.ErrFenced", err)
+		}
+		if got := dump(t, db, "zc"); !slices.Equal(got, want) {
+			t.Errorf("rows %v after the old process's reset, want the new process's %v", got, want)
 		}
 	})
 }

@@ -38,9 +38,38 @@ func fenceRead(stream string) string {
 // fenceCheck reads the stream's row with a shared lock and fails with
 // "Subquery returns more than 1 row" (1242), which nothing else in a batch
 // can raise, unless its generation is gen.
-func fenceCheck(stream string, gen int64) string {
+func fenceCheck(stream string, gen int64) string { return fenceCheckInto(stream, gen, "") }
+
+// fenceCheckInto is fenceCheck whose result goes INTO into (a user
+// variable) when set: the initial copy's transactions read only their
+// done record's result.
+func fenceCheckInto(stream string, gen int64, into string) string {
+	if into != "" {
+		into = " INTO " + into
+	}
 	return "SELECT IF(f.`generation` = " + strconv.FormatInt(gen, 10) + ", 0, (SELECT 1 FROM `" + fenceTable + "` g WHERE g.`stream` = f.`stream` UNION ALL SELECT 2 FROM `" +
-		fenceTable + "` g WHERE g.`stream` = f.`stream`)) FROM `" + fenceTable + "` f WHERE f.`stream` = " + lit(stream) + " LOCK IN SHARE MODE"
+		fenceTable + "` g WHERE g.`stream` = f.`stream`))" + into + " FROM `" + fenceTable + "` f WHERE f.`stream` = " + lit(stream) + " LOCK IN SHARE MODE"
+}
+
+// copyFenced reports whether the initial copy's writes for stream are
+// checked against this process's generation: the copy runs after the
+// stream's process took it, and a killed process's late chunk must not
+// commit over the new one's copy.
+func (t *Target) copyFenced(stream string) bool { return t.gen > 0 && t.genStream == stream }
+
+// copyFenceError turns the failed fence check of a copy transaction into
+// apply.ErrFenced, or returns nil: nothing else a copy sends raises 1242.
+func (t *Target) copyFenceError(stream string, err error) error {
+	var me *mysql.MySQLError
+	if !t.copyFenced(stream) || !errors.As(err, &me) || me.Number != 1242 {
+		return nil
+	}
+	return t.fencedMessage()
+}
+
+func (t *Target) fencedMessage() error {
+	return fmt.Errorf("%w: stream %q has moved past this process's generation %d on the target %s.%s: this process stops (only one sluice may run a stream; its batches would commit over the newer one's)",
+		apply.ErrFenced, t.genStream, t.gen, t.database, fenceTable)
 }
 
 // Fence takes the stream's next generation on the target and returns it;
@@ -142,6 +171,5 @@ func (t *Target) fencedError(se *stepError, err error) error {
 	if se == nil || se.step < 1 || se.step > len(se.stmts) || !se.stmts[se.step-1].fence || !errors.As(err, &me) || me.Number != 1242 {
 		return nil
 	}
-	return fmt.Errorf("%w: stream %q has moved past this process's generation %d on the target %s.%s: this process stops (only one sluice may run a stream; its batches would commit over the newer one's)",
-		apply.ErrFenced, t.genStream, t.gen, t.database, fenceTable)
+	return t.fencedMessage()
 }

@@ -242,6 +242,9 @@ func (t *Target) WritePlan(ctx context.Context, p *tablecopy.Plan) error {
 	write := func() error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
+		if t.copyFenced(p.Stream) {
+			b.Queue(buildFenceCheck(t.cfg.Schema), p.Stream, t.gen)
+		}
 		for _, s := range buildCopyPlanDDL(t.cfg.Schema) {
 			b.Queue(s)
 		}
@@ -257,6 +260,9 @@ func (t *Target) WritePlan(ctx context.Context, p *tablecopy.Plan) error {
 		// Two workers racing through CREATE ... IF NOT EXISTS: the loser
 		// fails on the catalog's unique index; the tables exist now.
 		err = write()
+	}
+	if f := fenced(err); f != nil {
+		return f
 	}
 	if err != nil {
 		return fmt.Errorf("write copy plan of stream %q (epoch %d, %d chunks) to %s.copy_plan on target PostgreSQL at %s: %w (sluice needs CREATE on its schema %s)",
@@ -381,7 +387,8 @@ func copyColumns(tbl *sluice.Table) []string {
 // WriteChunk writes a chunk with COPY in its own transaction with the
 // chunk's done record, in one round trip besides the data (see copyIn):
 // one simple query "BEGIN; [SET LOCAL session_replication_role = replica;]
-// [DELETE the chunk's range;] COPY ... FROM STDIN", the COPY data streaming
+// [the fence check (fence.go);] [DELETE the chunk's range;] COPY ... FROM
+// STDIN", the COPY data streaming
 // right behind it without waiting for the server's CopyInResponse, then
 // the done record and COMMIT as a second simple query, also sent without
 // waiting.
@@ -452,10 +459,20 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 	if err := t.ensureConn(ctx); err != nil {
 		return tablecopy.ChunkState{}, err
 	}
+	if replace {
+		if err := t.deleteFiresActions(ctx, tbl.Name, "copying a chunk again deletes its range first"); err != nil {
+			return tablecopy.ChunkState{}, err
+		}
+	}
 	id := tableIdent(tbl.Name)
 	var q strings.Builder
 	for _, s := range t.begin {
 		q.WriteString(s)
+		q.WriteString("; ")
+	}
+	fence := t.copyFenced(stream)
+	if fence {
+		q.WriteString(t.copyFenceLiteral(stream))
 		q.WriteString("; ")
 	}
 	if replace {
@@ -505,19 +522,28 @@ func (t *Target) writeChunk(ctx context.Context, stream string, epoch int, tbl *
 		return tablecopy.ChunkState{}, copyErr
 	case copyTag.RowsAffected() != sent:
 		return tablecopy.ChunkState{}, fmt.Errorf("COPY wrote %d rows, sent %d", copyTag.RowsAffected(), sent)
-	case lastTag.String() != "COMMIT" || len(res.rows) != 1 || len(res.rows[0]) != 2:
-		// COMMIT of a failed transaction answers ROLLBACK.
+	case lastTag.String() != "COMMIT" || len(res.rows) != 1+btoi(fence) || len(res.rows[len(res.rows)-1]) != 2:
+		// COMMIT of a failed transaction answers ROLLBACK. (The fence
+		// check answers a row of its own, before the done record's.)
 		return tablecopy.ChunkState{}, fmt.Errorf("the chunk's transaction ended with %q, want COMMIT of its done record", lastTag)
 	}
+	done := res.rows[len(res.rows)-1]
 	st := tablecopy.ChunkState{Chunk: c, Done: true, Rows: sent, Bytes: bytes, Epoch: epoch}
 	var err2 error
-	if st.Copies, err2 = strconv.Atoi(res.rows[0][0]); err2 == nil {
-		st.At, err2 = time.Parse("2006-01-02 15:04:05.999999-07", res.rows[0][1])
+	if st.Copies, err2 = strconv.Atoi(done[0]); err2 == nil {
+		st.At, err2 = time.Parse("2006-01-02 15:04:05.999999-07", done[1])
 	}
 	if err2 != nil {
-		return tablecopy.ChunkState{}, fmt.Errorf("read the chunk's done record %q: %w", res.rows[0], err2)
+		return tablecopy.ChunkState{}, fmt.Errorf("read the chunk's done record %q: %w", done, err2)
 	}
 	return st, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // copyEncoder turns rows into COPY text format, handing it on in pieces of
@@ -608,17 +634,55 @@ func (t *Target) ResetTable(ctx context.Context, stream string, tbl *sluice.Tabl
 	if err := t.ensureConn(ctx); err != nil {
 		return err
 	}
+	if err := t.deleteFiresActions(ctx, tbl.Name, "emptying the table to copy it again"); err != nil {
+		return &sluice.TableError{Table: tbl.Name, Err: err}
+	}
 	b := &pgx.Batch{}
 	for _, s := range t.begin {
 		b.Queue(s)
 	}
+	if t.copyFenced(stream) {
+		b.Queue(buildFenceCheck(t.cfg.Schema), stream, t.gen)
+	}
 	b.Queue("DELETE FROM " + tableIdent(tbl.Name))
 	b.Queue("UPDATE "+copyChunkTable(t.cfg.Schema)+" SET done = false WHERE stream = $1 AND table_name = $2", stream, tbl.Name.String())
 	if err := t.execTx(ctx, b); err != nil {
+		if f := fenced(err); f != nil {
+			return f
+		}
 		return &sluice.TableError{Table: tbl.Name, Err: fmt.Errorf("reset target table %s for the copy of stream %q on PostgreSQL at %s: %w",
 			tbl.Name, stream, t.addr, err)}
 	}
 	return nil
+}
+
+// deleteFiresActions refuses a delete of rows the copy writes again (what,
+// a replaced chunk's range or a reset table) where it would fire a
+// foreign key's ON DELETE action: without session_replication_role =
+// replica (the user may not set it) a CASCADE or SET NULL would change
+// rows of the referencing table that sit in chunks a resume kept, and
+// nothing would write them again. The check is one catalog query, made
+// only where the copy cannot turn the actions off.
+func (t *Target) deleteFiresActions(ctx context.Context, name sluice.TableName, what string) error {
+	if t.replicaRole {
+		return nil
+	}
+	var con, child, action string
+	err := t.conn.QueryRow(ctx, `SELECT c.conname, c.conrelid::regclass::text,
+		CASE c.confdeltype WHEN 'c' THEN 'ON DELETE CASCADE' WHEN 'n' THEN 'ON DELETE SET NULL' ELSE 'ON DELETE SET DEFAULT' END
+		FROM pg_constraint c WHERE c.contype = 'f' AND c.confrelid = $1::regclass AND c.confdeltype IN ('c', 'n', 'd')
+		ORDER BY c.conname LIMIT 1`, tableIdent(name)).Scan(&con, &child, &action)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the foreign keys that reference target table %s: %w", name, err)
+	}
+	return fmt.Errorf("resume the copy of %s on target PostgreSQL at %s: %s, which would fire %s of foreign key %s on table %s "+
+		"(the copy runs without session_replication_role = replica: the target user may not set it) and change its rows in chunks the resume keeps, which nothing would write again; "+
+		"let the user set it (GRANT SET ON PARAMETER session_replication_role TO the user, PostgreSQL 15+, or make it a superuser) and start again, "+
+		"or empty the target tables and delete the stream's rows from %s.copy_plan and %s.copy_chunk to copy anew",
+		name, t.addr, what, action, con, child, t.cfg.Schema, t.cfg.Schema)
 }
 
 // Digest computes the digest of a range of the target table over the

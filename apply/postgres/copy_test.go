@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/tablecopy"
@@ -488,13 +489,6 @@ func TestCopyWriteChunkReplace(t *testing.T) {
 	}
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 func TestCopyDigest(t *testing.T) {
 	ddl := []string{edgeDDL("edge"), "CREATE TABLE c2 (a int, b text, v numeric, PRIMARY KEY (a, b))",
 		insertSQL("edge", edgeRows),
@@ -653,6 +647,10 @@ func TestCopyRoundTrips(t *testing.T) {
 	proxied, proxy := dbtest.ViaProxy(t, url, pg.Addr(), oneWay)
 	tg := openTarget(t, proxied, Pipelined)
 	ctx := context.Background()
+	// Fenced, as the copy of a stream is: the fence check rides along.
+	if _, err := tg.Fence(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
 	rt := pgTable("rt", "id int*", "v text")
 	var rows []sluice.Row
 	for i := range 2000 {
@@ -811,5 +809,60 @@ func TestCopyUnderOddServerDefaults(t *testing.T) {
 	want := []string{`(1,2024-02-03,"2024-02-03 04:05:06.789+00","-10 mons +3 days 04:05:06")`, `(2,,,)`}
 	if got := dump(t, conn, "odd"); !slices.Equal(got, want) {
 		t.Errorf("rows %q, want %q", got, want)
+	}
+}
+
+// TestCopyChunkFenced (issue 28, item 8): a killed process's chunk, held
+// in a dead link, reaches the target after a new process took the
+// stream's generation and read the plan. Its fence check fails and nothing
+// of it commits (apply.ErrFenced), so the new process's copy of the chunk
+// commits; unfenced, the old chunk committed first and the new one failed
+// on the duplicate key, stopping the stream until a restart.
+func TestCopyChunkFenced(t *testing.T) {
+	pg := dbtest.PG(t)
+	url, conn := testDB(t, "CREATE TABLE zc (id int PRIMARY KEY, v text)")
+	ctx := context.Background()
+	zc := pgTable("zc", "id int*", "v text")
+	ck := tablecopy.Chunk{Table: zc.Name}
+	proxied, proxy := dbtest.ViaProxy(t, url, pg.Addr(), 0)
+	old := openTarget(t, proxied, Pipelined)
+	if _, err := old.Fence(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.WritePlan(ctx, &tablecopy.Plan{Stream: "s", Epoch: 1, Chunks: []tablecopy.ChunkState{{Chunk: ck}}}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Blackhole(0)
+	oldDone := make(chan error, 1)
+	go func() {
+		_, err := old.WriteChunk(ctx, "s", 1, zc, ck, false, emitRows([]sluice.Row{row("1", "old"), row("2", "old")}, 1))
+		oldDone <- err
+	}()
+	tg := openTarget(t, url, Pipelined)
+	if _, err := tg.Fence(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := tg.ReadPlan(ctx, "s"); err != nil || len(p.Chunks) != 1 || p.Chunks[0].Done {
+		t.Fatalf("plan before the old chunk arrives: %+v, %v", p, err)
+	}
+	proxy.ClearBlackhole()
+	if err := <-oldDone; !errors.Is(err, apply.ErrFenced) {
+		t.Errorf("the old process's chunk: %v, want apply.ErrFenced", err)
+	}
+	if _, err := tg.WriteChunk(ctx, "s", 1, zc, ck, false, emitRows([]sluice.Row{row("1", "new"), row("3", "new")}, 1)); err != nil {
+		t.Fatalf("the new process's chunk: %v", err)
+	}
+	if got := fmt.Sprint(sortedDump(t, conn, "zc")); got != "[(1,new) (3,new)]" {
+		t.Errorf("rows %s, want the new process's", got)
+	}
+	// The old process's plan and reset are fenced off too.
+	if err := old.ResetTable(ctx, "s", zc); !errors.Is(err, apply.ErrFenced) {
+		t.Errorf("the old process's ResetTable: %v, want apply.ErrFenced", err)
+	}
+	if err := old.WritePlan(ctx, &tablecopy.Plan{Stream: "s", Epoch: 2}); !errors.Is(err, apply.ErrFenced) {
+		t.Errorf("the old process's WritePlan: %v, want apply.ErrFenced", err)
+	}
+	if got := fmt.Sprint(sortedDump(t, conn, "zc")); got != "[(1,new) (3,new)]" {
+		t.Errorf("rows %s after the old process's reset, want the new process's", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-cdc/sluice/apply"
+	"github.com/sluice-cdc/sluice/internal/keyrange"
 )
 
 // A stream's fence: its generation on the target, one row per stream in
@@ -42,10 +44,26 @@ func buildFenceBump(schema string) string {
 // it fails with it in the message).
 const fenceMark = "sluice fence: "
 
-func buildFenceCheck(schema string) string {
-	return "SELECT CASE WHEN generation = $2::bigint THEN 0 ELSE ('" + fenceMark +
-		"stream ' || $1 || ' is at generation ' || generation || ' on the target, this process at ' || $2)::int END FROM " +
-		fenceTable(schema) + " WHERE stream = $1 FOR SHARE"
+func buildFenceCheck(schema string) string { return buildFenceCheckOf(schema, "$1", "$2") }
+
+// buildFenceCheckOf is the fence check of the stream and generation the
+// SQL expressions stream and gen give (parameters, or literals in a
+// simple query).
+func buildFenceCheckOf(schema, stream, gen string) string {
+	return "SELECT CASE WHEN generation = " + gen + "::bigint THEN 0 ELSE ('" + fenceMark +
+		"stream ' || " + stream + " || ' is at generation ' || generation || ' on the target, this process at ' || " + gen + ")::int END FROM " +
+		fenceTable(schema) + " WHERE stream = " + stream + " FOR SHARE"
+}
+
+// copyFenced reports whether the initial copy's writes for stream are
+// checked against this process's generation: the copy runs after the
+// stream's process took it, and a killed process's late chunk must not
+// commit over the new one's copy.
+func (t *Target) copyFenced(stream string) bool { return t.gen > 0 && t.genStream == stream }
+
+// copyFenceLiteral is the fence check of stream for a simple query.
+func (t *Target) copyFenceLiteral(stream string) string {
+	return buildFenceCheckOf(t.cfg.Schema, keyrange.PGLiteral(stream), strconv.FormatInt(t.gen, 10))
 }
 
 // Fence takes the stream's next generation on the target and returns it;

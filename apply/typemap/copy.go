@@ -145,6 +145,16 @@ func (t *Target) ResetTable(ctx context.Context, stream string, tbl *sluice.Tabl
 	return c.ResetTable(ctx, stream, m.out)
 }
 
+// ColumnTypes asks the inner target about the table as it is named
+// there, so that a resumed copy can compare the target's key types with
+// the source's.
+func (t *Target) ColumnTypes(ctx context.Context, name sluice.TableName) (map[string]string, error) {
+	if !t.keepSchema {
+		name.Schema = ""
+	}
+	return t.Inner.ColumnTypes(ctx, name)
+}
+
 // Digest compares only within one engine: across engines the canonical
 // text of a value differs, so the copy writes such ranges again.
 func (t *Target) Digest(ctx context.Context, tbl *sluice.Table, r tablecopy.Range) (tablecopy.Digest, error) {

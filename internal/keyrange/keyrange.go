@@ -155,9 +155,28 @@ func PGDigest(table string, cols []string, where string) string {
 // (TIMESTAMP text depends on the session time zone).
 const MySession = "SET time_zone = '+00:00'"
 
+// MyDigestColumn is what a MySQL digest hashes of a column (quoted) of
+// type typ, as its side spells it (COLUMN_TYPE, or the source's type on a
+// target): the column, whose text is exact for every type but FLOAT (6
+// significant digits: 12345.67 and 12345.68 both print 12345.7), and a
+// FLOAT or DOUBLE widened to DOUBLE, whose text is its shortest round-trip
+// digits. Both sides of a digest spell a column so.
+func MyDigestColumn(quoted, typ string) string {
+	base := strings.ToLower(strings.TrimSpace(typ))
+	if i := strings.IndexAny(base, "( "); i >= 0 {
+		base = base[:i]
+	}
+	switch base {
+	case "float", "double", "real":
+		return "CAST(" + quoted + " AS DOUBLE)"
+	}
+	return quoted
+}
+
 // MyDigest returns the query of a range's digest on MySQL/MariaDB, like
-// PGDigest: QUOTE keeps NULL apart from the string 'NULL'. It returns two
-// columns, the count and the sum, both readable as text.
+// PGDigest: QUOTE keeps NULL apart from the string 'NULL'. cols are the
+// columns as MyDigestColumn gives them. It returns two columns, the count
+// and the sum, both readable as text.
 func MyDigest(table string, cols []string, where string) string {
 	q := make([]string, len(cols))
 	for i, c := range cols {

@@ -44,7 +44,7 @@ func (w *Workload) Apply(ctx context.Context, db DB, txs []Tx) error {
 		}
 		return nil
 	case db.My != nil && pg == nil:
-		return w.applyMy(ctx, db.My, txs)
+		return w.applyMy(ctx, db.My, txs, FullRows)
 	}
 	return fmt.Errorf("workload: Apply needs exactly one of DB.PG and DB.My")
 }
@@ -82,10 +82,10 @@ func (w *Workload) applyPG(ctx context.Context, db PGBeginner, tx Tx) error {
 
 // applyMy runs the transactions on one connection whose session writes
 // TIMESTAMP values in UTC (the runner passes them as UTC text) in strict
-// mode (so a value that does not fit is an error, not a warning); the
-// session's settings are put back afterwards, since the connection
-// returns to the caller's pool.
-func (w *Workload) applyMy(ctx context.Context, db *sql.DB, txs []Tx) (err error) {
+// mode (so a value that does not fit is an error, not a warning) and logs
+// them in form; the session's settings are put back afterwards, since the
+// connection returns to the caller's pool.
+func (w *Workload) applyMy(ctx context.Context, db *sql.DB, txs []Tx, form SessionForm) (err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("workload: connect: %w", err)
@@ -95,11 +95,15 @@ func (w *Workload) applyMy(ctx context.Context, db *sql.DB, txs []Tx) (err error
 	if err := conn.QueryRowContext(ctx, "SELECT @@session.time_zone, @@session.sql_mode").Scan(&tz, &mode); err != nil {
 		return fmt.Errorf("workload: read session settings: %w", err)
 	}
-	if _, err := conn.ExecContext(ctx, "SET time_zone = '+00:00', sql_mode = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'"); err != nil {
+	set, reset := "", ""
+	if a, b := form.assignments(); a != "" {
+		set, reset = ", "+a, ", "+b
+	}
+	if _, err := conn.ExecContext(ctx, "SET time_zone = '+00:00', sql_mode = 'STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'"+set); err != nil {
 		return fmt.Errorf("workload: set session: %w", err)
 	}
 	defer func() {
-		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET time_zone = ?, sql_mode = ?", tz, mode); rerr != nil && err == nil {
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "SET time_zone = ?, sql_mode = ?"+reset, tz, mode); rerr != nil && err == nil {
 			err = fmt.Errorf("workload: restore session: %w", rerr)
 		}
 	}()

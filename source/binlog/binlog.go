@@ -31,6 +31,11 @@
 // rows without logging them stop the stream with an error naming the table
 // and column; nothing after that statement is emitted.
 //
+// A session that logs partial rows (binlog_row_image NOBLOB or MINIMAL)
+// or statements (binlog_format STATEMENT or MIXED), whatever the global
+// settings Open checks, stops the stream at the first such event of a
+// streamed table, before any change of it (SessionLogError, sessionlog.go).
+//
 // XA transactions that write a streamed table stop the stream (XAError):
 // the binlog holds their rows at XA PREPARE, before their outcome. A start
 // position whose binlog the source purged is refused at Open
@@ -122,6 +127,7 @@ type Reader struct {
 	flavor string
 	tables []*sluice.Table
 	repl   map[string]*sluice.Table // "schema.table" -> described table
+	dbs    map[string]bool          // databases of the streamed tables, lower case (streamedDBs)
 	colls  map[uint64]collation     // collation id -> name and character set
 	start  sluice.Position
 

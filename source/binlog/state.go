@@ -40,6 +40,8 @@ type state struct {
 
 	sub uint32 // numbers the event being handled inside a compressed payload
 
+	stmtWarned map[string]bool // databases warned about statement-logged writes
+
 	// Progress markers: dirty when the position moved past something that
 	// produced no change since the last change or marker.
 	dirty      bool
@@ -370,6 +372,11 @@ func (s *state) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 		if schema, table, ok := truncateOf(q, string(e.Schema)); ok {
 			return s.truncate(ctx, h, schema, table)
 		}
+		if dml, err := s.statement(h, string(e.Schema), q); err != nil {
+			return err
+		} else if dml && s.inTxn {
+			return nil // a write to other tables, part of its transaction
+		}
 		if err := ddlCheckCols(q, string(e.Schema), func(schema, table string) bool {
 			return s.r.repl[schema+"."+table] != nil
 		}, s.hasColumn); err != nil {
@@ -410,6 +417,16 @@ func (s *state) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 			if err := s.handle(ctx, &replication.BinlogEvent{RawData: inner.RawData, Header: &ih, Event: inner.Event}); err != nil {
 				return err
 			}
+		}
+	case *replication.ExecuteLoadQueryEvent:
+		// LOAD DATA logged as a statement (its file came before, in
+		// BEGIN_LOAD_QUERY events), inside its transaction.
+		db, q, ok := loadQuery(ev.RawData)
+		if !ok {
+			return fmt.Errorf("binlog: cannot read the LOAD DATA statement logged ending at %s", s.at(h))
+		}
+		if _, err := s.statement(h, db, q); err != nil {
+			return err
 		}
 	case *replication.TableMapEvent:
 		return s.tableMap(e)
@@ -726,6 +743,11 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 		op = sluice.OpDelete
 	default:
 		return fmt.Errorf("binlog: table %s: unsupported rows event %s (partial JSON updates?)", tm.name, h.EventType)
+	}
+	if first < n {
+		if err := s.partialRows(h, e, tm, op, step); err != nil {
+			return err
+		}
 	}
 	at := time.Unix(int64(h.Timestamp), 0).UTC()
 	s.pos.base() // fill the cache on the original, not on the copies below

@@ -478,9 +478,13 @@ func (r *Reader) readWhere(ctx context.Context, t *sluice.Table, rg fmt.Stringer
 // session's time_zone is keyrange.MySession's (set at Begin), which is
 // also the one Read renders TIMESTAMPs in.
 func (r *Reader) Digest(ctx context.Context, t *sluice.Table, rg tablecopy.Range) (tablecopy.Digest, error) {
+	types, err := r.columnTypes(ctx, t)
+	if err != nil {
+		return tablecopy.Digest{}, err
+	}
 	cols := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
-		cols[i] = QuoteIdent(c.Name)
+		cols[i] = keyrange.MyDigestColumn(QuoteIdent(c.Name), types[i].columnType)
 	}
 	qk := make([]string, len(t.Key))
 	for i, n := range t.KeyNames() {

@@ -93,6 +93,13 @@ type lane struct {
 	// round trip: how long the next takes, roughly, until the model is
 	// fitted.
 	perChange time.Duration
+	// last is the position of the last change the lane committed (in this
+	// run, or, while a recovery is under way, the run before), lastSeq
+	// its number in this run (0: the run before's), under multi.mu: the
+	// lane's row must keep naming it when lane 0 writes the watermark
+	// (see flush).
+	last    sluice.Position
+	lastSeq uint64
 }
 
 // ahead is how many changes may be routed to the lane ahead of its
@@ -184,6 +191,7 @@ func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 	if rec := s.cfg.Recovery; rec != nil && rec.Lanes > 1 && len(rec.Last) > 0 {
 		m.rec = rec
 		m.active = rec.Lanes
+		m.lanes[0].last = rec.Last[0]
 		s.log.Info("recovering lanes: the changes they committed past the checkpoint are skipped when read again",
 			"lanes", rec.Lanes, "lanes_ahead", len(rec.Last), "from", s.cfg.Start.Position.String())
 	}
@@ -841,6 +849,13 @@ func (m *multi) flush(ctx context.Context) error {
 	m.cpSeq++
 	cp := sluice.Checkpoint{Stream: s.cfg.ID, Seq: m.cpSeq, Applied: m.appliedAt(w), Time: time.Now().UTC(), Position: m.wPos,
 		Lane: 0, Lanes: m.active, Last: m.wPos, Routing: s.cfg.Routing}
+	if l0 := m.lanes[0]; l0.lastSeq > w || (l0.lastSeq == 0 && !l0.last.IsZero()) {
+		// Lane 0 committed changes past the watermark (another lane holds
+		// it back), or did in the run before and a recovery is under way:
+		// the row keeps naming the last of them, so that a restart skips
+		// them rather than applying them again (see Recovery).
+		cp.Last = l0.last
+	}
 	allDone := w == m.next-1
 	m.mu.Unlock()
 	applyCtx, cancel := s.inFlight(ctx)

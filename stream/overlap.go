@@ -471,6 +471,8 @@ func (m *multi) chainAfter(ctx context.Context, l *lane, f *flight, next **prepa
 		cancel()
 	}
 	items := l.q.peekFrom(first, want, s.cfg.MaxBatchBytes)
+	k, _ := m.ready(l, l.head, first, len(items))
+	items = items[:k]
 	if len(items) == 0 {
 		return nil
 	}

@@ -28,9 +28,10 @@ type docRow struct{ v, body string }
 
 // strictDocs applies batches of docs as the real targets do, and fails
 // where they fail: an image that leaves the body unchanged needs the row
-// on the target (its body is kept), and a key change in place needs the
-// row at its old key and none at its new one. A change applied out of its
-// source order shows as one of these failures, or as a row that differs.
+// on the target (its body is kept), and a key change in place (a table's
+// moves, first, or an ordered one) needs the row at its old key and none
+// at its new one. A change applied out of its source order shows as one of
+// these failures, or as a row that differs.
 func strictDocs(rows map[string]docRow, b *apply.Batch) error {
 	upsert := func(r sluice.Row) error {
 		k := r[0].Text
@@ -45,7 +46,28 @@ func strictDocs(rows map[string]docRow, b *apply.Batch) error {
 		rows[k] = d
 		return nil
 	}
+	move := func(c sluice.Change) error {
+		old, ok := rows[c.Key[0].Text]
+		if !ok {
+			return fmt.Errorf("key change %s → %s: no row has the old key on the target", c.Key[0].Text, c.Row[0].Text)
+		}
+		if _, taken := rows[c.Row[0].Text]; taken {
+			return fmt.Errorf("key change %s → %s: the new key is taken on the target", c.Key[0].Text, c.Row[0].Text)
+		}
+		delete(rows, c.Key[0].Text)
+		d := docRow{v: c.Row[1].Text, body: c.Row[2].Text}
+		if c.Row[2].Unchanged {
+			d.body = old.body
+		}
+		rows[c.Row[0].Text] = d
+		return nil
+	}
 	for _, tb := range b.Tables {
+		for _, c := range tb.Moves {
+			if err := move(c); err != nil {
+				return err
+			}
+		}
 		for _, k := range tb.Deletes {
 			delete(rows, k[0].Text)
 		}
@@ -60,19 +82,9 @@ func strictDocs(rows map[string]docRow, b *apply.Batch) error {
 		case c.Op == sluice.OpDelete:
 			delete(rows, c.Key[0].Text)
 		case c.Op == sluice.OpUpdate && c.Key[0].Text != c.Row[0].Text:
-			old, ok := rows[c.Key[0].Text]
-			if !ok {
-				return fmt.Errorf("key change %s → %s: no row has the old key on the target", c.Key[0].Text, c.Row[0].Text)
+			if err := move(c); err != nil {
+				return err
 			}
-			if _, taken := rows[c.Row[0].Text]; taken {
-				return fmt.Errorf("key change %s → %s: the new key is taken on the target", c.Key[0].Text, c.Row[0].Text)
-			}
-			delete(rows, c.Key[0].Text)
-			d := docRow{v: c.Row[1].Text, body: c.Row[2].Text}
-			if c.Row[2].Unchanged {
-				d.body = old.body
-			}
-			rows[c.Row[0].Text] = d
 		default:
 			if err := upsert(c.Row); err != nil {
 				return err

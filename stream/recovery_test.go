@@ -175,8 +175,13 @@ func runLaned(t *testing.T, db *laneRows, cs []sluice.Change, start sluice.Check
 func restart(db *laneRows) (sluice.Checkpoint, *Recovery) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	cps := make([]sluice.Checkpoint, 0, len(db.cps))
-	for _, cp := range db.cps {
+	return restartFrom(db.cps)
+}
+
+// restartFrom is restart from the lanes' rows cps.
+func restartFrom(rows map[int]sluice.Checkpoint) (sluice.Checkpoint, *Recovery) {
+	cps := make([]sluice.Checkpoint, 0, len(rows))
+	for _, cp := range rows {
 		cps = append(cps, cp)
 	}
 	start, _ := apply.Resume(cps)

@@ -775,27 +775,12 @@ func kmCell(rs []kmRun, engine, variant string, rtt time.Duration) (rate float64
 
 func renderKeyMoves(kc keyMovesConfig, rs []kmRun, live []kmLive, took time.Duration) string {
 	var b strings.Builder
-	shape := shapeFor(kc.scale)
 	fmt.Fprintf(&b, "\n## Key moves (issue 29), %s (section took %s)\n\n", time.Now().Format("2006-01-02 15:04"), took.Round(time.Second))
-	fmt.Fprintf(&b, "The native section's lab backlog (%s inserts, %s updates, %s deletes in %d-change source transactions, then a marker) in `items (id, k, c, pad, body)`, every %dth row with a 3.2 kB incompressible body (TOASTed on PostgreSQL). "+
-		"**moves**: every second update transaction moves one of its rows to id + %s instead of updating it (5%% of the updates; alternately a row with a large body, which PostgreSQL logs without it, and one without); on MariaDB every fourth also swaps two unique names of `tags` (%d rows) through a temporary one. "+
-		"**plain**: the same rows updated in place, as many changes. sluice `%s`, resuming a stream started with `--from-now` before the backlog, through the proxy in front of the target; timed until the lanes' checkpoint rows on the target count every change, tables checked equal (CompareTables, CHECKSUM TABLE). Median of %d run(s).\n\n",
-		thousands(float64(shape.inserts)), thousands(float64(shape.updates)), thousands(float64(shape.deletes)), nativeTxSize, kmBigEvery, thousands(kmMoveOffset), kmTags,
-		strings.Join(kc.extra, " "), kc.runs)
 	if len(rs) > 0 {
 		renderKeyMovesBacklog(&b, kc, rs)
 	}
 	if len(live) > 0 {
-		fmt.Fprintf(&b, "\n### Live load: pgbench -c %d -R %d (its three keyed tables; 0: unthrottled) and a session moving TOASTed rows of docs to new keys, PostgreSQL → PostgreSQL over the %s, for %v\n\n",
-			kc.pgbenchC, kc.pgbenchR, linkLabel(kc.rtts[len(kc.rtts)-1]), kc.liveFor)
-		b.WriteString("| kill -9 | key moves | source changes/s | sluice changes/s (load) | per 5 s | lag at the load's end | equal after the load's end |\n|---:|---:|---:|---:|---|---:|---|\n")
-		for _, l := range live {
-			eq := fmt.Sprintf("%.1f s", l.equalAfter.Seconds())
-			if !l.equal {
-				eq = "**not equal**: " + firstLine(l.note)
-			}
-			fmt.Fprintf(&b, "| %d | %d | %s | %s | %v | %.1f s | %s |\n", l.kills, l.moves, thousands(l.sourceRate), thousands(l.sluiceRate), l.samples, l.lagAtEnd.Seconds(), eq)
-		}
+		renderKeyMovesLive(&b, kc, live)
 	}
 	b.WriteString("\n")
 	return b.String()
@@ -803,6 +788,12 @@ func renderKeyMoves(kc keyMovesConfig, rs []kmRun, live []kmLive, took time.Dura
 
 // renderKeyMovesBacklog is the backlog runs' table and ratios.
 func renderKeyMovesBacklog(b *strings.Builder, kc keyMovesConfig, rs []kmRun) {
+	shape := shapeFor(kc.scale)
+	fmt.Fprintf(b, "The native section's lab backlog (%s inserts, %s updates, %s deletes in %d-change source transactions, then a marker) in `items (id, k, c, pad, body)`, every %dth row with a 3.2 kB incompressible body (TOASTed on PostgreSQL). "+
+		"**moves**: every second update transaction moves one of its rows to id + %s instead of updating it (5%% of the updates; alternately a row with a large body, which PostgreSQL logs without it, and one without); on MariaDB every fourth also swaps two unique names of `tags` (%d rows) through a temporary one. "+
+		"**plain**: the same rows updated in place, as many changes. sluice `%s`, resuming a stream started with `--from-now` before the backlog, through the proxy in front of the target; timed until the lanes' checkpoint rows on the target count every change, tables checked equal (CompareTables, CHECKSUM TABLE). Median of %d run(s).\n\n",
+		thousands(float64(shape.inserts)), thousands(float64(shape.updates)), thousands(float64(shape.deletes)), nativeTxSize, kmBigEvery, thousands(kmMoveOffset), kmTags,
+		strings.Join(kc.extra, " "), kc.runs)
 	b.WriteString("| engine | backlog |")
 	for _, rtt := range kc.rtts {
 		fmt.Fprintf(b, " %s |", linkLabel(rtt))
@@ -843,5 +834,19 @@ func renderKeyMovesBacklog(b *strings.Builder, kc keyMovesConfig, rs []kmRun) {
 			}
 			fmt.Fprintf(b, "* %s, %s: moves ÷ plain **%.2f** (%s vs %s; goal ≥ %.1f) %s\n", eng, linkLabel(rtt), m/p, kRate(m), kRate(p), goalKeyMoves, mark)
 		}
+	}
+}
+
+// renderKeyMovesLive is the live runs' table.
+func renderKeyMovesLive(b *strings.Builder, kc keyMovesConfig, live []kmLive) {
+	fmt.Fprintf(b, "\n### Live load: pgbench -c %d -R %d (its three keyed tables; 0: unthrottled) and a session moving TOASTed rows of docs to new keys, PostgreSQL → PostgreSQL over the %s, for %v\n\n",
+		kc.pgbenchC, kc.pgbenchR, linkLabel(kc.rtts[len(kc.rtts)-1]), kc.liveFor)
+	b.WriteString("| kill -9 | key moves | source changes/s | sluice changes/s (load) | per 5 s | lag at the load's end | equal after the load's end |\n|---:|---:|---:|---:|---|---:|---|\n")
+	for _, l := range live {
+		eq := fmt.Sprintf("%.1f s", l.equalAfter.Seconds())
+		if !l.equal {
+			eq = "**not equal**: " + firstLine(l.note)
+		}
+		fmt.Fprintf(b, "| %d | %d | %s | %s | %v | %.1f s | %s |\n", l.kills, l.moves, thousands(l.sourceRate), thousands(l.sluiceRate), l.samples, l.lagAtEnd.Seconds(), eq)
 	}
 }

@@ -509,11 +509,7 @@ func TestKeyMovesRecoverExactlyOnce(t *testing.T) {
 	var rec *Recovery
 	ahead := 0
 	for round := 0; ; round++ {
-		from := 0
-		if !start.Position.IsZero() {
-			n, _ := strconv.Atoi(start.Position.Token)
-			from = n + 1
-		}
+		from := nextAfter(start)
 		if rec != nil {
 			ahead += len(rec.Last)
 		}

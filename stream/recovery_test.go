@@ -178,6 +178,16 @@ func restart(db *laneRows) (sluice.Checkpoint, *Recovery) {
 	return restartFrom(db.cps)
 }
 
+// nextAfter is the index of the first test change after start's position
+// (the test positions are the changes' indexes).
+func nextAfter(start sluice.Checkpoint) int {
+	if start.Position.IsZero() {
+		return 0
+	}
+	n, _ := strconv.Atoi(start.Position.Token)
+	return n + 1
+}
+
 // restartFrom is restart from the lanes' rows cps.
 func restartFrom(rows map[int]sluice.Checkpoint) (sluice.Checkpoint, *Recovery) {
 	cps := make([]sluice.Checkpoint, 0, len(rows))
@@ -210,11 +220,7 @@ func TestLanesRecoverExactlyOnce(t *testing.T) {
 			var rec *Recovery
 			ahead := 0
 			for round := 0; ; round++ {
-				from := 0
-				if !start.Position.IsZero() {
-					n, _ := strconv.Atoi(start.Position.Token)
-					from = n + 1
-				}
+				from := nextAfter(start)
 				if rec != nil {
 					ahead += len(rec.Last)
 				}

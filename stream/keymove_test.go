@@ -570,3 +570,42 @@ func TestKeyMovesRecoverExactlyOnce(t *testing.T) {
 	}
 	t.Logf("seed %d: %d lane stops past the watermark, %d transactions", seed, ahead, db.applies)
 }
+
+// BenchmarkOrderByKey is the dispatcher's cost per change of ordering key
+// moves: moves is one change in how many that moves a key (0: none, so
+// the keys are not tracked).
+func BenchmarkOrderByKey(b *testing.B) {
+	for _, every := range []int{0, 40} {
+		b.Run(fmt.Sprintf("move every %d", every), func(b *testing.B) {
+			const lanes, behind = 4, 20_000
+			m := &multi{s: &Stream{}, active: lanes, next: 1, keys: keyOrder{idle: keyOrderIdle, minPrune: keyOrderPrune}}
+			for i := range lanes {
+				m.lanes = append(m.lanes, &lane{id: i})
+			}
+			hashes := make([]uint64, 100_000)
+			for i := range hashes {
+				hashes[i] = m.routeHash(table, sluice.Row{sluice.Text(strconv.Itoa(i))})
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				seq := m.next
+				m.next++
+				h := hashes[i%len(hashes)]
+				l := m.lanes[h%lanes]
+				l.fifo = append(l.fifo, seq)
+				moved := every > 0 && i%every == 0
+				m.orderByKey(l, seq, h, hashes[(i+7)%len(hashes)], moved)
+				l.routed++
+				if seq > behind && i%1000 == 0 {
+					m.w = seq - behind
+					for _, o := range m.lanes {
+						for len(o.fifo) > 0 && o.fifo[0] <= m.w {
+							o.fifo = o.fifo[1:]
+						}
+						o.waits = o.waits[:0]
+					}
+				}
+			}
+		})
+	}
+}

@@ -138,8 +138,8 @@ type laneWait struct {
 type keyOrder struct {
 	// last holds, by the key's routing hash (routeHash), the newest change
 	// numbered from on whose new key, or whose old key when it moved the
-	// row to another lane, the key is. nil while no move between lanes
-	// happened for keyOrderIdle changes.
+	// row to another lane, the key is, unless its lane committed it. nil
+	// while no move between lanes happened for keyOrderIdle changes.
 	last map[uint64]keyChange
 	from uint64
 	// lastMove numbers the newest move between lanes; pruneAt is the size
@@ -152,11 +152,21 @@ type keyOrder struct {
 	minPrune int
 }
 
-// keyChange is a change's number and lane.
-type keyChange struct {
-	seq  uint64
-	lane int
+// keyChange is a change's number and lane in one word (the map holds a
+// change per key of a backlog while moves happen): the number above
+// keyChangeLaneBits bits, the lane in them.
+type keyChange uint64
+
+// keyChangeLaneBits bounds the lanes keyChange holds (2^20) and leaves it
+// 2^44 changes of one run.
+const keyChangeLaneBits = 20
+
+func newKeyChange(seq uint64, lane int) keyChange {
+	return keyChange(seq<<keyChangeLaneBits | uint64(lane))
 }
+
+func (c keyChange) seq() uint64 { return uint64(c) >> keyChangeLaneBits }
+func (c keyChange) lane() int   { return int(uint64(c) & (1<<keyChangeLaneBits - 1)) }
 
 const (
 	// keyOrderIdle is how many changes after the last move between lanes
@@ -501,11 +511,11 @@ func (m *multi) orderByKey(l *lane, seq, h, oldH uint64, moved bool) {
 		k.last, k.from, k.pruneAt = map[uint64]keyChange{}, seq, k.minPrune
 	}
 	if e, ok := k.last[h]; ok {
-		m.waitFor(l, e.lane, e.seq)
+		m.waitFor(l, e.lane(), e.seq())
 	}
 	if moved {
 		if e, ok := k.last[oldH]; ok {
-			m.waitFor(l, e.lane, e.seq)
+			m.waitFor(l, e.lane(), e.seq())
 		} else if from >= 0 {
 			// The old key's last change, if it is not committed, came
 			// before the tracking began: the move waits for every change
@@ -513,17 +523,18 @@ func (m *multi) orderByKey(l *lane, seq, h, oldH uint64, moved bool) {
 			m.waitFor(l, from, k.from-1)
 		}
 		if from >= 0 {
-			k.last[oldH] = keyChange{seq, l.id}
+			k.last[oldH] = newKeyChange(seq, l.id)
 			k.lastMove = seq
 		}
 	}
-	k.last[h] = keyChange{seq, l.id}
+	k.last[h] = newKeyChange(seq, l.id)
 	switch {
 	case seq-k.lastMove > k.idle && k.lastMove <= m.w:
 		k.last = nil
 	case len(k.last) >= k.pruneAt:
+		// A change its lane committed makes nothing wait any more.
 		for kh, e := range k.last {
-			if e.seq <= m.w {
+			if m.committedTo(e.lane(), e.seq()) {
 				delete(k.last, kh)
 			}
 		}

@@ -43,12 +43,19 @@ type Batch struct {
 }
 
 // TableBatch is the compacted work for one table, applied in this order:
-// the truncate, the deletes, the upserts.
+// the truncate, the moves, the deletes, the upserts.
 type TableBatch struct {
 	Table *sluice.Table
 	// Truncate removes every row of the table first: the source truncated
 	// it, and Deletes and Upserts hold what happened after.
 	Truncate bool
+	// Moves are updates that change a row's primary key while leaving
+	// values unsent (PostgreSQL's unchanged TOAST columns), in source
+	// order: each moves the row at its old key (Change.Key) to its new
+	// image in place, keeping the values it does not carry. No change of
+	// the batch before a move touched either of its keys but another move;
+	// Deletes and Upserts hold what came after.
+	Moves []sluice.Change
 	// Deletes holds the keys (aligned with Table.Key) of rows that end the
 	// batch absent.
 	Deletes []sluice.Row
@@ -68,14 +75,21 @@ type keyState struct {
 
 // Compact folds changes, in source order, into a Batch.
 //
+// An update that changes a row's primary key while leaving values unsent
+// (PostgreSQL's unchanged TOAST columns) that no earlier image in the
+// batch supplies must move the row in place: only the row on the target
+// holds those values. When no earlier change of the batch but another such
+// move touched its old or its new key, it goes to TableBatch.Moves, which
+// the target applies before the table's deletes and upserts: the target
+// then holds the row where the source had it before the changes after the
+// move, which are compacted as usual.
+//
 // The changes of a table go to Batch.Ordered, uncompacted, when inOrder
 // says so (the caller saw the table's compacted changes break a constraint:
 // a unique value one row releases and another takes, a parent its child
-// needs) or when compaction cannot keep them exact: an update that changes
-// a row's primary key while leaving values unsent (PostgreSQL's unchanged
-// TOAST columns) that no earlier image in the batch supplies. Only the row
-// on the target holds those values, so it must be updated in place, and
-// each later change of the table must see it where the source had it.
+// needs) or when compaction cannot keep them exact: such a move of a key
+// that an earlier change of the batch touched. Each later change of the
+// table must then see the row where the source had it.
 //
 // Every other table is compacted per key: the last image wins, a key whose
 // last change is a delete is deleted (even when the batch also inserted
@@ -115,6 +129,8 @@ type Compactor struct {
 	tables     []*sluice.Table
 	truncated  map[sluice.TableName]bool
 	ordered    map[sluice.TableName]bool
+	// moves are each table's moves in place (see TableBatch.Moves).
+	moves map[*sluice.Table][]sluice.Change
 	// asked caches inOrder per table: it takes a lock, and a batch has
 	// tens of thousands of changes of a handful of tables.
 	asked  map[sluice.TableName]bool
@@ -141,6 +157,13 @@ func (c *Compactor) touchTable(t *sluice.Table) {
 		c.tableOrder[t] = len(c.tables)
 		c.tables = append(c.tables, t)
 	}
+}
+
+// state is the key's state in the batch, nil when no change of the batch
+// (but a move in place) touched it.
+func (c *Compactor) state(t *sluice.Table, key sluice.Row) *keyState {
+	c.keyBuf = appendKey(c.keyBuf[:0], t, key)
+	return c.states[string(c.keyBuf)]
 }
 
 func (c *Compactor) touch(t *sluice.Table, key sluice.Row) *keyState {
@@ -194,6 +217,14 @@ func (c *Compactor) Add(changes []sluice.Change) {
 			if oldKey == nil {
 				oldKey = newKey
 			}
+			if !KeysEqual(oldKey, newKey) && hasUnchanged(ch.Row) && c.state(ch.Table, oldKey) == nil && c.state(ch.Table, newKey) == nil {
+				c.touchTable(ch.Table)
+				if c.moves == nil {
+					c.moves = map[*sluice.Table][]sluice.Change{}
+				}
+				c.moves[ch.Table] = append(c.moves[ch.Table], *ch)
+				continue
+			}
 			var prev sluice.Row
 			if !KeysEqual(oldKey, newKey) {
 				old := c.touch(ch.Table, oldKey)
@@ -219,6 +250,11 @@ func (c *Compactor) Add(changes []sluice.Change) {
 		case sluice.OpTruncate:
 			c.touchTable(ch.Table)
 			c.truncated[name] = true
+			for t := range c.moves {
+				if t.Name == name {
+					delete(c.moves, t)
+				}
+			}
 			for _, st := range c.order {
 				if st.table.Name == name && !st.gone {
 					st.gone = true
@@ -245,7 +281,8 @@ func (c *Compactor) Batch() *Batch {
 	tbs := make([]*TableBatch, len(c.tables))
 	truncated := c.truncated
 	for i, t := range c.tables {
-		tbs[i] = &TableBatch{Table: t}
+		tbs[i] = &TableBatch{Table: t, Moves: c.moves[t]}
+		b.Rows += len(tbs[i].Moves)
 		// The truncate goes with the table's first TableBatch, so that it
 		// runs before every row the batch leaves in the table.
 		if truncated[t.Name] {
@@ -269,7 +306,11 @@ func (c *Compactor) Batch() *Batch {
 		}
 	}
 	for _, tb := range tbs {
-		if !c.ordered[tb.Table.Name] && (tb.Truncate || len(tb.Deletes)+len(tb.Upserts) > 0) {
+		if c.ordered[tb.Table.Name] {
+			b.Rows -= len(tb.Moves) // in Ordered, with the table's other changes
+			continue
+		}
+		if tb.Truncate || len(tb.Moves)+len(tb.Deletes)+len(tb.Upserts) > 0 {
 			b.Tables = append(b.Tables, tb)
 		}
 	}

@@ -175,8 +175,10 @@ func renderOrdered(b *Batch) string {
 // TestCompactKeyChangesOverUnsentValues covers the chains that once wrote
 // NULL over TOASTed values: a key changed twice (A→B→C), and back (A→B→A),
 // with the big value unsent. Only the row on the target has it, so the
-// table's changes must be applied in place, in source order; a batch
-// where an earlier image supplies the value stays compacted.
+// rows are moved in place: first, when no other change of the batch
+// touched their keys before, else with the table's changes in source
+// order; a batch where an earlier image supplies the value stays
+// compacted.
 func TestCompactKeyChangesOverUnsentValues(t *testing.T) {
 	docs := table("public", "docs", []int{0}, "id", "n", "body")
 	other := table("public", "other", []int{0}, "id", "v")
@@ -185,16 +187,27 @@ func TestCompactKeyChangesOverUnsentValues(t *testing.T) {
 		changes       []sluice.Change
 		ordered, rest string
 	}{
+		// Moves in place, first: only moves touched their keys before.
 		{"A→B→C", []sluice.Change{upd(docs, []string{"1"}, "1001", "2", "?"), upd(docs, []string{"1001"}, "2001", "2", "?")},
-			"~docs[1][1001 2 (unchanged)] ~docs[1001][2001 2 (unchanged)]", ""},
+			"", "public.docs: ~[1][1001 2 (unchanged)] ~[1001][2001 2 (unchanged)]"},
 		{"A→B→A", []sluice.Change{upd(docs, []string{"1"}, "2", "5", "?"), upd(docs, []string{"2"}, "1", "6", "?")},
-			"~docs[1][2 5 (unchanged)] ~docs[2][1 6 (unchanged)]", ""},
+			"", "public.docs: ~[1][2 5 (unchanged)] ~[2][1 6 (unchanged)]"},
 		{"the issue's writer", []sluice.Change{
 			upd(docs, []string{"7"}, "1007", "3", "?"),
 			upd(docs, []string{"1007"}, "2007", "3", "?"),
 			upd(docs, nil, "2", "9", "?"),
 			ins(other, "1", "x"),
-		}, "~docs[7][1007 3 (unchanged)] ~docs[1007][2007 3 (unchanged)] ~docs[2][2 9 (unchanged)]", "public.other: +[1 x]"},
+		}, "", "public.docs: ~[7][1007 3 (unchanged)] ~[1007][2007 3 (unchanged)] +[2 9 (unchanged)]\npublic.other: +[1 x]"},
+		{"changes after a move: compacted after it", []sluice.Change{
+			upd(docs, []string{"1"}, "5", "2", "?"), upd(docs, nil, "5", "3", "?"), ins(docs, "1", "4", "new"), del(docs, "9"),
+		}, "", "public.docs: ~[1][5 2 (unchanged)] -[9] +[5 3 (unchanged)] +[1 4 new]"},
+		// A move of a key the batch changed before: the table in order.
+		{"move of a key changed before", []sluice.Change{upd(docs, nil, "1", "2", "?"), upd(docs, []string{"1"}, "5", "3", "?"), ins(other, "1", "x")},
+			"~docs[1][1 2 (unchanged)] ~docs[1][5 3 (unchanged)]", "public.other: +[1 x]"},
+		{"move into a key deleted before", []sluice.Change{del(docs, "5"), upd(docs, []string{"1"}, "5", "3", "?")},
+			"-docs[5] ~docs[1][5 3 (unchanged)]", ""},
+		{"truncate drops the moves before it", []sluice.Change{upd(docs, []string{"1"}, "5", "3", "?"), {Table: docs, Op: sluice.OpTruncate}, ins(docs, "2", "1", "b")},
+			"", "public.docs: ! +[2 1 b]"},
 		{"filled from the batch: compacted", []sluice.Change{ins(docs, "1", "1", "big"), upd(docs, []string{"1"}, "2", "1", "?"), upd(docs, []string{"2"}, "3", "2", "?")},
 			"", "public.docs: -[1] -[2] +[3 2 big]"},
 		{"same key unsent: compacted", []sluice.Change{upd(docs, nil, "1", "2", "?"), upd(docs, nil, "1", "3", "?")},
@@ -223,6 +236,9 @@ func renderTruncates(b *Batch) string {
 		var parts []string
 		if tb.Truncate {
 			parts = append(parts, "!")
+		}
+		for _, c := range tb.Moves {
+			parts = append(parts, "~"+fmt.Sprint(c.Key)+fmt.Sprint(c.Row))
 		}
 		for _, k := range tb.Deletes {
 			parts = append(parts, "-"+fmt.Sprint(k))
@@ -373,9 +389,27 @@ func applyModel(rows map[string][2]string, b *Batch) (map[string][2]string, erro
 			dst[1] = img[2].Text
 		}
 	}
+	move := func(c sluice.Change) error {
+		v, ok := rows[c.Key[0].Text]
+		if !ok {
+			return fmt.Errorf("update of missing row %v", c.Key)
+		}
+		if _, taken := rows[c.Row[0].Text]; taken && c.Row[0].Text != c.Key[0].Text {
+			return fmt.Errorf("key change onto an existing row %v", c.Row)
+		}
+		delete(rows, c.Key[0].Text)
+		set(&v, c.Row)
+		rows[c.Row[0].Text] = v
+		return nil
+	}
 	for _, tb := range b.Tables {
 		if tb.Truncate {
 			clear(rows)
+		}
+		for _, c := range tb.Moves {
+			if err := move(c); err != nil {
+				return nil, err
+			}
 		}
 		for _, k := range tb.Deletes {
 			delete(rows, k[0].Text)
@@ -400,16 +434,9 @@ func applyModel(rows map[string][2]string, b *Batch) (map[string][2]string, erro
 			set(&v, c.Row)
 			rows[c.Row[0].Text] = v
 		case sluice.OpUpdate:
-			v, ok := rows[c.Key[0].Text]
-			if !ok {
-				return nil, fmt.Errorf("update of missing row %v", c.Key)
+			if err := move(c); err != nil {
+				return nil, err
 			}
-			if _, taken := rows[c.Row[0].Text]; taken && c.Row[0].Text != c.Key[0].Text {
-				return nil, fmt.Errorf("key change onto an existing row %v", c.Row)
-			}
-			delete(rows, c.Key[0].Text)
-			set(&v, c.Row)
-			rows[c.Row[0].Text] = v
 		}
 	}
 	return rows, nil

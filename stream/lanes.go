@@ -40,11 +40,27 @@ import (
 // until every lane's Last is passed, and Config.Routing fingerprints the
 // groups.
 //
-// An update that moves a row to a key of another lane, and a truncate, are
-// applied alone, with every lane drained before and after it, so that the
-// changes on either side keep their order. The lane count changes only
-// while every lane is drained, for the same reason, and the drained
-// watermark is written before the switch.
+// An update that moves a row to a key of another lane (a key move) is
+// routed by its new key like any change, and ordered with the changes of
+// its old key, which are in another lane, by dependencies: a change waits
+// only for the changes of other lanes not yet committed that touch one of
+// its keys, as MySQL's WRITESET and TiCDC's causality order parallel
+// appliers. A move waits for the old key's last change (in the old key's
+// lane), and the old key's later changes wait for the move; a change of a
+// key that a move left earlier, or a move into it, waits for that move.
+// The dispatcher records each wait with the waiting change (laneWait); a
+// lane's transaction, sent alone or overlapped (see Overlap), ends before
+// the first change whose wait is not over, and the lane goes on once the
+// other lane committed. Nothing else waits: the lanes' FIFOs, their
+// recovery (which needs only the routing and each lane's order) and the
+// watermark work as before. keyOrder says which changes touch a key; it
+// is kept only while moves between lanes happen (see orderByKey).
+//
+// A truncate of a table routed by key touches every lane: it is applied
+// with every lane drained before and after it (truncates are rare, and a
+// dependency on one would be a check per change of its table). The lane
+// count changes only while every lane is drained, for the same reason, and
+// the drained watermark is written before the switch.
 
 // Recovery is what the lanes of a stream that stopped without draining
 // them (kill -9, a crash) had committed past the checkpoint it resumes
@@ -93,7 +109,73 @@ type lane struct {
 	// round trip: how long the next takes, roughly, until the model is
 	// fitted.
 	perChange time.Duration
+	// last is the position of the last change the lane committed (in this
+	// run, or, while a recovery is under way, the run before), lastSeq
+	// its number in this run (0: the run before's), under multi.mu: the
+	// lane's row must keep naming it when lane 0 writes the watermark
+	// (see flush).
+	last    sluice.Position
+	lastSeq uint64
+	// routed counts the changes routed to the lane (the number the lane's
+	// queue gives the next), and waits are those of its changes queued
+	// that wait for a change of another lane, in their order: both under
+	// multi.mu.
+	routed uint64
+	waits  []laneWait
 }
+
+// laneWait says that the lane's change numbered num (as its queue numbers
+// them) goes into no transaction before lane's changes up to seq (the
+// stream's numbering) are committed: one of them touches one of its keys.
+type laneWait struct {
+	num  uint64
+	lane int
+	seq  uint64
+}
+
+// keyOrder says, while key moves between lanes happen, which change
+// touched each key last (see orderByKey).
+type keyOrder struct {
+	// last holds, by the key's routing hash (routeHash), the newest change
+	// numbered from on whose new key, or whose old key when it moved the
+	// row to another lane, the key is, unless its lane committed it. nil
+	// while no move between lanes happened for keyOrderIdle changes.
+	last map[uint64]keyChange
+	from uint64
+	// lastMove numbers the newest move between lanes; pruneAt is the size
+	// at which last drops its committed changes.
+	lastMove uint64
+	pruneAt  int
+	// idle and minPrune are keyOrderIdle and keyOrderPrune (tests make
+	// them smaller).
+	idle     uint64
+	minPrune int
+}
+
+// keyChange is a change's number and lane in one word (the map holds a
+// change per key of a backlog while moves happen): the number above
+// keyChangeLaneBits bits, the lane in them.
+type keyChange uint64
+
+// keyChangeLaneBits bounds the lanes keyChange holds (2^20) and leaves it
+// 2^44 changes of one run.
+const keyChangeLaneBits = 20
+
+func newKeyChange(seq uint64, lane int) keyChange {
+	return keyChange(seq<<keyChangeLaneBits | uint64(lane))
+}
+
+func (c keyChange) seq() uint64 { return uint64(c) >> keyChangeLaneBits }
+func (c keyChange) lane() int   { return int(uint64(c) & (1<<keyChangeLaneBits - 1)) }
+
+const (
+	// keyOrderIdle is how many changes after the last move between lanes
+	// (once it is committed) the keys stop being tracked.
+	keyOrderIdle = 1 << 20
+	// keyOrderPrune is the least size at which the tracked keys drop the
+	// committed changes.
+	keyOrderPrune = 1 << 16
+)
 
 // ahead is how many changes may be routed to the lane ahead of its
 // commits: laneAhead of its batches, at the size the lane would give a
@@ -149,13 +231,16 @@ type multi struct {
 	// like changes but are none.
 	markers       []uint64
 	passedMarkers uint64
-	ackMu         sync.Mutex
+	// keys orders the changes of one key routed to different lanes.
+	keys  keyOrder
+	ackMu sync.Mutex
 }
 
 func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 	m := &multi{s: s, changed: make(chan struct{}), next: 1,
 		active: 1, cpSeq: s.cfg.Start.Seq,
-		wPos: s.cfg.Start.Position, durableCP: s.cfg.Start, flushWake: make(chan struct{}, 1)}
+		wPos: s.cfg.Start.Position, durableCP: s.cfg.Start, flushWake: make(chan struct{}, 1),
+		keys: keyOrder{idle: keyOrderIdle, minPrune: keyOrderPrune}}
 	n := len(s.beats)
 	per := s.cfg.MaxQueueBytes / int64(2*n)
 	for i := 0; i < n; i++ {
@@ -184,6 +269,7 @@ func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 	if rec := s.cfg.Recovery; rec != nil && rec.Lanes > 1 && len(rec.Last) > 0 {
 		m.rec = rec
 		m.active = rec.Lanes
+		m.lanes[0].last = rec.Last[0]
 		s.log.Info("recovering lanes: the changes they committed past the checkpoint are skipped when read again",
 			"lanes", rec.Lanes, "lanes_ahead", len(rec.Last), "from", s.cfg.Start.Position.String())
 	}
@@ -239,15 +325,20 @@ func (m *multi) sizeQueues() {
 }
 
 // laneOf routes a change of table t to one of n lanes: by the table's
-// group when it has one, else by (table, key). The hash is FNV-1a, not a
-// seeded one, so that a restart routes as the run before it did (see
-// Recovery).
+// group when it has one, else by (table, key).
 func (m *multi) laneOf(t *sluice.Table, key sluice.Row, n int) int {
+	return int(m.routeHash(t, key) % uint64(n))
+}
+
+// routeHash is the hash a change of table t with key is routed by (modulo
+// the lane count). It is FNV-1a, not a seeded one, so that a restart
+// routes as the run before it did (see Recovery).
+func (m *multi) routeHash(t *sluice.Table, key sluice.Row) uint64 {
 	h := fnv.New64a()
 	if g := m.s.cfg.Groups[t.Name]; g != "" {
 		h.Write([]byte{2})
 		h.Write([]byte(g))
-		return int(h.Sum64() % uint64(n))
+		return h.Sum64()
 	}
 	h.Write([]byte{1})
 	h.Write([]byte(t.Name.String()))
@@ -259,7 +350,7 @@ func (m *multi) laneOf(t *sluice.Table, key sluice.Row, n int) int {
 		h.Write([]byte{0, 0})
 		h.Write([]byte(v.Text))
 	}
-	return int(h.Sum64() % uint64(n))
+	return h.Sum64()
 }
 
 // RoutingVersion names the lane routing above; it is part of the
@@ -341,16 +432,21 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 					continue
 				}
 			}
-			n := m.active
-			target := m.laneOf(c.Table, c.NewKey(), n)
-			// A change whose rows are in more than one lane is applied
-			// with every lane drained on either side of it.
-			barrier := c.Op == sluice.OpTruncate && m.s.cfg.Groups[c.Table.Name] == ""
+			byKey := m.s.cfg.Groups[c.Table.Name] == ""
+			// A truncate of a table routed by key touches rows of every
+			// lane: it is applied with every lane drained on either side
+			// of it.
+			barrier := c.Op == sluice.OpTruncate && byKey
+			var h, oldH uint64
+			moved := false
 			if c.Op == sluice.OpTruncate {
-				target = m.laneOf(c.Table, nil, n)
-			}
-			if c.Op == sluice.OpUpdate && c.Key != nil && m.s.cfg.Groups[c.Table.Name] == "" && m.laneOf(c.Table, c.Key, n) != target {
-				barrier = true
+				h = m.routeHash(c.Table, nil)
+			} else {
+				key := c.NewKey()
+				h = m.routeHash(c.Table, key)
+				if byKey && c.Op == sluice.OpUpdate && c.Key != nil && !apply.KeysEqual(c.Key, key) {
+					oldH, moved = m.routeHash(c.Table, c.Key), true
+				}
 			}
 			if barrier {
 				if err := m.drain(ctx); err != nil {
@@ -366,8 +462,12 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 			seq := m.next
 			m.next++
 			m.positions.push(c.Pos)
-			l := m.lanes[target]
+			l := m.lanes[h%uint64(m.active)]
 			l.fifo = append(l.fifo, seq)
+			if byKey && c.Op != sluice.OpTruncate {
+				m.orderByKey(l, seq, h, oldH, moved)
+			}
+			l.routed++
 			m.mu.Unlock()
 			// A lane holds a few batches' worth, not its whole share of the
 			// queue: what is routed must be committed before the lane
@@ -383,6 +483,106 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 			}
 		}
 	}
+}
+
+// orderByKey records what the lane's change seq, just routed to it, waits
+// for: the changes of other lanes not yet committed that touch its key
+// (routing hash h) or, when it moved the row to a new key, its old key
+// (oldH). Call with m.mu held.
+//
+// Only a move between lanes makes a key's changes span lanes, so the keys
+// are tracked only while such moves happen: the first one after a while
+// starts the tracking and, knowing nothing of the changes before it, waits
+// for every change of its old key's lane routed so far (as a move whose
+// old key the tracking has not seen since does); the tracking stops once
+// the last move is committed and keyOrderIdle changes followed it. It
+// costs a map lookup and store per change while on, nothing while off.
+func (m *multi) orderByKey(l *lane, seq, h, oldH uint64, moved bool) {
+	k := &m.keys
+	n := uint64(m.active)
+	from := -1 // the old key's lane, when the row moves to another lane
+	if moved && int(oldH%n) != l.id {
+		from = int(oldH % n)
+	}
+	if k.last == nil {
+		if from < 0 {
+			return
+		}
+		k.last, k.from, k.pruneAt = map[uint64]keyChange{}, seq, k.minPrune
+	}
+	if e, ok := k.last[h]; ok {
+		m.waitFor(l, e.lane(), e.seq())
+	}
+	if moved {
+		if e, ok := k.last[oldH]; ok {
+			m.waitFor(l, e.lane(), e.seq())
+		} else if from >= 0 {
+			// The old key's last change, if it is not committed, came
+			// before the tracking began: the move waits for every change
+			// routed to the old key's lane before then.
+			m.waitFor(l, from, k.from-1)
+		}
+		if from >= 0 {
+			k.last[oldH] = newKeyChange(seq, l.id)
+			k.lastMove = seq
+		}
+	}
+	k.last[h] = newKeyChange(seq, l.id)
+	switch {
+	case seq-k.lastMove > k.idle && k.lastMove <= m.w:
+		k.last = nil
+	case len(k.last) >= k.pruneAt:
+		// A change its lane committed makes nothing wait any more.
+		for kh, e := range k.last {
+			if m.committedTo(e.lane(), e.seq()) {
+				delete(k.last, kh)
+			}
+		}
+		k.pruneAt = max(2*len(k.last), k.minPrune)
+	}
+}
+
+// waitFor makes the lane's change being routed wait until lane o's changes
+// up to seq are committed, unless o is the lane itself (its changes commit
+// in order) or they are. Call with m.mu held.
+func (m *multi) waitFor(l *lane, o int, seq uint64) {
+	if o == l.id || m.committedTo(o, seq) {
+		return
+	}
+	l.waits = append(l.waits, laneWait{num: l.routed, lane: o, seq: seq})
+}
+
+// committedTo reports whether lane o's changes numbered up to seq are all
+// committed. Call with m.mu held.
+func (m *multi) committedTo(o int, seq uint64) bool {
+	f := m.lanes[o].fifo
+	return len(f) == 0 || f[0] > seq
+}
+
+// ready is how many of the k changes queued in the lane from its change
+// numbered from on may go into a transaction now: those before the first
+// that waits for another lane's changes not yet committed (see laneWait).
+// changed is closed by the next commit. head is the lane's first change
+// not committed: the waits before it are over and dropped.
+func (m *multi) ready(l *lane, head, from uint64, k int) (n int, changed <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := 0
+	for i < len(l.waits) && l.waits[i].num < head {
+		i++
+	}
+	if i > 0 {
+		l.waits = append(l.waits[:0], l.waits[i:]...)
+	}
+	for _, w := range l.waits {
+		if w.num >= from+uint64(k) {
+			break
+		}
+		if w.num >= from && !m.committedTo(w.lane, w.seq) {
+			return int(w.num - from), m.changed
+		}
+	}
+	return k, m.changed
 }
 
 // pass numbers a change that needs no applying (a progress marker, or one
@@ -711,6 +911,20 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 			wait = max(min(wait, time.Until(flushAt)), time.Millisecond)
 		}
 		items := l.q.peek(ctx, want, s.cfg.MaxBatchBytes, wait, wake)
+		if k, changed := m.ready(l, l.head, l.head, len(items)); k < len(items) {
+			if k == 0 {
+				// The lane's next change waits for another lane's commit.
+				t := time.NewTimer(s.cfg.IdleWait)
+				select {
+				case <-ctx.Done():
+				case <-changed:
+				case <-t.C:
+				}
+				t.Stop()
+				continue
+			}
+			items = items[:k]
+		}
 		if len(items) == 0 {
 			if l.id != 0 {
 				continue
@@ -841,6 +1055,13 @@ func (m *multi) flush(ctx context.Context) error {
 	m.cpSeq++
 	cp := sluice.Checkpoint{Stream: s.cfg.ID, Seq: m.cpSeq, Applied: m.appliedAt(w), Time: time.Now().UTC(), Position: m.wPos,
 		Lane: 0, Lanes: m.active, Last: m.wPos, Routing: s.cfg.Routing}
+	if l0 := m.lanes[0]; l0.lastSeq > w || (l0.lastSeq == 0 && !l0.last.IsZero()) {
+		// Lane 0 committed changes past the watermark (another lane holds
+		// it back), or did in the run before and a recovery is under way:
+		// the row keeps naming the last of them, so that a restart skips
+		// them rather than applying them again (see Recovery).
+		cp.Last = l0.last
+	}
 	allDone := w == m.next-1
 	m.mu.Unlock()
 	applyCtx, cancel := s.inFlight(ctx)

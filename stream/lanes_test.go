@@ -345,9 +345,7 @@ func TestBatchesCompactedAheadSurviveFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// Key moves drain the lanes, which then hold too little to
-			// compact ahead: the single loop has them.
-			cs, want := orderWorkload(3000, tt.lanes == 1)
+			cs, want := orderWorkload(3000, true)
 			db := &sharedRows{rows: map[string]string{}, failEvery: tt.failEvery}
 			rd := &scriptReader{cs: cs}
 			store := &memStore{target: &rowTarget{rows: map[string]string{}}}

@@ -210,6 +210,7 @@ func (m *multi) land(ctx context.Context, l *lane, f, then *flight) error {
 	l.head += uint64(len(f.cs)) // with the drop: they number the queue
 
 	m.mu.Lock()
+	l.last, l.lastSeq = f.cp.Last, l.fifo[len(f.cs)-1]
 	l.fifo = l.fifo[len(f.cs):]
 	m.advanceLocked()
 	allDone := m.w == m.next-1
@@ -470,6 +471,8 @@ func (m *multi) chainAfter(ctx context.Context, l *lane, f *flight, next **prepa
 		cancel()
 	}
 	items := l.q.peekFrom(first, want, s.cfg.MaxBatchBytes)
+	k, _ := m.ready(l, l.head, first, len(items))
+	items = items[:k]
 	if len(items) == 0 {
 		return nil
 	}

@@ -25,6 +25,9 @@ type laneRows struct {
 	rows    map[string]string
 	cps     map[int]sluice.Checkpoint
 	applied map[string]int // change position → commits
+	// hold, when set, runs before each transaction: it can delay it, or
+	// fail it.
+	hold func(ctx context.Context, b *apply.Batch) error
 }
 
 func newLaneRows() *laneRows {
@@ -52,7 +55,12 @@ type laneConn struct {
 	slow time.Duration
 }
 
-func (t *laneConn) Apply(_ context.Context, b *apply.Batch, cp sluice.Checkpoint) error {
+func (t *laneConn) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint) error {
+	if t.db.hold != nil {
+		if err := t.db.hold(ctx, b); err != nil {
+			return err
+		}
+	}
 	time.Sleep(time.Millisecond + t.slow)
 	t.db.mu.Lock()
 	defer t.db.mu.Unlock()
@@ -167,8 +175,23 @@ func runLaned(t *testing.T, db *laneRows, cs []sluice.Change, start sluice.Check
 func restart(db *laneRows) (sluice.Checkpoint, *Recovery) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	cps := make([]sluice.Checkpoint, 0, len(db.cps))
-	for _, cp := range db.cps {
+	return restartFrom(db.cps)
+}
+
+// nextAfter is the index of the first test change after start's position
+// (the test positions are the changes' indexes).
+func nextAfter(start sluice.Checkpoint) int {
+	if start.Position.IsZero() {
+		return 0
+	}
+	n, _ := strconv.Atoi(start.Position.Token)
+	return n + 1
+}
+
+// restartFrom is restart from the lanes' rows cps.
+func restartFrom(rows map[int]sluice.Checkpoint) (sluice.Checkpoint, *Recovery) {
+	cps := make([]sluice.Checkpoint, 0, len(rows))
+	for _, cp := range rows {
 		cps = append(cps, cp)
 	}
 	start, _ := apply.Resume(cps)
@@ -197,11 +220,7 @@ func TestLanesRecoverExactlyOnce(t *testing.T) {
 			var rec *Recovery
 			ahead := 0
 			for round := 0; ; round++ {
-				from := 0
-				if !start.Position.IsZero() {
-					n, _ := strconv.Atoi(start.Position.Token)
-					from = n + 1
-				}
+				from := nextAfter(start)
 				if rec != nil {
 					ahead += len(rec.Last)
 				}
@@ -429,4 +448,109 @@ func (t orderedTarget) Apply(ctx context.Context, b *apply.Batch, cp sluice.Chec
 		}
 	}
 	return nil
+}
+
+// keysOfLanes returns, for each of n lanes, count keys of table that are
+// routed to it.
+func keysOfLanes(n, count int) [][]string {
+	probe := &multi{s: &Stream{}}
+	out := make([][]string, n)
+	for i, full := 0, 0; full < n; i++ {
+		k := "k" + strconv.Itoa(i)
+		l := probe.laneOf(table, sluice.Row{sluice.Text(k)}, n)
+		if len(out[l]) < count {
+			out[l] = append(out[l], k)
+			if len(out[l]) == count {
+				full++
+			}
+		}
+	}
+	return out
+}
+
+// keyInserts is an insert of each key, positioned by its index, and the
+// rows they leave.
+func keyInserts(keys []string) ([]sluice.Change, map[string]string) {
+	var cs []sluice.Change
+	want := map[string]string{}
+	for i, k := range keys {
+		cs = append(cs, sluice.Change{Table: table, Op: sluice.OpInsert, Row: sluice.Row{sluice.Text(k), sluice.Text("v" + k)},
+			Pos: sluice.Position{Kind: "test", Token: strconv.Itoa(i)}})
+		want[k] = "v" + k
+	}
+	return cs, want
+}
+
+// batchHas reports whether b writes the row of key k.
+func batchHas(b *apply.Batch, k string) bool {
+	for _, tb := range b.Tables {
+		for _, r := range tb.Upserts {
+			if r[0].Text == k {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestLaneZeroWatermarkKeepsItsLast (issue 28, item 5): lane 0 writes the
+// watermark when the lanes went quiet ahead of what their rows hold, here
+// while lane 1 is stuck on an earlier change and lane 0's own changes lie
+// past the watermark. Its row must still name lane 0's last change, so
+// that after a kill the restart skips those changes rather than applying
+// them a second time.
+func TestLaneZeroWatermarkKeepsItsLast(t *testing.T) {
+	lanes := keysOfLanes(4, 6)
+	stuck, first, second := lanes[1][0], lanes[2][0], lanes[3][0]
+	// Lanes 2 and 3 send their change together and lane 3 commits last,
+	// so that its row holds a watermark older than the one its commit
+	// makes true: lane 0, done with its own changes, writes that one.
+	cs, want := keyInserts(append([]string{first, second, stuck}, lanes[0]...))
+	db := newLaneRows()
+	released := make(chan struct{})
+	db.hold = func(ctx context.Context, b *apply.Batch) error {
+		var d time.Duration
+		switch {
+		case batchHas(b, first):
+			d = 50 * time.Millisecond
+		case batchHas(b, second):
+			d = 150 * time.Millisecond
+		case batchHas(b, stuck):
+			select {
+			case <-released: // the run after the kill
+				return nil
+			default:
+			}
+			<-ctx.Done() // stuck until the kill
+			return ctx.Err()
+		}
+		time.Sleep(d)
+		return nil
+	}
+	runLaned(t, db, cs, sluice.Checkpoint{}, nil, 4, 4, func(*Stream) bool {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		return db.cps[0].Position.Token == "1" // lane 0 wrote the watermark: the change before the stuck one
+	})
+	close(released)
+	db.mu.Lock()
+	lane0 := db.cps[0]
+	db.mu.Unlock()
+	start, rec := restart(db)
+	if start.Position.Token != "1" {
+		t.Fatalf("restart at %v, want the watermark lane 0 wrote (1)", start.Position)
+	}
+	runLaned(t, db, cs[2:], start, rec, 4, 4, func(s *Stream) bool {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		return maps.Equal(db.rows, want) && s.Stats().CaughtUp
+	})
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for _, c := range cs {
+		if n := db.applied[c.Pos.Token]; n != 1 {
+			t.Errorf("change %s (%s) committed %d times, want once (lane 0's row before the kill: watermark %s, last %s)",
+				c.Pos.Token, c.Row[0].Text, n, lane0.Position.Token, lane0.Last.Token)
+		}
+	}
 }

@@ -992,7 +992,8 @@ func classify(err error, lost bool) error {
 }
 
 // plan turns a batch into statements: per compacted table its truncate,
-// its deletes, then (for a table with nullable unique secondary keys) the
+// its moves in place (with their checks), its deletes, then (for a table
+// with nullable unique secondary keys) the
 // release of the unique values that change, then its upserts grouped by
 // the set of columns present; then the ordered changes, one statement each,
 // in source order.
@@ -1009,6 +1010,11 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 		}
 		if tb.Truncate {
 			stmts = append(stmts, statement{table: d.src, sql: buildTruncate(d.ident), what: "truncate of " + d.display})
+		}
+		for _, mv := range tb.Moves {
+			if stmts, err = d.appendKeyChange(stmts, mv.Key, mv.Row); err != nil {
+				return nil, err
+			}
 		}
 		stmts, err = d.appendDeletes(stmts, tb.Deletes, limit)
 		if err != nil {

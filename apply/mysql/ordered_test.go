@@ -50,8 +50,16 @@ func TestUniqueSwapNotNull(t *testing.T) {
 }
 
 // TestKeyChainKeepsUnsentValues: a PostgreSQL source's key changes over
-// an unsent TOASTed value, into MySQL: moved in place in source order.
+// an unsent TOASTed value, into MySQL: moved in place, first with the
+// table's other changes compacted after them, or with all of them in
+// source order.
 func TestKeyChainKeepsUnsentValues(t *testing.T) {
+	for _, inOrder := range []bool{false, true} {
+		t.Run(fmt.Sprintf("in order %v", inOrder), func(t *testing.T) { testKeyChainKeepsUnsentValues(t, inOrder) })
+	}
+}
+
+func testKeyChainKeepsUnsentValues(t *testing.T, inOrder bool) {
 	each(t, func(t *testing.T, v variant) {
 		dsn, db := testDB(t,
 			"CREATE TABLE docs (id int PRIMARY KEY, n int, body mediumtext)",
@@ -63,14 +71,22 @@ func TestKeyChainKeepsUnsentValues(t *testing.T) {
 		keyChange := func(from, to, n string) sluice.Change {
 			return sluice.Change{Table: docs, Op: sluice.OpUpdate, Key: row(from), Row: sluice.Row{sluice.Text(to), sluice.Text(n), unsent}}
 		}
+		var order func(sluice.TableName) bool
+		if inOrder {
+			order = func(sluice.TableName) bool { return true }
+		}
 		b := apply.Compact([]sluice.Change{
 			keyChange("1", "1001", "1"), keyChange("1001", "2001", "2"),
 			keyChange("2", "4", "1"), keyChange("4", "2", "2"),
-		}, nil)
+			{Table: docs, Op: sluice.OpUpdate, Key: row("2001"), Row: sluice.Row{sluice.Text("2001"), sluice.Text("7"), unsent}},
+		}, order)
+		if moved := len(b.Ordered) == 0 && len(b.Tables) == 1 && len(b.Tables[0].Moves) == 4; moved == inOrder {
+			t.Fatalf("batch = %+v, want the 4 moves first (or, in order, the table's 5 changes in order)", b)
+		}
 		if err := tg.Apply(ctx, b, sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := fmt.Sprint(dump(t, db, "docs")), "[2001|2|body one 2|2|body two]"; got != want {
+		if got, want := fmt.Sprint(dump(t, db, "docs")), "[2001|7|body one 2|2|body two]"; got != want {
 			t.Fatalf("got %v, want %v", got, want)
 		}
 		err := tg.Apply(ctx, apply.Compact([]sluice.Change{keyChange("77", "78", "1")}, nil), sluice.Checkpoint{Stream: "s", Seq: 2})

@@ -49,8 +49,16 @@ func TestUniqueSwapNeedsSourceOrder(t *testing.T) {
 
 // TestKeyChainKeepsUnsentValues: a key changed twice (and another row's
 // back and forth) with the big value unsent, as PostgreSQL sends TOASTed
-// columns: the rows move in place and keep their bodies.
+// columns: the rows move in place and keep their bodies, moved first with
+// the table's other changes compacted after them, or with all of them in
+// source order.
 func TestKeyChainKeepsUnsentValues(t *testing.T) {
+	for _, inOrder := range []bool{false, true} {
+		t.Run(fmt.Sprintf("in order %v", inOrder), func(t *testing.T) { testKeyChainKeepsUnsentValues(t, inOrder) })
+	}
+}
+
+func testKeyChainKeepsUnsentValues(t *testing.T, inOrder bool) {
 	modes(t, func(t *testing.T, mode Mode) {
 		url, conn := testDB(t,
 			"CREATE TABLE docs (id int PRIMARY KEY, n int, body text)",
@@ -63,18 +71,23 @@ func TestKeyChainKeepsUnsentValues(t *testing.T) {
 		keyChange := func(from, to, n string) sluice.Change {
 			return sluice.Change{Table: docs, Op: sluice.OpUpdate, Key: row(from), Row: sluice.Row{sluice.Text(to), sluice.Text(n), unsent}}
 		}
+		var order func(sluice.TableName) bool
+		if inOrder {
+			order = allInOrder
+		}
 		b := apply.Compact([]sluice.Change{
 			keyChange("1", "1001", "1"), keyChange("1001", "2001", "2"), // A→B→C
 			keyChange("2", "4", "1"), keyChange("4", "2", "2"), // A→B→A
 			{Table: docs, Op: sluice.OpUpdate, Key: row("3"), Row: sluice.Row{sluice.Text("3"), sluice.Text("9"), unsent}},
-		}, nil)
-		if len(b.Ordered) != 5 {
-			t.Fatalf("batch = %+v, want the table's 5 changes in order", b)
+			{Table: docs, Op: sluice.OpUpdate, Key: row("2001"), Row: sluice.Row{sluice.Text("2001"), sluice.Text("7"), unsent}},
+		}, order)
+		if moved := len(b.Ordered) == 0 && len(b.Tables) == 1 && len(b.Tables[0].Moves) == 4; moved == inOrder {
+			t.Fatalf("batch = %+v, want the 4 moves first (or, in order, the table's 6 changes in order)", b)
 		}
 		if err := tg.Apply(ctx, b, sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
 			t.Fatal(err)
 		}
-		want := `[(2,2,"body two") (2001,2,"body one") (3,9,"body three")]` // text order
+		want := `[(2,2,"body two") (2001,7,"body one") (3,9,"body three")]` // text order
 		if got := dump(t, conn, "docs"); fmt.Sprint(got) != want {
 			t.Fatalf("got %v, want %v", got, want)
 		}

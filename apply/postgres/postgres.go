@@ -757,8 +757,9 @@ func classify(err error, connLost bool) error {
 }
 
 // plan turns a batch into statements: per compacted table its truncate,
-// its deletes, then its upserts grouped by the set of columns present;
-// then the ordered changes, one statement each, in source order.
+// its moves in place (one statement each), its deletes, then its upserts
+// grouped by the set of columns present; then the ordered changes, one
+// statement each, in source order.
 func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]statement, error) {
 	var stmts []statement
 	for _, tb := range b.Tables {
@@ -768,6 +769,13 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 		}
 		if tb.Truncate {
 			stmts = append(stmts, d.truncateStatement())
+		}
+		for _, mv := range tb.Moves {
+			st, err := d.keyChangeStatement(mv.Key, mv.Row)
+			if err != nil {
+				return nil, err
+			}
+			stmts = append(stmts, st)
 		}
 		stmts, err = d.appendDeletes(stmts, tb.Deletes, perRow)
 		if err != nil {

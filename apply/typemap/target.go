@@ -194,6 +194,14 @@ func (t *Target) convert(ctx context.Context, b *apply.Batch) (*apply.Batch, err
 		}
 		ob := &apply.TableBatch{Table: m.out, Truncate: tb.Truncate,
 			Deletes: make([]sluice.Row, len(tb.Deletes)), Upserts: make([]sluice.Row, len(tb.Upserts))}
+		if len(tb.Moves) > 0 {
+			ob.Moves = make([]sluice.Change, len(tb.Moves))
+		}
+		for j, c := range tb.Moves {
+			if ob.Moves[j], err = m.change(c); err != nil {
+				return nil, err
+			}
+		}
 		for j, k := range tb.Deletes {
 			if ob.Deletes[j], err = m.key(k); err != nil {
 				return nil, err
@@ -214,21 +222,29 @@ func (t *Target) convert(ctx context.Context, b *apply.Batch) (*apply.Batch, err
 		if err != nil {
 			return nil, err
 		}
-		oc := c
-		oc.Table = m.out
-		if c.Key != nil {
-			if oc.Key, err = m.key(c.Key); err != nil {
-				return nil, err
-			}
+		if out.Ordered[i], err = m.change(c); err != nil {
+			return nil, err
 		}
-		if c.Row != nil {
-			if oc.Row, err = m.row(c.Row); err != nil {
-				return nil, err
-			}
-		}
-		out.Ordered[i] = oc
 	}
 	return out, nil
+}
+
+// change converts a change of the source table: its table, key and row.
+func (m *tableMap) change(c sluice.Change) (sluice.Change, error) {
+	oc := c
+	oc.Table = m.out
+	var err error
+	if c.Key != nil {
+		if oc.Key, err = m.key(c.Key); err != nil {
+			return oc, err
+		}
+	}
+	if c.Row != nil {
+		if oc.Row, err = m.row(c.Row); err != nil {
+			return oc, err
+		}
+	}
+	return oc, nil
 }
 
 // sourceNames renames the tables of a constraint error to their source

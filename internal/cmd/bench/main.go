@@ -25,7 +25,10 @@
 // MariaDB's replicas catching up one backlog over a 0 ms and a 96 ms
 // proxy, issue 14; -native-scale scales it down) and
 // "verify" (verify.go: sluice verify against a row-by-row comparison
-// through counted 96 ms links, and its accuracy cases, issue 12).
+// through counted 96 ms links, and its accuracy cases, issue 12) and
+// "keymoves" (keymoves.go: a backlog with primary-key changes against the
+// same without, and with -keymoves-live a live load that moves keys,
+// issue 29).
 package main
 
 import (
@@ -105,6 +108,7 @@ type config struct {
 	copy     copyConfig
 	verify   verifyConfig
 	native   nativeConfig
+	keymoves keyMovesConfig
 }
 
 const (
@@ -112,7 +116,7 @@ const (
 	secController = "controller"
 )
 
-var allSections = []string{secSources, secController, secCopy, secNative, secVerify}
+var allSections = []string{secSources, secController, secCopy, secNative, secVerify, secKeyMoves}
 
 func main() {
 	var cfg config
@@ -138,6 +142,7 @@ func main() {
 	copyDone := copyFlags(&cfg.copy)
 	verifyDone := verifyFlags(&cfg.verify)
 	nativeDone := nativeFlags(&cfg.native)
+	keyMovesDone := keyMovesFlags(&cfg.keymoves)
 	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file")
 	flag.Parse()
 	var err error
@@ -164,6 +169,9 @@ func main() {
 	}
 	if err == nil {
 		err = verifyDone()
+	}
+	if err == nil {
+		err = keyMovesDone()
 	}
 	if err == nil && (cfg.ctl.changes < 1 || cfg.ctl.maxLanes < 1 || cfg.ctl.killAfter <= 0 || cfg.ctl.killBudget <= 0 || cfg.ctl.runLimit <= 0) {
 		err = errors.New("controller section: -controller-changes, -controller-max-lanes, -controller-kill-after, -controller-kill-budget and -controller-run-limit must be positive")
@@ -474,6 +482,17 @@ func run(ctx context.Context, cfg config) error {
 		if err != nil {
 			fmt.Print(report)
 			return fmt.Errorf("native: %w", err)
+		}
+	}
+	if slices.Contains(cfg.sections, secKeyMoves) {
+		kmBegan := time.Now()
+		kr, live, err := e.benchKeyMoves(ctx)
+		if len(kr) > 0 || len(live) > 0 {
+			report += renderKeyMoves(cfg.keymoves, kr, live, time.Since(kmBegan))
+		}
+		if err != nil {
+			fmt.Print(report)
+			return fmt.Errorf("keymoves: %w", err)
 		}
 	}
 	fmt.Print(report)

@@ -283,10 +283,13 @@ func myConnect(ctx context.Context, u string) (*sql.DB, error) {
 	return db, nil
 }
 
-// sameMyTables compares the bench table on both sides, with the server's
-// own CHECKSUM TABLE (the stored bytes): the bench claims nothing it did
-// not check.
-func sameMyTables(ctx context.Context, srcURL, dstURL string) (bool, error) {
+// sameMyTables compares tables (the bench table when none is named) on
+// both sides, with the server's own CHECKSUM TABLE (the stored bytes): the
+// bench claims nothing it did not check.
+func sameMyTables(ctx context.Context, srcURL, dstURL string, tables ...string) (bool, error) {
+	if len(tables) == 0 {
+		tables = []string{"items"}
+	}
 	var dbs [2]*sql.DB
 	for i, u := range []string{srcURL, dstURL} {
 		db, err := myConnect(ctx, u)
@@ -296,7 +299,7 @@ func sameMyTables(ctx context.Context, srcURL, dstURL string) (bool, error) {
 		defer db.Close()
 		dbs[i] = db
 	}
-	if err := dbtest.CompareChecksumTable(ctx, dbs[0], dbs[1], "items"); err != nil {
+	if err := dbtest.CompareChecksumTable(ctx, dbs[0], dbs[1], tables...); err != nil {
 		fmt.Fprintf(os.Stderr, "    MISMATCH: %v\n", err)
 		return false, nil
 	}

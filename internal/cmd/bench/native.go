@@ -121,24 +121,34 @@ func nativeFlags(nc *nativeConfig) func() error {
 		if nc.rtts, err = parseRTTs("-native-rtt", rtts); err != nil {
 			return err
 		}
-		nc.engines = nil
-		for _, f := range strings.Split(engines, ",") {
-			f = strings.ToLower(strings.TrimSpace(f))
-			if f == "" {
-				continue
-			}
-			if f != "postgres" && f != "mariadb" {
-				return fmt.Errorf("-native-engines: unknown engine %q (want postgres, mariadb)", f)
-			}
-			if !slices.Contains(nc.engines, f) {
-				nc.engines = append(nc.engines, f)
-			}
-		}
-		if len(nc.engines) == 0 {
-			return errors.New("-native-engines: no engine given")
-		}
-		return nil
+		nc.engines, err = parseEngines("-native-engines", engines)
+		return err
 	}
+}
+
+// errNoEngine is parseEngines' error for a list that names none.
+var errNoEngine = errors.New("no engine given")
+
+// parseEngines reads flag's comma-separated list of engines (postgres,
+// mariadb), each once.
+func parseEngines(flag, s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.ToLower(strings.TrimSpace(f))
+		if f == "" {
+			continue
+		}
+		if f != "postgres" && f != "mariadb" {
+			return nil, fmt.Errorf("%s: unknown engine %q (want postgres, mariadb)", flag, f)
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: %w", flag, errNoEngine)
+	}
+	return out, nil
 }
 
 // backlogShape is the backlog's size: ids 1..inserts inserted, 1..updates
@@ -179,6 +189,44 @@ func (b backlogShape) statements(pg bool) []string {
 		return fmt.Sprintf("DELETE FROM items WHERE id BETWEEN %d AND %d", lo, hi)
 	})
 	return append(out, fmt.Sprintf("INSERT INTO items VALUES (%d, 0, 'marker', 'marker')", markerID))
+}
+
+// pgWriteBacklog writes stmts (see writeBacklog) on the PostgreSQL source
+// at srcURL, without waiting for each commit's flush: the source's write
+// speed is not measured.
+func pgWriteBacklog(ctx context.Context, srcURL string, stmts []string) error {
+	conn, err := connect(ctx, srcURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "SET synchronous_commit = off"); err != nil {
+		return err
+	}
+	return writeBacklog(stmts, func(b string) error { _, err := conn.Exec(ctx, b); return err })
+}
+
+// myWriteBacklog writes stmts (see writeBacklog) on the MariaDB source at
+// srcURL, with its commits not flushed to disk meanwhile (the source's
+// write speed is not measured; the target keeps its setting).
+func myWriteBacklog(ctx context.Context, srcURL string, stmts []string) error {
+	sdb, err := myConnectMulti(ctx, srcURL)
+	if err != nil {
+		return err
+	}
+	defer sdb.Close()
+	var flush int
+	if err := sdb.QueryRowContext(ctx, "SELECT @@GLOBAL.innodb_flush_log_at_trx_commit").Scan(&flush); err != nil {
+		return fmt.Errorf("source: innodb_flush_log_at_trx_commit: %w", err)
+	}
+	if _, err := sdb.ExecContext(ctx, "SET GLOBAL innodb_flush_log_at_trx_commit = 2"); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	err = writeBacklog(stmts, func(b string) error { _, err := sdb.ExecContext(ctx, b); return err })
+	if _, rerr := sdb.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("SET GLOBAL innodb_flush_log_at_trx_commit = %d", flush)); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // writeBacklog runs stmts as one transaction each, many transactions per
@@ -227,6 +275,8 @@ type nativeEnv struct {
 	sluice string // the binary
 	shape  backlogShape
 	out    []nativeRun
+	// tables are sluice's --tables, comma-separated; "" for nativeTable.
+	tables string
 }
 
 func (e *env) benchNative(ctx context.Context) ([]nativeRun, error) {
@@ -349,16 +399,7 @@ func (ne *nativeEnv) postgresRun(ctx context.Context, run int) error {
 		}
 	}
 	t0 := time.Now()
-	conn, err := connect(ctx, srcURL)
-	if err != nil {
-		return err
-	}
-	_, err = conn.Exec(ctx, "SET synchronous_commit = off") // the source's write speed is not measured
-	if err == nil {
-		err = writeBacklog(ne.shape.statements(true), func(b string) error { _, err := conn.Exec(ctx, b); return err })
-	}
-	conn.Close(context.WithoutCancel(ctx))
-	if err != nil {
+	if err := pgWriteBacklog(ctx, srcURL, ne.shape.statements(true)); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "    backlog written in %.1f s\n", time.Since(t0).Seconds())
@@ -509,17 +550,13 @@ func pgMarkerOn(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	return ok, err
 }
 
-func pgEqual(ctx context.Context, srcURL, dstURL string) (bool, error) {
-	var sides [2]*pgx.Conn
-	for i, u := range []string{srcURL, dstURL} {
-		conn, err := connect(ctx, u)
-		if err != nil {
-			return false, err
-		}
-		defer conn.Close(context.WithoutCancel(ctx))
-		sides[i] = conn
+// pgEqual compares tables (nativeTable when none is named) on both sides,
+// read in binary form, and prints the first differences.
+func pgEqual(ctx context.Context, srcURL, dstURL string, tables ...string) (bool, error) {
+	if len(tables) == 0 {
+		tables = []string{nativeTable}
 	}
-	diffs, err := dbtest.CompareTables(ctx, dbtest.DB{PG: sides[0]}, dbtest.DB{PG: sides[1]}, nativeTable)
+	diffs, err := pgDiffs(ctx, srcURL, dstURL, tables...)
 	if err != nil {
 		return false, err
 	}
@@ -597,24 +634,11 @@ func (ne *nativeEnv) mariadbRun(ctx context.Context, run int) error {
 	defer sdb.Close()
 	var file string
 	var pos int64
-	var flush int
-	if err := sdb.QueryRowContext(ctx, "SELECT @@GLOBAL.innodb_flush_log_at_trx_commit").Scan(&flush); err != nil {
-		return fmt.Errorf("source: innodb_flush_log_at_trx_commit: %w", err)
-	}
 	if err := scanMasterStatus(ctx, sdb, &file, &pos); err != nil {
 		return err
 	}
 	t0 := time.Now()
-	// The source's write speed is not measured: its commits need not
-	// reach the disk (the source only; the target keeps its setting).
-	if _, err := sdb.ExecContext(ctx, "SET GLOBAL innodb_flush_log_at_trx_commit = 2"); err != nil {
-		return fmt.Errorf("source: %w", err)
-	}
-	err = writeBacklog(ne.shape.statements(false), func(b string) error { _, err := sdb.ExecContext(ctx, b); return err })
-	if _, rerr := sdb.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("SET GLOBAL innodb_flush_log_at_trx_commit = %d", flush)); err == nil {
-		err = rerr
-	}
-	if err != nil {
+	if err := myWriteBacklog(ctx, srcURL, ne.shape.statements(false)); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "    backlog written in %.1f s (binlog from %s:%d)\n", time.Since(t0).Seconds(), file, pos)
@@ -843,15 +867,11 @@ func (ne *nativeEnv) sluiceCatchUp(ctx context.Context, system string, run int, 
 	marker func(context.Context) (bool, error), equal func(context.Context) (bool, error)) (nativeRun, error) {
 	res := nativeRun{system: system, rtt: rtt, run: run, changes: ne.shape.changes()}
 	fmt.Fprintf(os.Stderr, "==> native, run %d, %s, %s\n", run, nativeTitle(system, ne.nc), linkLabel(rtt))
-	proxy, err := wanproxy.Start(dstAddr, rtt/2)
+	proxy, proxyURL, err := proxied(dstAddr, dstURL, rtt)
 	if err != nil {
 		return res, err
 	}
 	defer proxy.Close()
-	proxyURL, err := withHost(dstURL, proxy.Addr())
-	if err != nil {
-		return res, err
-	}
 	t0, meter := time.Now(), startCPU(sides)
 	p, err := ne.startSluice(stream, stateDir, "sluice.log", srcURL, proxyURL, append([]string{"--initial-copy", "off"}, ne.nc.extra...)...)
 	if err != nil {
@@ -899,6 +919,21 @@ func (ne *nativeEnv) sluiceCatchUp(ctx context.Context, system string, run int, 
 	return res, nil
 }
 
+// proxied starts a WAN proxy of rtt in front of addr, the server of u,
+// and returns it and u through it.
+func proxied(addr, u string, rtt time.Duration) (*wanproxy.Proxy, string, error) {
+	proxy, err := wanproxy.Start(addr, rtt/2)
+	if err != nil {
+		return nil, "", err
+	}
+	pu, err := withHost(u, proxy.Addr())
+	if err != nil {
+		proxy.Close()
+		return nil, "", err
+	}
+	return proxy, pu, nil
+}
+
 // sluiceProc is a running bin/sluice.
 type sluiceProc struct {
 	cmd     *exec.Cmd
@@ -915,7 +950,11 @@ func (ne *nativeEnv) startSluice(stream, stateDir, logName, srcURL, dstURL strin
 		}
 		logPath = filepath.Join(ne.nc.logDir, stream+"-"+logName)
 	}
-	args := append([]string{"sync", "start", "--source", srcURL, "--target", dstURL, "--tables", nativeTable,
+	tables := ne.tables
+	if tables == "" {
+		tables = nativeTable
+	}
+	args := append([]string{"sync", "start", "--source", srcURL, "--target", dstURL, "--tables", tables,
 		"--state-dir", filepath.Join(stateDir, "state"), "--stream-id", stream, "--log-format", "json"}, extra...)
 	if ne.cfg.verbose {
 		fmt.Fprintf(os.Stderr, "    %s %s\n", ne.sluice, strings.Join(maskArgs(args), " "))

@@ -364,21 +364,27 @@ func execAll(ctx context.Context, u string, stmts ...string) error {
 // sameTables compares the bench table on both sides, both read in binary
 // form (dbtest.CompareTable).
 func sameTables(ctx context.Context, srcURL, dstURL string) (bool, error) {
+	diffs, err := pgDiffs(ctx, srcURL, dstURL, table)
+	if err != nil {
+		return false, err
+	}
+	if !diffs.Equal() {
+		fmt.Fprintf(os.Stderr, "    MISMATCH: %s\n", diffs)
+	}
+	return diffs.Equal(), nil
+}
+
+// pgDiffs compares tables on both sides, read in binary form
+// (dbtest.CompareTables).
+func pgDiffs(ctx context.Context, srcURL, dstURL string, tables ...string) (dbtest.Diffs, error) {
 	var conns [2]*pgx.Conn
 	for i, u := range []string{srcURL, dstURL} {
 		conn, err := connect(ctx, u)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		defer conn.Close(context.WithoutCancel(ctx))
 		conns[i] = conn
 	}
-	diff, err := dbtest.CompareTable(ctx, dbtest.DB{PG: conns[0]}, dbtest.DB{PG: conns[1]}, table)
-	if err != nil {
-		return false, err
-	}
-	if !diff.Equal() {
-		fmt.Fprintf(os.Stderr, "    MISMATCH: %s\n", diff)
-	}
-	return diff.Equal(), nil
+	return dbtest.CompareTables(ctx, dbtest.DB{PG: conns[0]}, dbtest.DB{PG: conns[1]}, tables...)
 }

@@ -165,7 +165,21 @@ func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, tgt tar
 		}
 		return sluice.Position{}, err
 	}
+	if o.CreateTables != "off" {
+		if err := finishTables(ctx, o, log); err != nil {
+			return sluice.Position{}, err
+		}
+		forgetTables(tgt)
+	}
 	return res.Position, nil
+}
+
+// forgetTables makes a target read its tables' catalog again: sluice
+// changed their schema since it opened.
+func forgetTables(t target) {
+	if f, ok := t.(interface{ ForgetTables() }); ok {
+		f.ForgetTables()
+	}
 }
 
 // finishCopy records the hand-off on the target's copy plan, once the

@@ -40,6 +40,12 @@ type StreamOptions struct {
 	// InitialCopy is "auto" (default: copy unless FromNow), "on" or "off":
 	// whether a stream with no checkpoint first copies the tables' rows.
 	InitialCopy string
+	// CreateTables is "on" (default: a stream that copies creates the
+	// target tables that are missing) or "off".
+	CreateTables string
+	// SchemaChanges is "follow" (default: a streamed table's DDL on the
+	// source is applied to the target in order) or "stop".
+	SchemaChanges string
 	// CopyWorkers and CopyChunkRows shape the copy (defaults 4, 50,000).
 	CopyWorkers, CopyChunkRows int
 	// ApplyMode is "pipelined" (default) or "per-row".
@@ -202,6 +208,12 @@ func withDefaults(o StreamOptions) StreamOptions {
 	}
 	if o.InitialCopy == "" {
 		o.InitialCopy = "auto"
+	}
+	if o.CreateTables == "" {
+		o.CreateTables = "on"
+	}
+	if o.SchemaChanges == "" {
+		o.SchemaChanges = "follow"
 	}
 	if o.CopyWorkers <= 0 {
 		o.CopyWorkers = 4
@@ -576,6 +588,12 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	from := start.Position
 	if from.IsZero() {
 		early.discard()
+		if o.copyWanted() && o.CreateTables != "off" {
+			if err := createTables(ctx, o, log); err != nil {
+				return recordErr(ctx, store, o, err)
+			}
+			forgetTables(tgt)
+		}
 		if from, err = initialCopy(ctx, o, log, tgt, topts, sl, svc, store); err != nil {
 			return recordErr(ctx, store, o, err)
 		}

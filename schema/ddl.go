@@ -22,6 +22,9 @@ type PlanOptions struct {
 	// columns out (PostgreSQL logical replication does): the target
 	// computes them or does without them.
 	OmitsGenerated bool
+	// Streamed are the stream's tables, as the source names them: foreign
+	// keys to them are created. Nil: the tables planned.
+	Streamed []sluice.TableName
 }
 
 // Plan is the DDL that creates source tables on a target.
@@ -120,6 +123,9 @@ func BuildPlan(tables []*Table, opt PlanOptions) (*Plan, error) {
 	g := &generator{opt: opt, streamed: map[sluice.TableName]bool{}, types: map[string]bool{}, schemas: map[string]bool{}}
 	for _, t := range tables {
 		g.streamed[t.Name] = true
+	}
+	for _, n := range opt.Streamed {
+		g.streamed[n] = true
 	}
 	var errs []error
 	for _, t := range tables {

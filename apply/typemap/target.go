@@ -333,3 +333,14 @@ func (t *Target) SetGeneration(stream string, gen int64) {
 		f.SetGeneration(stream, gen)
 	}
 }
+
+// ForgetTables is the inner target's, where it has one, and drops the
+// column maps made from the target's catalog.
+func (t *Target) ForgetTables() {
+	if f, ok := t.Inner.(interface{ ForgetTables() }); ok {
+		f.ForgetTables()
+	}
+	t.mu.Lock()
+	clear(t.tables)
+	t.mu.Unlock()
+}

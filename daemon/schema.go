@@ -1,0 +1,149 @@
+package daemon
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/schema"
+	"github.com/sluice-cdc/sluice/source/mytrigger"
+)
+
+// OpenSchemaDB opens a session for reading a database's catalog or
+// changing its schema (see package schema); close it with the function
+// returned.
+func OpenSchemaDB(ctx context.Context, rawURL string) (*schema.DB, func(), error) {
+	eng, err := EngineOf(rawURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch eng {
+	case EnginePostgres:
+		conn, err := ConnectPostgres(ctx, rawURL)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg := conn.Config()
+		return schema.NewPG(conn, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)), func() { conn.Close(context.WithoutCancel(ctx)) }, nil
+	case EngineMySQL:
+		cfg, err := mytrigger.ParseDSN(rawURL)
+		if err != nil {
+			return nil, nil, err
+		}
+		connector, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		db := sql.OpenDB(connector)
+		d, err := schema.NewMy(ctx, db, cfg.DBName, cfg.Addr)
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		return d, func() { db.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("%s databases are not supported", eng)
+}
+
+// SchemaSides opens sessions on a stream's source and target for schema
+// work, and returns the plan options of the pair; close both with the
+// function returned. Errors are tagged with the side's exit code.
+func SchemaSides(ctx context.Context, o StreamOptions) (src, tgt *schema.DB, opt schema.PlanOptions, closeAll func(), err error) {
+	src, closeSrc, err := OpenSchemaDB(ctx, o.SourceURL)
+	if err != nil {
+		return nil, nil, opt, nil, Fail(ExitSource, fmt.Errorf("source: %w", err))
+	}
+	tgt, closeTgt, err := OpenSchemaDB(ctx, o.TargetURL)
+	if err != nil {
+		closeSrc()
+		return nil, nil, opt, nil, Fail(ExitTarget, fmt.Errorf("target: %w", err))
+	}
+	mode, _ := resolveMode(Engine(src.Engine), o.SourceMode, sluice.Position{})
+	opt = schema.PlanOptions{From: src.Engine, To: tgt.Engine, Flavor: tgt.Flavor, OmitsGenerated: mode == ModeLogical}
+	return src, tgt, opt, func() { closeTgt(); closeSrc() }, nil
+}
+
+// StreamTables are a stream's tables as its source names them.
+func StreamTables(o StreamOptions) []sluice.TableName {
+	eng, _ := EngineOf(o.SourceURL)
+	return sourceTableNames(eng, o.Tables)
+}
+
+// createTables creates the target tables that a new stream's initial copy
+// will fill and that are missing, from the source's definitions: the
+// tables with their primary keys now, their unique keys, indexes and
+// foreign keys after the copy (finishTables). The steps are recorded on
+// the target before any runs, so that a run killed midway finishes them.
+func createTables(ctx context.Context, o StreamOptions, log *slog.Logger) error {
+	src, tgt, opt, closeAll, err := SchemaSides(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	j := schema.NewJournal(tgt, o.ID)
+	// Steps recorded by a run that stopped midway run first.
+	if n, err := j.Run(ctx, log, schema.PhaseCreate); err != nil {
+		return Fail(ExitTarget, err)
+	} else if n > 0 {
+		log.Info("finished creating target tables begun by an earlier run", "stream", o.ID, "statements", n)
+	}
+	names := StreamTables(o)
+	tables, err := src.ReadTables(ctx, names)
+	if err != nil {
+		return Fail(ExitSource, err)
+	}
+	var missing []*schema.Table
+	for _, t := range tables {
+		have, err := tgt.ReadTable(ctx, schema.TargetName(opt.From, opt.To, t.Name))
+		if err != nil {
+			return Fail(ExitTarget, err)
+		}
+		if have == nil {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	opt.Streamed = names
+	plan, err := schema.BuildPlan(missing, opt)
+	if err != nil {
+		return Fail(ExitTarget, fmt.Errorf("create the missing target tables on %s: %w; create the table yourself (sluice schema plan prints the rest of its DDL), or start with --create-tables=off once the target has it", tgt, err))
+	}
+	if err := j.Record(ctx, plan); err != nil {
+		return Fail(ExitTarget, err)
+	}
+	if _, err := j.Run(ctx, log, schema.PhaseCreate); err != nil {
+		return Fail(ExitTarget, err)
+	}
+	for _, tp := range plan.Tables {
+		log.Info("created target table", "stream", o.ID, "table", tp.Target.String(), "source_table", tp.Source.String(),
+			"indexes_after_copy", len(tp.Indexes), "foreign_keys_after_copy", len(tp.ForeignKeys))
+		for _, n := range tp.Notes {
+			log.Info("created target table differs from the source", "stream", o.ID, "table", tp.Target.String(), "note", n)
+		}
+	}
+	return nil
+}
+
+// finishTables runs the steps createTables recorded for after the copy:
+// the unique keys, indexes and foreign keys of the tables it created.
+func finishTables(ctx context.Context, o StreamOptions, log *slog.Logger) error {
+	tgt, closeTgt, err := OpenSchemaDB(ctx, o.TargetURL)
+	if err != nil {
+		return Fail(ExitTarget, fmt.Errorf("target: %w", err))
+	}
+	defer closeTgt()
+	n, err := schema.NewJournal(tgt, o.ID).Run(ctx, log, schema.PhaseIndexes, schema.PhaseForeignKeys)
+	if err != nil {
+		return Fail(ExitTarget, fmt.Errorf("after the initial copy: %w", err))
+	}
+	if n > 0 {
+		log.Info("created the unique keys, indexes and foreign keys of the created target tables after the initial copy", "stream", o.ID, "statements", n)
+	}
+	return nil
+}

@@ -2,8 +2,11 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +197,79 @@ func checkTargetSchema(t *testing.T, dst *endpoint, from daemon.Engine) {
 	if uniques != 1 || indexes < 1 || cascades != 2 {
 		t.Errorf("created target schema (from %s): %d unique keys on customers (want 1), %d indexes on orders.placed (want 1), %d validated ON DELETE CASCADE foreign keys (want 2)",
 			from, uniques, indexes, cascades)
+	}
+}
+
+// runSluice runs the sluice binary and returns its exit code and output.
+func runSluice(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, buildSluice(t), args...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	case err != nil:
+		t.Fatalf("run sluice %s: %v", strings.Join(args, " "), err)
+	}
+	return 0, string(out)
+}
+
+// TestSchemaCommands runs sluice schema diff, plan (text and JSON) and
+// apply through the binary, PostgreSQL to MariaDB: an empty target
+// differs (exit 1, each table named), plan prints the DDL sync start
+// would run, apply creates the tables and their keys, after which diff
+// finds none (exit 0); a column no MariaDB type holds exactly is refused
+// by plan (exit 4), named with the choices.
+func TestSchemaCommands(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src, dst := newEndpoint(t, daemon.EnginePostgres), newEndpoint(t, daemon.EngineMySQL)
+	for _, ddl := range appSchema(daemon.EnginePostgres) {
+		if err := src.exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := func(cmd string, extra ...string) []string {
+		return append([]string{"schema", cmd, "--source", src.url, "--target", dst.url, "--tables", strings.Join(appTables, ",")}, extra...)
+	}
+	code, out := runSluice(t, args("diff")...)
+	if code != 1 || strings.Count(out, "table missing") != 3 {
+		t.Errorf("diff of an empty target: exit %d, want 1 naming 3 missing tables:\n%s", code, out)
+	}
+	code, out = runSluice(t, args("plan")...)
+	for _, want := range []string{"CREATE TABLE IF NOT EXISTS `orders`", "COLLATE utf8mb4_nopad_bin", "after the initial copy", "ON DELETE CASCADE"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("plan: exit %d, lacks %q:\n%s", code, want, out)
+		}
+	}
+	code, out = runSluice(t, args("plan", "--json")...)
+	var plans []struct {
+		Plan struct {
+			Tables []struct {
+				Create []struct{ SQL string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &plans); code != 0 || err != nil || len(plans) != 1 || len(plans[0].Plan.Tables) != 3 {
+		t.Errorf("plan --json: exit %d, %v:\n%s", code, err, out)
+	}
+	if code, out = runSluice(t, args("apply")...); code != 0 || strings.Count(out, "created table") != 3 {
+		t.Errorf("apply: exit %d, want 0 creating 3 tables:\n%s", code, out)
+	}
+	if code, out = runSluice(t, args("diff")...); code != 0 {
+		t.Errorf("diff after apply: exit %d, want 0:\n%s", code, out)
+	}
+	checkTargetSchema(t, dst, daemon.EnginePostgres)
+
+	if err := src.exec(ctx, "CREATE TABLE ledger (id int PRIMARY KEY, amount numeric)"); err != nil {
+		t.Fatal(err)
+	}
+	code, out = runSluice(t, "schema", "plan", "--source", src.url, "--target", dst.url, "--tables", "ledger")
+	for _, want := range []string{"column public.ledger.amount", "numeric without precision", "declare the source column numeric(p,s)", "longtext"} {
+		if code != 4 || !strings.Contains(out, want) {
+			t.Errorf("plan of a numeric without precision: exit %d, want 4 saying %q:\n%s", code, want, out)
+		}
 	}
 }

@@ -133,6 +133,9 @@ func Diff(src, dst *Table, opt PlanOptions) []Difference {
 		}
 	}
 	for _, ix := range dst.Indexes {
+		if opt.To == MySQL && !ix.Unique && backsForeignKey(dst, ix) {
+			continue // InnoDB made it for the foreign key
+		}
 		if findIndex(src, ix) == nil {
 			kind := "index"
 			if ix.Unique {
@@ -210,6 +213,17 @@ func findIndex(t *Table, ix Index) *Index {
 		}
 	}
 	return nil
+}
+
+// backsForeignKey reports whether an index has exactly a foreign key's
+// columns: the index InnoDB creates for a foreign key that has none.
+func backsForeignKey(t *Table, ix Index) bool {
+	for _, fk := range t.ForeignKeys {
+		if slices.Equal(fk.Columns, ix.Columns) {
+			return true
+		}
+	}
+	return false
 }
 
 // findForeignKey finds a foreign key of t with fk's columns and

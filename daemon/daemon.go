@@ -614,8 +614,21 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	}
 	defer rd.Close()
 	rd = sourceSide{rd}
-	if err := tgt.Preflight(ctx, rd.Tables()); err != nil {
-		return recordErr(ctx, store, o, Fail(ExitTarget, err))
+	tables := rd.Tables()
+	if err := tgt.Preflight(ctx, tables); err != nil {
+		// A stream that follows the source's DDL may meet, in its
+		// backlog, the change that makes the target fit.
+		if o.followsSchema() {
+			reconciled, changed, rerr := reconcile(ctx, o, log, tables)
+			if rerr == nil && changed {
+				forgetTables(tgt)
+				tables = reconciled
+				err = tgt.Preflight(ctx, tables)
+			}
+		}
+		if err != nil {
+			return recordErr(ctx, store, o, Fail(ExitTarget, err))
+		}
 	}
 	if o.KillBudget, err = killBudget(ctx, log, o, tgt); err != nil {
 		return recordErr(ctx, store, o, err)
@@ -639,7 +652,6 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		})
 	}
 	ctrl := newSizer()
-	tables := rd.Tables()
 	// Lanes route the changes of tables with unique keys besides the
 	// primary key, and of tables joined by foreign keys, by group; a
 	// stream whose lanes stopped undrained must route as they did.
@@ -695,6 +707,8 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		defer t.Close(context.WithoutCancel(ctx))
 		return t.OldestTransaction(ctx)
 	}
+	follower := &schemaFollower{o: o, log: log}
+	defer follower.close()
 	st := stream.New(stream.Config{
 		ID:                  o.ID,
 		Reader:              rd,
@@ -721,6 +735,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		MaxBatchBytes:       o.MaxBatchBytes,
 		OnBatch:             mstream.ObserveBatch,
 		OldestTransaction:   oldest,
+		Schema:              follower.statements,
 	})
 	mode := o.ApplyMode
 	if mode == "" {

@@ -5,10 +5,13 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
 	"github.com/sluice-cdc/sluice/schema"
 	"github.com/sluice-cdc/sluice/source/mytrigger"
 )
@@ -146,4 +149,102 @@ func finishTables(ctx context.Context, o StreamOptions, log *slog.Logger) error 
 		log.Info("created the unique keys, indexes and foreign keys of the created target tables after the initial copy", "stream", o.ID, "statements", n)
 	}
 	return nil
+}
+
+// schemaFollower follows a stream's schema changes (see schema.Follower)
+// over sessions of its own, opened at the first change and again after
+// one failed.
+type schemaFollower struct {
+	o        StreamOptions
+	log      *slog.Logger
+	f        *schema.Follower
+	closeAll func()
+}
+
+func (sf *schemaFollower) statements(ctx context.Context, c *sluice.Change) ([]string, error) {
+	if sf.f == nil {
+		src, tgt, opt, closeAll, err := SchemaSides(ctx, sf.o)
+		if err != nil {
+			return nil, &apply.RetryableError{Err: err}
+		}
+		opt.Streamed = StreamTables(sf.o)
+		sf.f = &schema.Follower{Stream: sf.o.ID, Mode: sf.o.SchemaChanges, Opt: opt, Target: tgt, Source: src, Log: sf.log}
+		sf.closeAll = closeAll
+	}
+	stmts, err := sf.f.Statements(ctx, c)
+	if _, retry := apply.IsRetryable(err); retry {
+		sf.close()
+	}
+	return stmts, err
+}
+
+func (sf *schemaFollower) close() {
+	if sf.closeAll != nil {
+		sf.closeAll()
+	}
+	sf.f, sf.closeAll = nil, nil
+}
+
+// reconcile makes a following stream's target ready for the source's
+// tables as the reader describes them at start, when its preflight
+// refused them for what the stream's DDL will change anyway: a type the
+// source widened, NULL allowed, is changed on the target now (the target
+// loses nothing); a column the target lacks is left out of the check, for
+// the stream adds it when it meets the source's ADD COLUMN (a change that
+// carries it before then stops the stream, naming it). It returns the
+// tables the target is to be checked with, and whether it changed
+// anything.
+func reconcile(ctx context.Context, o StreamOptions, log *slog.Logger, tables []*sluice.Table) ([]*sluice.Table, bool, error) {
+	src, tgt, opt, closeAll, err := SchemaSides(ctx, o)
+	if err != nil {
+		return nil, false, err
+	}
+	defer closeAll()
+	out := slices.Clone(tables)
+	changed := false
+	for i, t := range tables {
+		st, err := src.ReadTable(ctx, t.Name)
+		if err != nil || st == nil {
+			return nil, false, err
+		}
+		dt, err := tgt.ReadTable(ctx, schema.TargetName(opt.From, opt.To, t.Name))
+		if err != nil || dt == nil {
+			return nil, false, err
+		}
+		var missing []string
+		for _, d := range schema.Diff(st, dt, opt) {
+			switch {
+			case d.Kind == schema.DiffColumnMissing && t.ColumnIndex(d.Object) >= 0 && !slices.Contains(t.KeyNames(), d.Object):
+				missing = append(missing, d.Object)
+			case d.Safe && d.Fix != "":
+				if err := tgt.Exec(ctx, d.Fix); err != nil {
+					return nil, false, fmt.Errorf("on %s: %s: %w", tgt, d.Fix, err)
+				}
+				log.Warn("the target differed from the source in a way the stream follows: changed at start", "stream", o.ID, "table", t.Name.String(), "difference", d.Kind+" "+d.Object, "sql", d.Fix)
+				changed = true
+			}
+		}
+		if len(missing) > 0 {
+			log.Warn("source columns missing on the target: the stream adds each when it meets the source's ADD COLUMN; a change that carries one before (it was added while sluice was stopped, with no change to its table since the stream's checkpoint, or dropped from the target by hand) stops the stream, naming it",
+				"stream", o.ID, "table", t.Name.String(), "columns", strings.Join(missing, ", "))
+			out[i] = withoutColumns(t, missing)
+			changed = true
+		}
+	}
+	return out, changed, nil
+}
+
+// withoutColumns is t without some of its columns (none of its key).
+func withoutColumns(t *sluice.Table, drop []string) *sluice.Table {
+	out := &sluice.Table{Name: t.Name}
+	keys := t.KeyNames()
+	for _, c := range t.Columns {
+		if !slices.Contains(drop, c.Name) {
+			out.Columns = append(out.Columns, c)
+		}
+	}
+	for _, k := range keys {
+		out.Key = append(out.Key, out.ColumnIndex(k))
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/internal/dbtest"
 )
 
 // appSchema is an application schema on the source: customers ← orders ←
@@ -50,6 +51,8 @@ type appWriter struct {
 	r        *rand.Rand
 	next     int // next customer id; orders are id*10+k, lines their own
 	cascades bool
+	// noReceipt: orders.receipt was dropped.
+	noReceipt bool
 }
 
 func (w *appWriter) customer(id int) []stmt {
@@ -72,8 +75,13 @@ func (w *appWriter) customer(id int) []stmt {
 				receipt = fmt.Sprintf(`\x00%02xff78`, byte(oid))
 			}
 		}
-		out = append(out, st("INSERT INTO orders (id, customer_id, placed, total, note, attrs, receipt) VALUES (?, ?, ?, ?, ?, ?, ?)",
-			oid, id, fmt.Sprintf("2024-0%d-1%d 10:11:12.%06d", 1+k, k, oid), fmt.Sprintf("%d.5", oid), note, attrs, receipt))
+		if w.noReceipt {
+			out = append(out, st("INSERT INTO orders (id, customer_id, placed, total, note, attrs) VALUES (?, ?, ?, ?, ?, ?)",
+				oid, id, fmt.Sprintf("2024-0%d-1%d 10:11:12.%06d", 1+k, k, oid), fmt.Sprintf("%d.5", oid), note, attrs))
+		} else {
+			out = append(out, st("INSERT INTO orders (id, customer_id, placed, total, note, attrs, receipt) VALUES (?, ?, ?, ?, ?, ?, ?)",
+				oid, id, fmt.Sprintf("2024-0%d-1%d 10:11:12.%06d", 1+k, k, oid), fmt.Sprintf("%d.5", oid), note, attrs, receipt))
+		}
 		for l := 1; l <= 3; l++ {
 			out = append(out, st("INSERT INTO order_lines (order_id, line_no, sku, qty, price) VALUES (?, ?, ?, ?, ?)",
 				oid, l, fmt.Sprintf("SKU-%d-%d", oid, l), l, fmt.Sprintf("%d.99", l)))
@@ -164,10 +172,77 @@ func TestSchemaCreateCopyStream(t *testing.T) {
 			}
 			waitEqualDB(t, src.dbOf(), dst.dbOf(), appTables, 60*time.Second, run)
 			checkTargetSchema(t, dst, pair.from)
+
+			// DDL on the source while it streams, between the writer's
+			// transactions: each reaches the target at its place.
+			for _, ddl := range appDDL(pair.from) {
+				if err := src.exec(ctx, ddl); err != nil {
+					t.Fatalf("%s: %v", ddl, err)
+				}
+				w.noReceipt = w.noReceipt || strings.Contains(ddl, "DROP COLUMN receipt")
+				for n := 0; n < 10; n++ {
+					if err := w.tx(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			waitEqualAfterDDL(t, src, dst, appTables, 60*time.Second, run)
+			checkFollowedDDL(t, dst)
 			if err := run.stop(t); err != nil {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// appDDL is the DDL made on the source while it streams: an added column
+// with a constant default, a dropped column, a widened VARCHAR and a
+// created index.
+func appDDL(e daemon.Engine) []string {
+	if e == daemon.EnginePostgres {
+		return []string{
+			`ALTER TABLE orders ADD COLUMN priority integer DEFAULT 1`,
+			`ALTER TABLE orders DROP COLUMN receipt`,
+			`ALTER TABLE orders ALTER COLUMN status TYPE varchar(40)`,
+			`CREATE INDEX orders_status_idx ON orders (status)`,
+		}
+	}
+	return []string{
+		`ALTER TABLE orders ADD COLUMN priority int DEFAULT 1`,
+		`ALTER TABLE orders DROP COLUMN receipt`,
+		`ALTER TABLE orders MODIFY status varchar(40) NOT NULL DEFAULT 'new'`,
+		`CREATE INDEX orders_status_idx ON orders (status)`,
+	}
+}
+
+// checkFollowedDDL checks the target's orders table after appDDL: the
+// column added, the one dropped, status widened to 40 characters and the
+// index on it.
+func checkFollowedDDL(t *testing.T, dst *endpoint) {
+	t.Helper()
+	ctx := context.Background()
+	var priority, receipt, statusLen, statusIdx int
+	var err error
+	if dst.pg != nil {
+		err = dst.pg.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders' AND column_name = 'priority'),
+			(SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders' AND column_name = 'receipt'),
+			(SELECT coalesce(character_maximum_length, 0) FROM information_schema.columns WHERE table_name = 'orders' AND column_name = 'status'),
+			(SELECT count(*) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+				WHERE i.indrelid = 'orders'::regclass AND a.attname = 'status')`).Scan(&priority, &receipt, &statusLen, &statusIdx)
+	} else {
+		err = dst.my.QueryRowContext(ctx, `SELECT
+			(SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orders' AND COLUMN_NAME = 'priority'),
+			(SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orders' AND COLUMN_NAME = 'receipt'),
+			(SELECT COALESCE(CHARACTER_MAXIMUM_LENGTH, 0) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orders' AND COLUMN_NAME = 'status'),
+			(SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'orders' AND COLUMN_NAME = 'status' AND SEQ_IN_INDEX = 1)`).Scan(&priority, &receipt, &statusLen, &statusIdx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if priority != 1 || receipt != 0 || statusLen != 40 || statusIdx != 1 {
+		t.Errorf("target orders after the source's DDL: priority column %d (want 1), receipt column %d (want 0), status length %d (want 40), indexes on status %d (want 1)",
+			priority, receipt, statusLen, statusIdx)
 	}
 }
 
@@ -271,5 +346,30 @@ func TestSchemaCommands(t *testing.T) {
 		if code != 4 || !strings.Contains(out, want) {
 			t.Errorf("plan of a numeric without precision: exit %d, want 4 saying %q:\n%s", code, want, out)
 		}
+	}
+}
+
+// waitEqualAfterDDL is waitEqualDB while the target's tables may still
+// have the columns of before the source's DDL: a comparison that cannot
+// match the two tables' columns yet is a difference, not an error.
+func waitEqualAfterDDL(t *testing.T, src, dst *endpoint, tables []string, within time.Duration, run *running) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(within)
+	for {
+		diffs, err := dbtest.CompareTables(ctx, src.dbOf(), dst.dbOf(), tables...)
+		if err == nil && diffs.Equal() {
+			return
+		}
+		select {
+		case err := <-run.done:
+			run.done <- err
+			t.Fatalf("stream stopped before the target equalled the source: %v\n%v", err, diffs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("target does not equal the source after %v: %v\n%v", within, err, diffs)
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval, not a wait for replication
 	}
 }

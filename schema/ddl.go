@@ -493,7 +493,7 @@ func (g *generator) index(t *Table, tn sluice.TableName, ix Index, tp *TablePlan
 		name = truncateName(tn.Name + "_" + name)
 	}
 	switch {
-	case from == Postgres && to == Postgres:
+	case from == Postgres && to == Postgres && (ix.Constraint || ix.Definition != ""):
 		if ix.Constraint {
 			tp.Indexes = append(tp.Indexes, Step{
 				SQL:    fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s UNIQUE (%s)", g.tableIdent(tn), g.ident(name), g.idents(ix.Columns)),

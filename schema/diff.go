@@ -25,6 +25,10 @@ type Difference struct {
 	// Blocking marks a difference sluice cannot stream through: sync start
 	// refuses it (or a change would fail to apply). The others are noted.
 	Blocking bool `json:"blocking"`
+	// Safe marks a fix that loses nothing the target holds (a wider type,
+	// NULL allowed): a stream that follows the source's DDL runs it at
+	// start, as the DDL it has yet to meet would.
+	Safe bool `json:"-"`
 }
 
 // Kinds of Difference.
@@ -94,10 +98,14 @@ func Diff(src, dst *Table, opt PlanOptions) []Difference {
 				fix = g.alterType(tn, sc.Name, tc)
 			}
 			add(DiffColumnType, sc.Name, fmt.Sprintf("%s on the source, %s on the target: %s", sc.Type, dc.Type, why), fix, true)
+			if fix != "" {
+				out[len(out)-1].Safe, _ = typeHolds(opt.To, opt.To, dc.Type, tc.typ)
+			}
 		}
 		switch {
 		case sc.Nullable && !dc.Nullable:
 			add(DiffColumnNull, sc.Name, "nullable on the source, NOT NULL on the target: a NULL from the source would fail", g.alterNull(tn, sc.Name, dc.Type, true), true)
+			out[len(out)-1].Safe = opt.To == Postgres // MySQL's MODIFY restates the column: left to the operator
 		case !sc.Nullable && dc.Nullable:
 			add(DiffColumnNull, sc.Name, "NOT NULL on the source, nullable on the target", g.alterNull(tn, sc.Name, dc.Type, false), false)
 		}

@@ -59,6 +59,12 @@ func (j *Journal) ensure(ctx context.Context) error {
 // Pending returns the stream's steps not done yet, in order; none when
 // the journal's table does not exist.
 func (j *Journal) Pending(ctx context.Context) ([]JournalStep, error) {
+	all, err := j.pendingAll(ctx)
+	return slices.DeleteFunc(all, func(s JournalStep) bool { return s.Seq == 0 }), err
+}
+
+// pendingAll is Pending with the stop record.
+func (j *Journal) pendingAll(ctx context.Context) ([]JournalStep, error) {
 	var exists bool
 	var err error
 	if j.db.Engine == Postgres {
@@ -126,7 +132,7 @@ func (j *Journal) Record(ctx context.Context, p *Plan) error {
 		}
 	}
 	err := j.tx(ctx, func(exec func(q string, args ...any) error) error {
-		if err := exec("DELETE FROM "+j.table()+" WHERE stream = $1", j.stream); err != nil {
+		if err := exec("DELETE FROM "+j.table()+" WHERE stream = $1 AND seq > 0", j.stream); err != nil {
 			return err
 		}
 		for _, r := range rows {
@@ -215,3 +221,53 @@ func (j *Journal) Run(ctx context.Context, log *slog.Logger, phases ...Phase) (i
 	})
 	return n, err
 }
+
+// The journal also keeps the schema change a stream stopped at (see
+// Follower): one row per stream, seq 0, phase "stopped", its key as the
+// statement.
+
+// StoppedAt returns the key of the schema change the stream last stopped
+// at, "" when none.
+func (j *Journal) StoppedAt(ctx context.Context) (string, error) {
+	pending, err := j.pendingAll(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, s := range pending {
+		if s.Seq == 0 && s.Phase == phaseStopped {
+			return s.SQL, nil
+		}
+	}
+	return "", nil
+}
+
+// RecordStop records the schema change the stream stops at.
+func (j *Journal) RecordStop(ctx context.Context, key string) error {
+	if err := j.ensure(ctx); err != nil {
+		return err
+	}
+	err := j.tx(ctx, func(exec func(q string, args ...any) error) error {
+		if err := exec("DELETE FROM "+j.table()+" WHERE stream = $1 AND seq = 0", j.stream); err != nil {
+			return err
+		}
+		return exec("INSERT INTO "+j.table()+" (stream, seq, phase, statement, exists_sql) VALUES ($1, 0, $2, $3, '')", j.stream, string(phaseStopped), key)
+	})
+	if err != nil {
+		return fmt.Errorf("record the schema change stream %s stops at on %s: %w", j.stream, j.db, err)
+	}
+	return nil
+}
+
+// ClearStop forgets the schema change the stream stopped at.
+func (j *Journal) ClearStop(ctx context.Context) error {
+	err := j.tx(ctx, func(exec func(q string, args ...any) error) error {
+		return exec("DELETE FROM "+j.table()+" WHERE stream = $1 AND seq = 0", j.stream)
+	})
+	if err != nil {
+		return fmt.Errorf("clear the schema change stream %s stopped at on %s: %w", j.stream, j.db, err)
+	}
+	return nil
+}
+
+// phaseStopped marks the stop record.
+const phaseStopped Phase = "stopped"

@@ -345,8 +345,8 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 			target := m.laneOf(c.Table, c.NewKey(), n)
 			// A change whose rows are in more than one lane is applied
 			// with every lane drained on either side of it.
-			barrier := c.Op == sluice.OpTruncate && m.s.cfg.Groups[c.Table.Name] == ""
-			if c.Op == sluice.OpTruncate {
+			barrier := c.Op == sluice.OpTruncate && m.s.cfg.Groups[c.Table.Name] == "" || c.Op == sluice.OpSchema
+			if c.Op == sluice.OpTruncate || c.Op == sluice.OpSchema {
 				target = m.laneOf(c.Table, nil, n)
 			}
 			if c.Op == sluice.OpUpdate && c.Key != nil && m.s.cfg.Groups[c.Table.Name] == "" && m.laneOf(c.Table, c.Key, n) != target {
@@ -452,7 +452,7 @@ func (m *multi) recovered(c sluice.Change) (bool, error) {
 	l := -1
 	if c.Op != sluice.OpProgress {
 		l = m.laneOf(c.Table, c.NewKey(), rec.Lanes)
-		if c.Op == sluice.OpTruncate {
+		if c.Op == sluice.OpTruncate || c.Op == sluice.OpSchema {
 			l = m.laneOf(c.Table, nil, rec.Lanes)
 		}
 	}
@@ -749,7 +749,7 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 				l.ctrl.SetRTT(rtt)
 			}
 		}
-		cs := items
+		cs := items[:schemaCut(items)]
 		compactStart := time.Now()
 		b, ahead := s.batch(next, l.head, cs)
 		l.compactTook, l.compactedAhead = time.Since(compactStart), ahead
@@ -761,9 +761,24 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 			// The next batch's changes, compacted while this one is in
 			// flight as they are routed here, up to the size the lane
 			// would give a backlog.
-			next = s.prepareLane(ctx, l.q, l.head+uint64(len(items)), max(want, backlogSize(l.ctrl)), s.cfg.MaxBatchBytes)
+			next = s.prepareLane(ctx, l.q, l.head+uint64(len(cs)), max(want, backlogSize(l.ctrl)), s.cfg.MaxBatchBytes)
 		}
-		chain := limit == 0 && !s.cfg.NoOverlap && m.mayChain(l)
+		if err := s.schemaDDL(ctx, b); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if retry, _ := apply.IsRetryable(err); !retry {
+				return err
+			}
+			s.log.Warn("read the target's catalog for a schema change; retrying", append(ErrAttrs(err), "lane", l.id)...)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		chain := limit == 0 && !s.cfg.NoOverlap && m.mayChain(l) && b.Schema == nil
 		f := m.send(ctx, l, l.target, nil, cs, b, chain)
 		m.openAlt(ctx, l)
 		failed, err := m.fly(ctx, l, f, &next, chain)

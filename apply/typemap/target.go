@@ -183,7 +183,7 @@ func (t *Target) ApplyAfter(ctx context.Context, b *apply.Batch, cp sluice.Check
 
 // convert returns b with its tables mapped and its values converted.
 func (t *Target) convert(ctx context.Context, b *apply.Batch) (*apply.Batch, error) {
-	out := &apply.Batch{Changes: b.Changes, Rows: b.Rows, Last: b.Last, Tables: make([]*apply.TableBatch, len(b.Tables))}
+	out := &apply.Batch{Changes: b.Changes, Rows: b.Rows, Last: b.Last, Schema: b.Schema, DDL: b.DDL, Tables: make([]*apply.TableBatch, len(b.Tables))}
 	for i, tb := range b.Tables {
 		m, err := t.mapTable(ctx, tb.Table)
 		if err != nil {

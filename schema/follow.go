@@ -70,6 +70,12 @@ func (f *Follower) Statements(ctx context.Context, c *sluice.Change) ([]string, 
 	}
 	key := fmt.Sprintf("%s %s", c.Pos, c.Table.Name)
 	if len(p.refused) == 0 && (f.Mode != "stop" || len(p.stmts) == 0) {
+		if f.Mode == "stop" {
+			// Stopped here before, and the operator ran the statements.
+			if err := NewJournal(f.Target, f.Stream).ClearStop(ctx); err != nil {
+				return nil, &apply.RetryableError{Err: err}
+			}
+		}
 		if len(p.stmts) > 0 {
 			f.Log.Info("following a schema change of the source on the target", "stream", f.Stream, "table", c.Table.Name.String(), "target_table", tn.String(), "statements", len(p.stmts))
 			for _, s := range p.stmts {
@@ -263,9 +269,6 @@ func (p *followPlan) alterType(e sluice.SchemaEdit) {
 	if sc == nil || tc == nil {
 		return
 	}
-	if ok, _ := typeHolds(p.f.Opt.From, p.f.Opt.To, sc.Type, tc.Type); ok {
-		return // the target's type holds the new one's values already
-	}
 	want, err := p.g.column(p.src, sc, &TablePlan{})
 	if err != nil {
 		p.refuse(refusal{why: fmt.Sprintf("column %s became %s, which the target cannot hold exactly: %v", e.Column, sc.Type, err)})
@@ -274,15 +277,20 @@ func (p *followPlan) alterType(e sluice.SchemaEdit) {
 	stmt := p.g.alterType(p.tn, e.Column, want)
 	if oldType != "" {
 		if widens, _ := typeHolds(from, from, oldType, sc.Type); !widens {
+			// Values the target holds may not fit the narrower type:
+			// whether to narrow it is the operator's call.
 			name, newType := e.Column, sc.Type
 			p.refuse(refusal{
-				why:     fmt.Sprintf("column %s's type narrowed from %s to %s: the target's %s holds every value the source can now hold", e.Column, oldType, sc.Type, tc.Type),
+				why:     fmt.Sprintf("column %s's type narrowed from %s to %s, which may not hold values the target has: the target's %s holds every value the source can hold now", e.Column, oldType, sc.Type, tc.Type),
 				fixes:   []string{stmt},
 				confirm: func(cur *Table) bool { c := cur.Column(name); return c != nil && holds(p.f.Opt, newType, c.Type) },
-				after:   "or start sluice again without it: the target keeps the wider type",
+				after:   "or start sluice again without running it: the target keeps the wider type",
 			})
 			return
 		}
+	}
+	if ok, _ := typeHolds(p.f.Opt.From, p.f.Opt.To, sc.Type, tc.Type); ok {
+		return // the target's type holds the new one's values already
 	}
 	p.stmts = append(p.stmts, stmt)
 }

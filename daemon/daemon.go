@@ -620,7 +620,10 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		// backlog, the change that makes the target fit.
 		if o.followsSchema() {
 			reconciled, changed, rerr := reconcile(ctx, o, log, tables)
-			if rerr == nil && changed {
+			switch {
+			case rerr != nil:
+				err = rerr
+			case changed:
 				forgetTables(tgt)
 				tables = reconciled
 				err = tgt.Preflight(ctx, tables)

@@ -115,7 +115,7 @@ func createTables(ctx context.Context, o StreamOptions, log *slog.Logger) error 
 	opt.Streamed = names
 	plan, err := schema.BuildPlan(missing, opt)
 	if err != nil {
-		return Fail(ExitTarget, fmt.Errorf("create the missing target tables on %s: %w; create the table yourself (sluice schema plan prints the rest of its DDL), or start with --create-tables=off once the target has it", tgt, err))
+		return Fail(ExitTarget, fmt.Errorf("create the missing target tables on %s: %w; (--create-tables=off leaves the target's tables to you)", tgt, err))
 	}
 	if err := j.Record(ctx, plan); err != nil {
 		return Fail(ExitTarget, err)
@@ -212,9 +212,15 @@ func reconcile(ctx context.Context, o StreamOptions, log *slog.Logger, tables []
 			return nil, false, err
 		}
 		var missing []string
-		for _, d := range schema.Diff(st, dt, opt) {
+		diffs := schema.Diff(st, dt, opt)
+		for _, d := range diffs {
 			switch {
 			case d.Kind == schema.DiffColumnMissing && t.ColumnIndex(d.Object) >= 0 && !slices.Contains(t.KeyNames(), d.Object):
+				if renamed := renamedFrom(st, dt, d.Object, diffs, opt); renamed != "" {
+					return nil, false, Fail(ExitTarget, fmt.Errorf("table %s: column %s is on the source but not on the target, and column %s of its type on the target but not on the source: if the source renamed %s to %s while sluice was stopped, run on the target ALTER TABLE %s RENAME COLUMN %s TO %s, then start sluice again; "+
+						"if the source added %s and dropped %s, drop %s from the target and start again (sluice adds %s when the stream meets the ADD COLUMN)",
+						t.Name, d.Object, renamed, renamed, d.Object, schema.TargetName(opt.From, opt.To, t.Name), renamed, d.Object, d.Object, renamed, renamed, d.Object))
+				}
 				missing = append(missing, d.Object)
 			case d.Safe && d.Fix != "":
 				if err := tgt.Exec(ctx, d.Fix); err != nil {
@@ -232,6 +238,22 @@ func reconcile(ctx context.Context, o StreamOptions, log *slog.Logger, tables []
 		}
 	}
 	return out, changed, nil
+}
+
+// renamedFrom names a target-only column that the source's column col
+// may have been renamed from: one whose type holds col's values, while no
+// change said so (a rename while sluice was stopped). "" when none.
+func renamedFrom(st, dt *schema.Table, col string, diffs []schema.Difference, opt schema.PlanOptions) string {
+	sc := st.Column(col)
+	for _, d := range diffs {
+		if d.Kind != schema.DiffColumnExtra {
+			continue
+		}
+		if dc := dt.Column(d.Object); dc != nil && sc != nil && schema.TypeHolds(opt, sc.Type, dc.Type) {
+			return d.Object
+		}
+	}
+	return ""
 }
 
 // withoutColumns is t without some of its columns (none of its key).

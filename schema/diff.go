@@ -170,6 +170,13 @@ func Diff(src, dst *Table, opt PlanOptions) []Difference {
 	return out
 }
 
+// TypeHolds reports whether a target column of type dst holds every
+// value of a source column of type src exactly.
+func TypeHolds(opt PlanOptions, src, dst string) bool {
+	ok, _ := typeHolds(opt.From, opt.To, src, dst)
+	return ok
+}
+
 // typeHolds reports whether a target column of type dst holds every value
 // of a source column of type src exactly, and why not.
 func typeHolds(from, to Engine, src, dst string) (bool, string) {

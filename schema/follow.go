@@ -283,7 +283,7 @@ func (p *followPlan) alterType(e sluice.SchemaEdit) {
 			p.refuse(refusal{
 				why:     fmt.Sprintf("column %s's type narrowed from %s to %s, which may not hold values the target has: the target's %s holds every value the source can hold now", e.Column, oldType, sc.Type, tc.Type),
 				fixes:   []string{stmt},
-				confirm: func(cur *Table) bool { c := cur.Column(name); return c != nil && holds(p.f.Opt, newType, c.Type) },
+				confirm: func(cur *Table) bool { c := cur.Column(name); return c != nil && TypeHolds(p.f.Opt, newType, c.Type) },
 				after:   "or start sluice again without running it: the target keeps the wider type",
 			})
 			return
@@ -293,11 +293,6 @@ func (p *followPlan) alterType(e sluice.SchemaEdit) {
 		return // the target's type holds the new one's values already
 	}
 	p.stmts = append(p.stmts, stmt)
-}
-
-func holds(opt PlanOptions, src, dst string) bool {
-	ok, _ := typeHolds(opt.From, opt.To, src, dst)
-	return ok
 }
 
 // nullStatement makes a target column nullable or NOT NULL; MySQL's

@@ -529,16 +529,17 @@ func (s *state) applyEdits(before *sluice.Table, edits []ddlEdit) (*sluice.Table
 				continue
 			}
 		case sluice.DropColumn:
-			j := indexColumn(next, e.Column)
-			if j < 0 {
-				continue
+			// Kept when the shape lacks the column already (a statement
+			// replayed after a restart, the shape read from the catalog
+			// after it): the target may still have it.
+			if j := indexColumn(next, e.Column); j >= 0 {
+				e.Column = next.Columns[j].Name
+				if slices.Contains(keys, e.Column) {
+					e = sluice.SchemaEdit{Kind: sluice.Unfollowable, Reason: "primary key column " + e.Column + " was dropped: the stream keys rows by the primary key and cannot follow a change of it"}
+					break
+				}
+				next.Columns = slices.Delete(next.Columns, j, j+1)
 			}
-			e.Column = next.Columns[j].Name
-			if slices.Contains(keys, e.Column) {
-				e = sluice.SchemaEdit{Kind: sluice.Unfollowable, Reason: "primary key column " + e.Column + " was dropped: the stream keys rows by the primary key and cannot follow a change of it"}
-				break
-			}
-			next.Columns = slices.Delete(next.Columns, j, j+1)
 		case sluice.AlterColumnType:
 			j := indexColumn(next, e.Column)
 			if j < 0 {
@@ -548,13 +549,17 @@ func (s *state) applyEdits(before *sluice.Table, edits []ddlEdit) (*sluice.Table
 			typ := spell(old.Name, de.typ)
 			nullable := de.nullable
 			next.Columns[j].Type, next.Columns[j].Nullable = typ, nullable
-			if !sameType(old.Type, typ) {
+			// A replayed statement finds the shape changed already: the
+			// edits go out all the same, and the target's catalog says
+			// what is left to do.
+			replayed := sameType(old.Type, typ) && old.Nullable == nullable
+			if !sameType(old.Type, typ) || replayed {
 				out = append(out, sluice.SchemaEdit{Kind: sluice.AlterColumnType, Column: old.Name})
 			}
 			switch {
-			case old.Nullable && !nullable:
+			case !nullable && (old.Nullable || replayed):
 				out = append(out, sluice.SchemaEdit{Kind: sluice.SetNotNull, Column: old.Name})
-			case !old.Nullable && nullable:
+			case nullable && (!old.Nullable || replayed):
 				out = append(out, sluice.SchemaEdit{Kind: sluice.DropNotNull, Column: old.Name})
 			}
 			continue

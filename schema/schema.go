@@ -154,23 +154,6 @@ func (t *Table) Index(name string) *Index {
 	return nil
 }
 
-// indexed reports whether a column is in the primary key or an index.
-func (t *Table) indexed(col string) bool {
-	for _, k := range t.PrimaryKey {
-		if k == col {
-			return true
-		}
-	}
-	for _, ix := range t.Indexes {
-		for _, c := range ix.Columns {
-			if c == col {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // keyColumn reports whether a column is in the primary key or a unique
 // index: where equal values must be equal bytes.
 func (t *Table) keyColumn(col string) bool {

@@ -62,7 +62,7 @@ func TestAddColumnVolatileDefault(t *testing.T) {
 				select {
 				case err := <-run.done:
 					run.done <- err
-					if err == nil || !strings.Contains(err.Error(), "column r was added") || !strings.Contains(err.Error(), "values of their own") ||
+					if err == nil || !strings.Contains(err.Error(), "column r was added") || !strings.Contains(err.Error(), "values no row event carries") ||
 						!strings.Contains(err.Error(), "vol") || !strings.Contains(err.Error(), "--repair") {
 						t.Fatalf("the stream stopped, but not naming the table, the column, why and the fix: %v", err)
 					}

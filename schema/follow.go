@@ -65,8 +65,19 @@ func (f *Follower) Statements(ctx context.Context, c *sluice.Change) ([]string, 
 	}
 	p := &followPlan{f: f, c: c, tn: tn, cur: cur, src: sourceView(c.Table, srcNow),
 		g: &generator{opt: f.Opt, streamed: map[sluice.TableName]bool{}, types: map[string]bool{}, schemas: map[string]bool{}}}
-	for _, e := range sc.Edits {
-		p.edit(e)
+	// Indexes dropped first (a dropped column takes its indexes with it on
+	// MySQL, so a DROP INDEX after it would fail), created last (on the
+	// columns added).
+	for _, pass := range []func(sluice.EditKind) bool{
+		func(k sluice.EditKind) bool { return k == sluice.DropIndex },
+		func(k sluice.EditKind) bool { return k != sluice.DropIndex && k != sluice.CreateIndex },
+		func(k sluice.EditKind) bool { return k == sluice.CreateIndex },
+	} {
+		for _, e := range sc.Edits {
+			if pass(e.Kind) {
+				p.edit(e)
+			}
+		}
 	}
 	key := fmt.Sprintf("%s %s", c.Pos, c.Table.Name)
 	if len(p.refused) == 0 && (f.Mode != "stop" || len(p.stmts) == 0) {
@@ -170,8 +181,24 @@ func (p *followPlan) edit(e sluice.SchemaEdit) {
 	case sluice.AddColumn:
 		p.addColumn(e)
 	case sluice.DropColumn:
-		if cur.Column(e.Column) != nil {
-			p.stmts = append(p.stmts, p.alter()+" DROP COLUMN "+g.ident(e.Column))
+		if cur.Column(e.Column) == nil {
+			return
+		}
+		p.stmts = append(p.stmts, p.alter()+" DROP COLUMN "+g.ident(e.Column))
+		if p.f.Opt.From == MySQL && g.pgTarget() {
+			// MySQL keeps an index of the dropped column on its other
+			// columns; PostgreSQL drops it: made again without it.
+			for _, ix := range cur.Indexes {
+				if !slices.Contains(ix.Columns, e.Column) || len(ix.Columns) < 2 {
+					continue
+				}
+				kind := "INDEX"
+				if ix.Unique {
+					kind = "UNIQUE INDEX"
+				}
+				rest := slices.DeleteFunc(slices.Clone(ix.Columns), func(c string) bool { return c == e.Column })
+				p.stmts = append(p.stmts, fmt.Sprintf("CREATE %s IF NOT EXISTS %s ON %s (%s)", kind, g.ident(ix.Name), g.tableIdent(p.tn), g.idents(rest)))
+			}
 		}
 	case sluice.AlterColumnType:
 		p.alterType(e)

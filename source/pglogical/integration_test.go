@@ -559,21 +559,21 @@ func TestSchemaChanges(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		ddl  []string
-		want []string // the schema changes, in order
+		want []string // the schema edits, in any order
 	}{
-		{"drop", []string{`ALTER TABLE t DROP COLUMN w`}, []string{`schema change t [drop w]`}},
+		{"drop", []string{`ALTER TABLE t DROP COLUMN w`}, []string{`drop w`}},
 		// Dropping x drops the index on it: the catalog tells that first.
-		{"drop_last", []string{`ALTER TABLE t DROP COLUMN x`}, []string{`schema change t [drop index t_old_idx]`, `schema change t [drop x]`}},
-		{"rename", []string{`ALTER TABLE t RENAME COLUMN w TO w2`}, []string{`schema change t [rename w to w2]`}},
-		{"drop_and_add", []string{`ALTER TABLE t DROP COLUMN x`, `ALTER TABLE t ADD COLUMN y int`}, []string{`schema change t [drop index t_old_idx]`, `schema change t [drop x, add y=NULL]`}},
-		{"type", []string{`ALTER TABLE t ALTER COLUMN w TYPE bigint`}, []string{`schema change t [retype w]`}},
-		{"constant_default", []string{`ALTER TABLE t ADD COLUMN d text DEFAULT 'it''s'`}, []string{`schema change t [add d=it's]`}},
-		{"boolean_default", []string{`ALTER TABLE t ADD COLUMN d boolean NOT NULL DEFAULT true`}, []string{`schema change t [add d=true]`, `schema change t [not null d]`}},
-		{"volatile_default", []string{`ALTER TABLE t ADD COLUMN d float8 DEFAULT random()`}, []string{`schema change t [add d volatile]`}},
-		{"drop_not_null", []string{`ALTER TABLE t ALTER COLUMN x DROP NOT NULL`}, []string{`schema change t [null x]`}},
-		{"set_not_null", []string{`ALTER TABLE t ALTER COLUMN w SET NOT NULL`}, []string{`schema change t [not null w]`}},
+		{"drop_last", []string{`ALTER TABLE t DROP COLUMN x`}, []string{`drop index t_old_idx`, `drop x`}},
+		{"rename", []string{`ALTER TABLE t RENAME COLUMN w TO w2`}, []string{`rename w to w2`}},
+		{"drop_and_add", []string{`ALTER TABLE t DROP COLUMN x`, `ALTER TABLE t ADD COLUMN y int`}, []string{`drop index t_old_idx`, `drop x`, `add y=NULL`}},
+		{"type", []string{`ALTER TABLE t ALTER COLUMN w TYPE bigint`}, []string{`retype w`}},
+		{"constant_default", []string{`ALTER TABLE t ADD COLUMN d text DEFAULT 'it''s'`}, []string{`add d=it's`}},
+		{"boolean_default", []string{`ALTER TABLE t ADD COLUMN d boolean NOT NULL DEFAULT true`}, []string{`add d=true`, `not null d`}},
+		{"volatile_default", []string{`ALTER TABLE t ADD COLUMN d float8 DEFAULT random()`}, []string{`add d volatile`}},
+		{"drop_not_null", []string{`ALTER TABLE t ALTER COLUMN x DROP NOT NULL`}, []string{`null x`}},
+		{"set_not_null", []string{`ALTER TABLE t ALTER COLUMN w SET NOT NULL`}, []string{`not null w`}},
 		{"index", []string{`CREATE INDEX t_w_idx ON t (w, x)`, `CREATE UNIQUE INDEX t_x_key ON t (x)`, `DROP INDEX t_old_idx`},
-			[]string{`schema change t [index t_w_idx(w,x), drop index t_old_idx]`, `schema change t [unique t_x_key(x)]`}},
+			[]string{`index t_w_idx(w,x)`, `drop index t_old_idx`, `unique t_x_key(x)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, w int, x int NOT NULL DEFAULT 0)`, `CREATE INDEX t_old_idx ON t (x)`)
@@ -587,12 +587,18 @@ func TestSchemaChanges(t *testing.T) {
 			// it.
 			f.Exec(t, `UPDATE t SET id = id WHERE id = 1`)
 			got = append(got, rowChanges(t, r, 1)...)
+			// Whether pgoutput sends the relation message again before
+			// the transaction's first change as well as after the DDL
+			// depends on when the invalidation is processed: what changed
+			// may come in one schema change or two. Compared as a set.
 			var schema []string
 			insert2, update2 := -1, -1
 			for i, c := range got {
 				switch {
 				case c.Op == sluice.OpSchema:
-					schema = append(schema, dbtest.DescribeChanges([]sluice.Change{c}))
+					for _, e := range c.Schema.Edits {
+						schema = append(schema, dbtest.DescribeEdit(e))
+					}
 					for _, e := range c.Schema.Edits {
 						column := e.Kind == sluice.AddColumn || e.Kind == sluice.DropColumn || e.Kind == sluice.RenameColumn || e.Kind == sluice.AlterColumnType
 						if column && (insert2 < 0 || update2 >= 0) {
@@ -605,8 +611,11 @@ func TestSchemaChanges(t *testing.T) {
 					update2 = i
 				}
 			}
-			if strings.Join(schema, "; ") != strings.Join(tc.want, "; ") {
-				t.Fatalf("schema changes:\n got %s\nwant %s\nall: %s", strings.Join(schema, "; "), strings.Join(tc.want, "; "), dbtest.DescribeChanges(got))
+			slices.Sort(schema)
+			want := slices.Clone(tc.want)
+			slices.Sort(want)
+			if strings.Join(schema, "; ") != strings.Join(want, "; ") {
+				t.Fatalf("schema edits:\n got %s\nwant %s\nall: %s", strings.Join(schema, "; "), strings.Join(want, "; "), dbtest.DescribeChanges(got))
 			}
 		})
 	}

@@ -119,20 +119,28 @@ func (j *Journal) pendingAll(ctx context.Context) ([]JournalStep, error) {
 }
 
 // Record writes a plan's steps, in the order they run (every table's
-// creation, then every index, then every foreign key), replacing the
-// stream's earlier ones, in one transaction.
+// creation, then every index, then every foreign key), after the stream's
+// steps still pending and in place of those done, in one transaction.
 func (j *Journal) Record(ctx context.Context, p *Plan) error {
 	if err := j.ensure(ctx); err != nil {
 		return err
 	}
+	pending, err := j.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	next := 1
+	if len(pending) > 0 {
+		next = pending[len(pending)-1].Seq + 1
+	}
 	var rows [][]any
 	for _, ph := range []Phase{PhaseCreate, PhaseIndexes, PhaseForeignKeys} {
 		for _, s := range p.Steps(ph) {
-			rows = append(rows, []any{j.stream, len(rows) + 1, string(ph), s.SQL, s.Exists})
+			rows = append(rows, []any{j.stream, next + len(rows), string(ph), s.SQL, s.Exists})
 		}
 	}
-	err := j.tx(ctx, func(exec func(q string, args ...any) error) error {
-		if err := exec("DELETE FROM "+j.table()+" WHERE stream = $1 AND seq > 0", j.stream); err != nil {
+	err = j.tx(ctx, func(exec func(q string, args ...any) error) error {
+		if err := exec("DELETE FROM "+j.table()+" WHERE stream = $1 AND seq > 0 AND done", j.stream); err != nil {
 			return err
 		}
 		for _, r := range rows {

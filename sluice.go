@@ -35,6 +35,12 @@ const (
 	// Key and Row are nil. The target applies it in order with the
 	// stream's other changes.
 	OpTruncate
+	// OpSchema changes no row: the source changed Table's definition (a
+	// DDL). Table is the new definition, which the changes after it use;
+	// Schema says what changed. The stream applies it alone, every lane
+	// drained on either side, and the target follows it (or the stream
+	// stops there, when it cannot be followed). Key and Row are nil.
+	OpSchema
 )
 
 func (o Op) String() string {
@@ -49,6 +55,8 @@ func (o Op) String() string {
 		return "progress"
 	case OpTruncate:
 		return "truncate"
+	case OpSchema:
+		return "schema change"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -216,11 +224,81 @@ type Change struct {
 	// Pos is where a reader resumes to read the changes after this one:
 	// once Pos is checkpointed, this change and every earlier one are applied.
 	Pos Position
+	// Schema says what an OpSchema change did to the table's definition.
+	Schema *SchemaChange
+}
+
+// SchemaChange is a change of a table's definition on the source, as a
+// reader saw it in the source's log.
+type SchemaChange struct {
+	// Before is the definition the changes before it used.
+	Before *Table
+	Edits  []SchemaEdit
+	// Statement is the source's DDL as its log carries it (binlog); empty
+	// where the log carries none (PostgreSQL's logical replication).
+	Statement string
+}
+
+// EditKind is what a SchemaEdit does.
+type EditKind uint8
+
+const (
+	// AddColumn adds Column (in the new definition), holding Fill in the
+	// rows that existed before the change.
+	AddColumn EditKind = iota + 1
+	// DropColumn drops Column (of the definition before).
+	DropColumn
+	// AlterColumnType changes Column's type from its type before to its
+	// type in the new definition.
+	AlterColumnType
+	// SetNotNull and DropNotNull change whether Column may hold NULL.
+	SetNotNull
+	DropNotNull
+	// CreateIndex and DropIndex create and drop a secondary index.
+	CreateIndex
+	DropIndex
+	// RenameColumn renames Column to To: whether the target's column is
+	// the source's renamed or another is not for sluice to guess, so the
+	// stream stops there.
+	RenameColumn
+	// Unfollowable is a change sluice does not follow: Reason says what
+	// and why; the stream stops there.
+	Unfollowable
+)
+
+// SchemaEdit is one part of a SchemaChange.
+type SchemaEdit struct {
+	Kind   EditKind
+	Column string
+	// To is a renamed column's new name.
+	To string
+	// Fill is the value an added column holds in the rows that existed
+	// before the change: its default when that is a constant, else NULL.
+	// Volatile says the source gave those rows values of their own (a
+	// default such as now(), random(), CURRENT_TIMESTAMP, computed per
+	// row or at the DDL's time) that no row event carries.
+	Fill     Value
+	Volatile bool
+	// Index is the index a CreateIndex or DropIndex concerns.
+	Index *Index
+	// Reason says why an Unfollowable change is not followed.
+	Reason string
+}
+
+// Index is a secondary index of a table, as a SchemaEdit names it.
+type Index struct {
+	Name    string
+	Columns []string
+	Unique  bool
+	// Definition is the source engine's own definition of an index with
+	// expressions or a predicate (PostgreSQL's pg_get_indexdef), which a
+	// target of the same engine takes as it is; empty for a plain one.
+	Definition string
 }
 
 // NewKey returns the key the row has after the change: the old key for a
 // delete, the new image's key for an insert or update, nil for a change of
-// no single row (a truncate, a progress marker).
+// no single row (a truncate, a schema change, a progress marker).
 func (c *Change) NewKey() Row {
 	switch c.Op {
 	case OpDelete:

@@ -40,6 +40,14 @@ type Batch struct {
 	// Last is the position of the batch's last change: once the batch is
 	// committed, the stream may be checkpointed there.
 	Last sluice.Position
+	// Schema is the batch's change of a table's definition (an OpSchema
+	// change), which a batch carries alone; DDL holds the statements that
+	// make the target follow it, which the target runs before the
+	// checkpoint: in the same transaction where DDL is transactional
+	// (PostgreSQL), each committing on its own before it elsewhere
+	// (MySQL), so every statement must be one whose replay does nothing.
+	Schema *sluice.Change
+	DDL    []string
 }
 
 // TableBatch is the compacted work for one table, applied in this order:
@@ -194,6 +202,10 @@ func (c *Compactor) Add(changes []sluice.Change) {
 			continue
 		}
 		c.b.Changes++
+		if ch.Op == sluice.OpSchema {
+			c.b.Schema = ch
+			continue
+		}
 		name := ch.Table.Name
 		if c.inOrder != nil {
 			if _, ok := c.asked[name]; !ok {
@@ -272,7 +284,7 @@ func (c *Compactor) Batch() *Batch {
 	b := &c.b
 	for _, run := range c.runs {
 		for i := range run {
-			if ch := &run[i]; ch.Op != sluice.OpProgress && c.ordered[ch.Table.Name] {
+			if ch := &run[i]; ch.Op != sluice.OpProgress && ch.Op != sluice.OpSchema && c.ordered[ch.Table.Name] {
 				b.Ordered = append(b.Ordered, *ch)
 				b.Rows++
 			}

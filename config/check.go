@@ -36,6 +36,8 @@ func (s Stream) Check() error {
 	add(CheckSourceMode(s.SourceMode, true))
 	add(oneOf("apply-mode", s.ApplyMode, "pipelined", "per-row"))
 	add(oneOf("initial-copy", s.InitialCopy, "auto", "on", "off"))
+	add(oneOf("create-tables", s.CreateTables, "on", "off"))
+	add(oneOf("schema-changes", s.SchemaChanges, "follow", "stop"))
 	if s.InitialCopy == "on" && s.FromNow {
 		add(fmt.Errorf("--initial-copy on and --from-now contradict each other: the copy hands off to the stream at the snapshot's position, --from-now starts at the source's current one; drop --from-now to copy, or use --initial-copy=off --from-now when the target already holds the rows"))
 	}

@@ -13,7 +13,7 @@ func goodStream() Stream {
 		ApplyMode: "pipelined", MultiStatements: "auto", Controller: "model", MinLanes: 1, MaxLanes: 16, StallRatio: 0.1,
 		StallWindow: 2 * time.Minute, MaxBatchBytes: 16 << 20, PollInterval: 200 * time.Millisecond, MaxQueueBytes: 64 << 20,
 		ShutdownTimeout: 30 * time.Second, LogLevel: "info", LogFormat: "auto",
-		InitialCopy: "auto", CopyWorkers: 4, CopyChunkRows: 50000,
+		InitialCopy: "auto", CreateTables: "on", SchemaChanges: "follow", CopyWorkers: 4, CopyChunkRows: 50000,
 	}
 }
 
@@ -41,6 +41,8 @@ func TestCheck(t *testing.T) {
 		{"initial-copy yes", func(s *Stream) { s.InitialCopy = "yes" }, []string{`--initial-copy "yes"`, "auto, on or off"}},
 		{"initial-copy on with from-now", func(s *Stream) { s.InitialCopy, s.FromNow = "on", true }, []string{"--initial-copy on and --from-now", "--initial-copy=off --from-now"}},
 		{"initial-copy off with from-now", func(s *Stream) { s.InitialCopy, s.FromNow = "off", true }, nil},
+		{"create-tables maybe", func(s *Stream) { s.CreateTables = "maybe" }, []string{`--create-tables "maybe"`, "on or off"}},
+		{"schema-changes ignore", func(s *Stream) { s.SchemaChanges = "ignore" }, []string{`--schema-changes "ignore"`, "follow or stop"}},
 		{"copy-workers 0", func(s *Stream) { s.CopyWorkers = 0 }, []string{"--copy-workers 0", "at least 1"}},
 		{"copy-chunk-rows -1", func(s *Stream) { s.CopyChunkRows = -1 }, []string{"--copy-chunk-rows -1", "at least 1"}},
 		{"redis target", func(s *Stream) { s.Target = "redis://:secret@cache:6379/0" }, []string{"--target", `"redis"`, "not a database sluice supports"}},

@@ -88,6 +88,8 @@ type Settings struct {
 	SourceMode          *string   `toml:"source_mode"`
 	FromNow             *bool     `toml:"from_now"`
 	InitialCopy         *string   `toml:"initial_copy"`
+	CreateTables        *string   `toml:"create_tables"`
+	SchemaChanges       *string   `toml:"schema_changes"`
 	CopyWorkers         *int      `toml:"copy_workers"`
 	CopyChunkRows       *int      `toml:"copy_chunk_rows"`
 	ApplyBatchSize      *int      `toml:"apply_batch_size"`
@@ -264,6 +266,8 @@ type Stream struct {
 	SourceMode          string
 	FromNow             bool
 	InitialCopy         string
+	CreateTables        string
+	SchemaChanges       string
 	CopyWorkers         int
 	CopyChunkRows       int
 	ApplyBatchSize      int

@@ -29,6 +29,20 @@ func (o StreamOptions) copyWanted() bool {
 	return !o.FromNow
 }
 
+// followsSchema says whether the stream follows the source's DDL: a log
+// read (logical or binlog) with --schema-changes follow.
+func (o StreamOptions) followsSchema() bool {
+	if o.SchemaChanges == "stop" {
+		return false
+	}
+	eng, err := EngineOf(o.SourceURL)
+	if err != nil {
+		return false
+	}
+	mode, err := resolveMode(eng, o.SourceMode, sluice.Position{})
+	return err == nil && mode != ModeTrigger
+}
+
 // copySource is the source of a stream's initial copy, read as the stream
 // will read it (mode).
 func copySource(o StreamOptions, mode string) (tablecopy.Source, error) {
@@ -188,7 +202,21 @@ func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, tgt tar
 		}
 		return sluice.Position{}, err
 	}
+	if o.CreateTables != "off" {
+		if err := finishTables(ctx, o, log); err != nil {
+			return sluice.Position{}, err
+		}
+		forgetTables(tgt)
+	}
 	return res.Position, nil
+}
+
+// forgetTables makes a target read its tables' catalog again: sluice
+// changed their schema since it opened.
+func forgetTables(t target) {
+	if f, ok := t.(interface{ ForgetTables() }); ok {
+		f.ForgetTables()
+	}
 }
 
 // finishCopy records the hand-off on the target's copy plan, once the

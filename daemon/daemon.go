@@ -40,6 +40,12 @@ type StreamOptions struct {
 	// InitialCopy is "auto" (default: copy unless FromNow), "on" or "off":
 	// whether a stream with no checkpoint first copies the tables' rows.
 	InitialCopy string
+	// CreateTables is "on" (default: a stream that copies creates the
+	// target tables that are missing) or "off".
+	CreateTables string
+	// SchemaChanges is "follow" (default: a streamed table's DDL on the
+	// source is applied to the target in order) or "stop".
+	SchemaChanges string
 	// CopyWorkers and CopyChunkRows shape the copy (defaults 4, 50,000).
 	CopyWorkers, CopyChunkRows int
 	// ApplyMode is "pipelined" (default) or "per-row".
@@ -202,6 +208,12 @@ func withDefaults(o StreamOptions) StreamOptions {
 	}
 	if o.InitialCopy == "" {
 		o.InitialCopy = "auto"
+	}
+	if o.CreateTables == "" {
+		o.CreateTables = "on"
+	}
+	if o.SchemaChanges == "" {
+		o.SchemaChanges = "follow"
 	}
 	if o.CopyWorkers <= 0 {
 		o.CopyWorkers = 4
@@ -598,6 +610,12 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	from := start.Position
 	if from.IsZero() {
 		early.discard()
+		if o.copyWanted() && o.CreateTables != "off" {
+			if err := createTables(ctx, o, log); err != nil {
+				return recordErr(ctx, store, o, err)
+			}
+			forgetTables(tgt)
+		}
 		if from, err = initialCopy(ctx, o, log, tgt, gen, topts, sl, svc, store, warned); err != nil {
 			return recordErr(ctx, store, o, err)
 		}
@@ -618,8 +636,24 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	}
 	defer rd.Close()
 	rd = sourceSide{rd}
-	if err := tgt.Preflight(ctx, rd.Tables()); err != nil {
-		return recordErr(ctx, store, o, Fail(ExitTarget, err))
+	tables := rd.Tables()
+	if err := tgt.Preflight(ctx, tables); err != nil {
+		// A stream that follows the source's DDL may meet, in its
+		// backlog, the change that makes the target fit.
+		if o.followsSchema() {
+			reconciled, changed, rerr := reconcile(ctx, o, log, tables)
+			switch {
+			case rerr != nil:
+				err = rerr
+			case changed:
+				forgetTables(tgt)
+				tables = reconciled
+				err = tgt.Preflight(ctx, tables)
+			}
+		}
+		if err != nil {
+			return recordErr(ctx, store, o, Fail(ExitTarget, err))
+		}
 	}
 	warned.flush()
 	if o.KillBudget, err = killBudget(ctx, log, o, tgt); err != nil {
@@ -644,7 +678,6 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		})
 	}
 	ctrl := newSizer()
-	tables := rd.Tables()
 	// Lanes route the changes of tables with unique keys besides the
 	// primary key, and of tables joined by foreign keys, by group; a
 	// stream whose lanes stopped undrained must route as they did.
@@ -700,6 +733,8 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		defer t.Close(context.WithoutCancel(ctx))
 		return t.OldestTransaction(ctx)
 	}
+	follower := &schemaFollower{o: o, log: log}
+	defer follower.close()
 	st := stream.New(stream.Config{
 		ID:                  o.ID,
 		Reader:              rd,
@@ -726,6 +761,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		MaxBatchBytes:       o.MaxBatchBytes,
 		OnBatch:             mstream.ObserveBatch,
 		OldestTransaction:   oldest,
+		Schema:              follower.statements,
 	})
 	mode := o.ApplyMode
 	if mode == "" {

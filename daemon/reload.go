@@ -44,6 +44,8 @@ var reloadKeys = map[string]struct {
 	"SourceMode":          {"source_mode", restartProcess},
 	"FromNow":             {"from_now", restartStream},
 	"InitialCopy":         {"initial_copy", restartStream},
+	"CreateTables":        {"create_tables", restartStream},
+	"SchemaChanges":       {"schema_changes", restartStream},
 	"CopyWorkers":         {"copy_workers", restartStream},
 	"CopyChunkRows":       {"copy_chunk_rows", restartStream},
 	"ApplyMode":           {"apply_mode", restartStream},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -23,8 +24,8 @@ import (
 // is written to the target, and no password is printed.
 type badCase struct {
 	name string
-	// engine of the source and the target (both the same here).
-	engine daemon.Engine
+	// engine of the source, and of the target unless target is set.
+	engine, target daemon.Engine
 	// setup prepares the source and the target; it returns the arguments
 	// after "sluice" (the state dir is appended by the runner).
 	setup func(t *testing.T, c *badEnv) []string
@@ -33,10 +34,14 @@ type badCase struct {
 }
 
 // badEnv is a case's source and target: databases of their own with a
-// table t (id, v) on both sides, and a state dir.
+// table t (id, v) on both sides, and a state dir. A setup that ran sluice
+// itself (a stream that stops mid-stream) leaves its exit code and output
+// here and returns no arguments.
 type badEnv struct {
 	src, dst *endpoint
 	stateDir string
+	code     int
+	out      string
 }
 
 func (c *badEnv) exec(t *testing.T, e *endpoint, qs ...string) {
@@ -57,6 +62,68 @@ func withURL(t *testing.T, raw string, f func(u *url.URL)) string {
 	}
 	f(u)
 	return u.String()
+}
+
+// streamDuring runs sync start from the source's log, from now, makes the
+// source run stmts once it streams, and waits for the stream to stop; its
+// exit code and output are the case's (badEnv.code, out).
+func streamDuring(t *testing.T, c *badEnv, stmts ...string) {
+	t.Helper()
+	cmd, out, rest := startStreaming(t, c)
+	c.exec(t, c.src, stmts...)
+	io.Copy(out, rest)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("sync start: %v, want it to stop with an error\n%s", err, out.String())
+	}
+	c.code, c.out = ee.ExitCode(), out.String()
+}
+
+// streamedOnce runs sync start from the source's log, from now, until it
+// streams, and stops it (SIGINT): the stream has a checkpoint to resume
+// from.
+func streamedOnce(t *testing.T, c *badEnv) {
+	t.Helper()
+	cmd, out, rest := startStreaming(t, c)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(out, rest)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("sync start did not stop cleanly: %v\n%s", err, out.String())
+	}
+}
+
+// startStreaming starts sync start from the source's log, from now, and
+// returns once it logged that it streams, with what it logged so far and
+// the rest of its log to read.
+func startStreaming(t *testing.T, c *badEnv) (*exec.Cmd, *bytes.Buffer, io.Reader) {
+	t.Helper()
+	if c.src.engine == daemon.EnginePostgres {
+		dropSlotAtCleanup(t, c.src, "default", []string{"t"})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, buildSluice(t), "sync", "start", "--source", c.src.url, "--target", c.dst.url, "--tables", "t",
+		"--initial-copy", "off", "--from-now", "--state-dir", c.stateDir, "--log-format", "json")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	buf := make([]byte, 4096)
+	for !strings.Contains(out.String(), `"msg":"streaming"`) {
+		n, err := stderr.Read(buf)
+		out.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("the stream did not start: %v\n%s", err, out.String())
+		}
+	}
+	return cmd, &out, stderr
 }
 
 func syncArgs(c *badEnv, extra ...string) []string {
@@ -369,6 +436,41 @@ var badCases = []badCase{
 		want: []string{"permission denied for table t", "GRANT SELECT, INSERT, UPDATE, DELETE"},
 	},
 	{
+		name: "a type with no exact equivalent on the target", engine: daemon.EnginePostgres, target: daemon.EngineMySQL, code: daemon.ExitTarget,
+		setup: func(t *testing.T, c *badEnv) []string {
+			c.exec(t, c.src, "CREATE TABLE ledger (id int PRIMARY KEY, amount numeric)")
+			return []string{"sync", "start", "--source", c.src.url, "--target", c.dst.url, "--tables", "ledger"}
+		},
+		want: []string{"column public.ledger.amount", "numeric without precision", "declare the source column numeric(p,s)", "longtext", "sluice schema plan"},
+	},
+	{
+		name: "a column renamed on the source while it streams", engine: daemon.EngineMySQL, code: daemon.ExitFailure,
+		setup: func(t *testing.T, c *badEnv) []string {
+			streamDuring(t, c, "ALTER TABLE t RENAME COLUMN v TO w", "INSERT INTO t (id, w) VALUES (5, 'after')")
+			return nil
+		},
+		want: []string{".t changed at", "column v was renamed to w", "ALTER TABLE `t` RENAME COLUMN `v` TO `w`", "start sluice again"},
+	},
+	{
+		name: "a column renamed on the source while sluice was stopped", engine: daemon.EnginePostgres, code: daemon.ExitTarget,
+		setup: func(t *testing.T, c *badEnv) []string {
+			c.exec(t, c.src, "ALTER TABLE t ADD COLUMN x int")
+			c.exec(t, c.dst, "ALTER TABLE t ADD COLUMN x int")
+			streamedOnce(t, c)
+			c.exec(t, c.src, "ALTER TABLE t RENAME COLUMN x TO y")
+			return []string{"sync", "start", "--source", c.src.url, "--target", c.dst.url, "--tables", "t", "--initial-copy", "off"}
+		},
+		want: []string{"public.t", "column y is on the source but not on the target", "RENAME COLUMN x TO y"},
+	},
+	{
+		name: "a type narrowed on the source while it streams", engine: daemon.EnginePostgres, code: daemon.ExitFailure,
+		setup: func(t *testing.T, c *badEnv) []string {
+			streamDuring(t, c, "ALTER TABLE t ALTER COLUMN v TYPE varchar(10)", "INSERT INTO t (id, v) VALUES (5, 'after')")
+			return nil
+		},
+		want: []string{"public.t changed at", "column v's type narrowed from character varying(40) to character varying(10)", "TYPE character varying(10)", "keeps the wider type"},
+	},
+	{
 		name: "a second sluice on the same state dir", engine: daemon.EnginePostgres, code: daemon.ExitState,
 		setup: func(t *testing.T, c *badEnv) []string {
 			// The first streams another table, so that t stays empty.
@@ -391,31 +493,40 @@ func TestBadInputMatrix(t *testing.T) {
 		t.Run(bc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			c := &badEnv{src: newEndpoint(t, bc.engine), dst: newEndpoint(t, bc.engine), stateDir: t.TempDir()}
+			target := bc.target
+			if target == "" {
+				target = bc.engine
+			}
+			c := &badEnv{src: newEndpoint(t, bc.engine), dst: newEndpoint(t, target), stateDir: t.TempDir()}
 			for _, e := range []*endpoint{c.src, c.dst} {
 				if err := e.exec(ctx, "CREATE TABLE t (id int PRIMARY KEY, v varchar(40))"); err != nil {
 					t.Fatal(err)
 				}
 			}
 			args := bc.setup(t, c)
-			if args[0] == "sync" && !strings.Contains(strings.Join(args, " "), "--config") {
+			if len(args) > 0 && args[0] == "sync" && !strings.Contains(strings.Join(args, " "), "--config") {
 				args = append(args, "--state-dir", c.stateDir)
 			}
-			if err := c.src.exec(ctx, "INSERT INTO t (id, v) VALUES (1, 'one')"); err != nil {
-				t.Fatal(err)
+			if len(args) > 0 {
+				if err := c.src.exec(ctx, "INSERT INTO t (id, v) VALUES (1, 'one')"); err != nil {
+					t.Fatal(err)
+				}
 			}
 			runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(runCtx, bin, args...)
-			out, err := cmd.CombinedOutput()
-			text := string(out)
-			var ee *exec.ExitError
-			code := 0
-			switch {
-			case errors.As(err, &ee):
-				code = ee.ExitCode()
-			case err != nil:
-				t.Fatalf("run sluice: %v", err)
+			code, text := c.code, c.out
+			if len(args) > 0 {
+				cmd := exec.CommandContext(runCtx, bin, args...)
+				out, err := cmd.CombinedOutput()
+				text = string(out)
+				var ee *exec.ExitError
+				code = 0
+				switch {
+				case errors.As(err, &ee):
+					code = ee.ExitCode()
+				case err != nil:
+					t.Fatalf("run sluice: %v", err)
+				}
 			}
 			t.Logf("exit %d:\n%s", code, text)
 			if runCtx.Err() != nil {

@@ -105,7 +105,11 @@ func TestRandomized(t *testing.T) {
 						if src.engine == daemon.EngineMySQL {
 							form = randomizedSession(t, j, k)
 						}
-						runRandomized(t, src, to, seed, n, l.min, l.max, id, form)
+						// The one-lane run starts from an empty target
+						// database: sync start creates its tables from the
+						// source's (every type the workload has through
+						// the type map) and copies them (empty) first.
+						runRandomized(t, src, to, seed, n, l.min, l.max, id, form, k == 0)
 					})
 				}
 			})
@@ -113,7 +117,7 @@ func TestRandomized(t *testing.T) {
 	}
 }
 
-func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed uint64, n, minLanes, maxLanes int, id string, form wlgen.SessionForm) {
+func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed uint64, n, minLanes, maxLanes int, id string, form wlgen.SessionForm, create bool) {
 	ctx := context.Background()
 	start := time.Now()
 	tail := 0
@@ -134,7 +138,11 @@ func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed ui
 		}
 	}
 	s, d := newEndpoint(t, src.engine), newEndpoint(t, to)
-	for _, e := range []*endpoint{s, d} {
+	sides := []*endpoint{s, d}
+	if create {
+		sides = sides[:1]
+	}
+	for _, e := range sides {
 		for _, ddl := range w.Schema.DDL(wlgen.Engine(e.engine)) {
 			if err := e.exec(ctx, ddl); err != nil {
 				t.Fatalf("%s: %s: %v", e.engine, ddl, err)
@@ -151,8 +159,9 @@ func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed ui
 		}
 	} else {
 		// The tables exist, empty, on both sides: the stream starts from
-		// now.
+		// now; or they are to be created, and it copies first.
 		o = logOptions(t, id, s, dstURL, tables)
+		o.FromNow = !create
 		dropSlotAtCleanup(t, s, o.ID, tables)
 	}
 	o.MinLanes, o.MaxLanes = minLanes, maxLanes

@@ -44,26 +44,8 @@ func waitEqual(t *testing.T, src, dst *endpoint, tables []string, within time.Du
 func verifyAgrees(t *testing.T, src, dst *endpoint, tables []string) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := verify.Open(ctx, "--source", src.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	d, err := verify.Open(ctx, "--target", dst.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	names := make([]sluice.TableName, len(tables))
-	for i, tb := range tables {
-		if names[i], err = sluice.ParseTableName(tb); err != nil {
-			t.Fatal(err)
-		}
-		if src.engine == daemon.EnginePostgres && names[i].Schema == "" {
-			names[i].Schema = "public"
-		}
-	}
-	rep, err := verify.Run(ctx, verify.Config{Source: s, Target: d, Tables: names})
+	cfg := openVerify(t, src, dst, tables)
+	rep, err := verify.Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("sluice verify over tables the independent comparison finds equal: %v", err)
 	}
@@ -76,6 +58,33 @@ func verifyAgrees(t *testing.T, src, dst *endpoint, tables []string) {
 		}
 		t.Fatalf("sluice verify reports %d differences in tables the independent comparison finds equal:%s", n, b.String())
 	}
+}
+
+// openVerify opens sluice verify's sides on two endpoints, for tables
+// (closed when the test ends).
+func openVerify(t *testing.T, src, dst *endpoint, tables []string) verify.Config {
+	t.Helper()
+	ctx := context.Background()
+	s, err := verify.Open(ctx, "--source", src.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	d, err := verify.Open(ctx, "--target", dst.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	names := make([]sluice.TableName, len(tables))
+	for i, tb := range tables {
+		if names[i], err = sluice.ParseTableName(tb); err != nil {
+			t.Fatal(err)
+		}
+		if src.engine == daemon.EnginePostgres && names[i].Schema == "" {
+			names[i].Schema = "public"
+		}
+	}
+	return verify.Config{Source: s, Target: d, Tables: names}
 }
 
 // waitEqualDB is waitEqual for any two databases: the tables are compared

@@ -434,12 +434,14 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 			}
 			byKey := m.s.cfg.Groups[c.Table.Name] == ""
 			// A truncate of a table routed by key touches rows of every
-			// lane: it is applied with every lane drained on either side
-			// of it.
-			barrier := c.Op == sluice.OpTruncate && byKey
+			// lane, and a schema change must find every change before it
+			// applied and none after: either is applied with every lane
+			// drained on either side of it.
+			whole := c.Op == sluice.OpTruncate || c.Op == sluice.OpSchema
+			barrier := c.Op == sluice.OpTruncate && byKey || c.Op == sluice.OpSchema
 			var h, oldH uint64
 			moved := false
-			if c.Op == sluice.OpTruncate {
+			if whole {
 				h = m.routeHash(c.Table, nil)
 			} else {
 				key := c.NewKey()
@@ -464,7 +466,7 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 			m.positions.push(c.Pos)
 			l := m.lanes[h%uint64(m.active)]
 			l.fifo = append(l.fifo, seq)
-			if byKey && c.Op != sluice.OpTruncate {
+			if byKey && !whole {
 				m.orderByKey(l, seq, h, oldH, moved)
 			}
 			l.routed++
@@ -652,7 +654,7 @@ func (m *multi) recovered(c sluice.Change) (bool, error) {
 	l := -1
 	if c.Op != sluice.OpProgress {
 		l = m.laneOf(c.Table, c.NewKey(), rec.Lanes)
-		if c.Op == sluice.OpTruncate {
+		if c.Op == sluice.OpTruncate || c.Op == sluice.OpSchema {
 			l = m.laneOf(c.Table, nil, rec.Lanes)
 		}
 	}
@@ -963,7 +965,7 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 				l.ctrl.SetRTT(rtt)
 			}
 		}
-		cs := items
+		cs := items[:schemaCut(items)]
 		compactStart := time.Now()
 		b, ahead := s.batch(next, l.head, cs)
 		l.compactTook, l.compactedAhead = time.Since(compactStart), ahead
@@ -975,9 +977,24 @@ func (m *multi) runLane(ctx context.Context, l *lane) error {
 			// The next batch's changes, compacted while this one is in
 			// flight as they are routed here, up to the size the lane
 			// would give a backlog.
-			next = s.prepareLane(ctx, l.q, l.head+uint64(len(items)), max(want, backlogSize(l.ctrl)), s.cfg.MaxBatchBytes)
+			next = s.prepareLane(ctx, l.q, l.head+uint64(len(cs)), max(want, backlogSize(l.ctrl)), s.cfg.MaxBatchBytes)
 		}
-		chain := limit == 0 && !s.cfg.NoOverlap && m.mayChain(l)
+		if err := s.schemaDDL(ctx, b); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if retry, _ := apply.IsRetryable(err); !retry {
+				return err
+			}
+			s.log.Warn("read the target's catalog for a schema change; retrying", append(ErrAttrs(err), "lane", l.id)...)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		chain := limit == 0 && !s.cfg.NoOverlap && m.mayChain(l) && b.Schema == nil
 		f := m.send(ctx, l, l.target, nil, cs, b, chain)
 		m.openAlt(ctx, l)
 		failed, err := m.fly(ctx, l, f, &next, chain)

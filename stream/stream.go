@@ -123,6 +123,11 @@ type Config struct {
 	// the batch's changes (not to be kept), its duration and its error
 	// (nil: committed on the target). For metrics.
 	OnBatch func(cs []sluice.Change, d time.Duration, err error)
+	// Schema returns the statements that make the target follow a change
+	// of a table's definition (an OpSchema change), run with the batch
+	// that carries it alone, or the error that stops the stream there.
+	// Required when the reader hands out schema changes.
+	Schema func(ctx context.Context, c *sluice.Change) ([]string, error)
 }
 
 // Stats is a stream's live state.
@@ -645,6 +650,7 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 			want = min(want, int(next.first-head))
 		}
 		n := bytePrefix(pending[:min(want, len(pending))], s.cfg.MaxBatchBytes, changeSize)
+		n = schemaCut(pending[:n])
 		b, _ := s.batch(next, head, pending[:n])
 		if next != nil && next.first <= head {
 			next.drop()
@@ -661,7 +667,8 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 				pending = append(pending, more...)
 			}
 			if rest := pending[n:min(n+want, len(pending))]; len(rest) > 0 {
-				next = s.prepare(head+uint64(n), rest[:bytePrefix(rest, s.cfg.MaxBatchBytes, changeSize)])
+				rest = rest[:bytePrefix(rest, s.cfg.MaxBatchBytes, changeSize)]
+				next = s.prepare(head+uint64(n), rest[:schemaCut(rest)])
 			}
 		}
 		err := s.applyBatch(ctx, pending[:n], b)
@@ -719,6 +726,35 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 }
 
 func changeSize(c *sluice.Change) int64 { return int64(c.Size()) }
+
+// schemaCut returns how many of cs, from the front, a batch takes so that a
+// schema change is a batch of its own: 1 when cs starts with one, else up
+// to the first.
+func schemaCut(cs []sluice.Change) int {
+	for i := range cs {
+		if cs[i].Op == sluice.OpSchema {
+			return max(i, 1)
+		}
+	}
+	return len(cs)
+}
+
+// schemaDDL fills a schema change's batch with the statements that make
+// the target follow it (Config.Schema).
+func (s *Stream) schemaDDL(ctx context.Context, b *apply.Batch) error {
+	if b.Schema == nil {
+		return nil
+	}
+	if s.cfg.Schema == nil {
+		return &sluice.TableError{Table: b.Schema.Table.Name, Err: fmt.Errorf("table %s changed on the source, and this stream cannot follow schema changes: make the target match, then restart sluice", b.Schema.Table.Name)}
+	}
+	ddl, err := s.cfg.Schema(ctx, b.Schema)
+	if err != nil {
+		return err
+	}
+	b.DDL = ddl
+	return nil
+}
 
 // bytePrefix returns how many of xs, from the front, fit in maxBytes by
 // size: at least one (a change larger than the cap must still be applied,
@@ -793,6 +829,9 @@ func (s *Stream) applyBatch(ctx context.Context, cs []sluice.Change, b *apply.Ba
 	applyCtx, cancel := s.inFlight(ctx)
 	defer cancel()
 
+	if err := s.schemaDDL(applyCtx, b); err != nil {
+		return err
+	}
 	start := s.txBegan(0)
 	err := s.cfg.Target.Apply(applyCtx, b, cp)
 	d := time.Since(start)

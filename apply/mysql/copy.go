@@ -571,7 +571,7 @@ func (t *Target) RowCounts(ctx context.Context, names []sluice.TableName) ([]int
 	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && me.Number == 1146 {
-		return nil, fmt.Errorf("target table %s does not exist: create it with the source's columns and primary key (sluice does not create tables): %w", failed, err)
+		return nil, fmt.Errorf("target table %s does not exist: create it with the source's columns and primary key (sluice schema apply creates it from the source's definition, as sync start does with --create-tables on): %w", failed, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("count rows of target table %s: %w", failed, err)

@@ -599,6 +599,23 @@ func (t *Target) apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 		}
 		return &apply.RetryableError{Err: err}
 	}
+	// A schema change's statements run first, each committing on its own
+	// (MySQL's DDL commits): a replay of the batch runs statements that
+	// find their work done (see apply.Batch.DDL).
+	for _, q := range b.DDL {
+		if _, err := t.conn.ExecContext(ctx, q); err != nil {
+			err = fmt.Errorf("schema change of %s on target %s at %s: %s: %w", b.Schema.Table.Name, t.server, t.addr, q, err)
+			if connLost(err) {
+				t.discard()
+				return classify(err, true)
+			}
+			if re := classify(err, false); re != err {
+				return re // killed or timed out: worth retrying
+			}
+			return &sluice.TableError{Table: b.Schema.Table.Name, Err: err}
+		}
+		clear(t.tables) // described again, as the statement left it
+	}
 	stmts, err := t.plan(ctx, b, t.cfg.Mode == PerRow)
 	if err != nil {
 		if t.conn == nil {

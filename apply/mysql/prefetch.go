@@ -221,3 +221,16 @@ func (t *Target) prefetchedTableOf(name sluice.TableName) *prefetchedTable {
 	}
 	return t.pre.tables[name.Name]
 }
+
+// ForgetTables drops what the setup packet read of the stream's tables
+// (columns, indexes, foreign keys) and the checks made with it: sluice
+// changed their schema since (it created them, or their indexes), so the
+// next requests read the catalog.
+func (t *Target) ForgetTables() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pre != nil {
+		t.pre.tables = nil
+	}
+	clear(t.tables)
+}

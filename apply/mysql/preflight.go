@@ -187,7 +187,7 @@ func (t *Target) loadWith(ctx context.Context, tbl *sluice.Table, allowMerge boo
 	}
 	display := sluice.TableName{Schema: schema, Name: tbl.Name.Name}.String()
 	if len(tcols) == 0 {
-		return nil, fmt.Errorf("target table %s does not exist in database %s: create it with the source's columns", display, schema)
+		return nil, fmt.Errorf("target table %s does not exist in database %s: create it with the source's columns (sluice schema apply creates it from the source's definition)", display, schema)
 	}
 	d, err := check(tbl, display, tcols, indexes, indexOrder, keyRules{server: t.server, allowMerge: allowMerge})
 	if err != nil {

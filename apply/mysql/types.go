@@ -324,3 +324,10 @@ func fitError(table, col, srcType, dstType, why string) error {
 	return fmt.Errorf("column %s.%s is %s on the target but %s on the source: values may not fit (%s); alter the target column: ALTER TABLE %s MODIFY %s %s",
 		table, col, dstType, srcType, why, table, quoteIdent(col), srcType)
 }
+
+// TypeFits reports whether every value of MySQL-family type src is stored
+// exactly by a column of type dst (COLUMN_TYPE spellings or the user's),
+// and when not why: the rule the preflight applies, for the schema
+// package's diff and for a change of a source column's type that a stream
+// follows.
+func TypeFits(src, dst string) (bool, string) { return fits(parseType(src), parseType(dst)) }

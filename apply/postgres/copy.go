@@ -344,7 +344,7 @@ func (t *Target) RowCounts(ctx context.Context, names []sluice.TableName) ([]int
 	})
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42P01" {
-		return nil, fmt.Errorf("target table %s does not exist on PostgreSQL at %s: create it with the source's columns and primary key (sluice does not create tables): %w", failed, t.addr, err)
+		return nil, fmt.Errorf("target table %s does not exist on PostgreSQL at %s: create it with the source's columns and primary key (sluice schema apply creates it from the source's definition, as sync start does with --create-tables on): %w", failed, t.addr, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("count rows of target table %s on PostgreSQL at %s: %w", failed, t.addr, err)

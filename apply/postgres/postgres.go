@@ -518,6 +518,16 @@ func (t *Target) apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 		}
 		return err
 	}
+	// A schema change's statements, in the transaction: they commit with
+	// the checkpoint past the change, or not at all.
+	if len(b.DDL) > 0 {
+		ddl := make([]statement, len(b.DDL))
+		for i, q := range b.DDL {
+			ddl[i] = statement{table: b.Schema.Table, sql: q, what: "schema change of " + b.Schema.Table.Name.String() + ": " + q}
+		}
+		stmts = append(ddl, stmts...)
+		clear(t.tables) // described again, as the statements leave them
+	}
 	if cp.Stream != "" {
 		stmts = append(stmts, t.checkpointStatement(cp))
 		if chain {

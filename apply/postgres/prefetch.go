@@ -121,3 +121,16 @@ func (t *Target) takeCatalog(ident string) (cols []targetColumn, schema, relname
 	n := t.pre.names[ident]
 	return cols, n[0], n[1], true
 }
+
+// ForgetTables drops what the setup round trip read of the stream's
+// tables (columns, unique keys, foreign keys) and the checks made with it:
+// sluice changed their schema since (it created them, or their indexes),
+// so the next requests read the catalog.
+func (t *Target) ForgetTables() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pre != nil {
+		t.pre.catalog, t.pre.names, t.pre.unique, t.pre.fks = nil, nil, nil, nil
+	}
+	clear(t.tables)
+}

@@ -169,7 +169,7 @@ func (t *Target) loadWith(ctx context.Context, tbl *sluice.Table, allowMerge boo
 		return nil, fmt.Errorf("read target catalog for table %s: %w", tbl.Name, err)
 	}
 	if len(tcols) == 0 {
-		return nil, fmt.Errorf("target table %s does not exist in database %s: create it with the source's columns", tbl.Name, t.database)
+		return nil, fmt.Errorf("target table %s does not exist in database %s: create it with the source's columns (sluice schema apply creates it from the source's definition)", tbl.Name, t.database)
 	}
 	display := sluice.TableName{Schema: schema, Name: relname}.String()
 	d, err := check(tbl, display, tcols, allowMerge)

@@ -240,3 +240,10 @@ func fitError(table, col, srcType, dstType, why string) error {
 	return fmt.Errorf("column %s.%s is %s on the target but %s on the source: values may not fit (%s); alter the target column to %s",
 		table, col, dstType, srcType, why, srcType)
 }
+
+// TypeFits reports whether every value of PostgreSQL type src is stored
+// exactly by a column of type dst (both as format_type or the user spells
+// them), and when not why, in a phrase that follows "values may not fit":
+// the rule the preflight applies, for the schema package's diff and for a
+// change of a source column's type that a stream follows.
+func TypeFits(src, dst string) (bool, string) { return fits(parseType(src), parseType(dst)) }

@@ -186,7 +186,7 @@ func (t *Target) ApplyAfter(ctx context.Context, b *apply.Batch, cp sluice.Check
 
 // convert returns b with its tables mapped and its values converted.
 func (t *Target) convert(ctx context.Context, b *apply.Batch) (*apply.Batch, error) {
-	out := &apply.Batch{Changes: b.Changes, Rows: b.Rows, Last: b.Last, Tables: make([]*apply.TableBatch, len(b.Tables))}
+	out := &apply.Batch{Changes: b.Changes, Rows: b.Rows, Last: b.Last, Schema: b.Schema, DDL: b.DDL, Tables: make([]*apply.TableBatch, len(b.Tables))}
 	for i, tb := range b.Tables {
 		m, err := t.mapTable(ctx, tb.Table)
 		if err != nil {
@@ -378,4 +378,15 @@ func (t *Target) SetGeneration(stream string, gen int64) {
 	if f, ok := t.Inner.(interface{ SetGeneration(string, int64) }); ok {
 		f.SetGeneration(stream, gen)
 	}
+}
+
+// ForgetTables is the inner target's, where it has one, and drops the
+// column maps made from the target's catalog.
+func (t *Target) ForgetTables() {
+	if f, ok := t.Inner.(interface{ ForgetTables() }); ok {
+		f.ForgetTables()
+	}
+	t.mu.Lock()
+	clear(t.tables)
+	t.mu.Unlock()
 }

@@ -95,7 +95,7 @@ func TestExitCodes(t *testing.T) {
 		pg := dbtest.PG(t)
 		db := dbtest.PGDatabase(t)
 		cases = append(cases, tc{"log-read stream without checkpoint, copy or --from-now", []string{"sync", "start", "--state-dir", filepath.Join(dir, "s2"), "--source", pg.URL(db), "--target", pg.URL(db), "--tables", "t", "--initial-copy", "off"}, 2, "--from-now"})
-		cases = append(cases, tc{"initial copy to a missing target table", []string{"sync", "start", "--state-dir", filepath.Join(dir, "s4"), "--source", pg.URL(db), "--target", pg.URL(db), "--tables", "nosuch"}, 4, "nosuch"})
+		cases = append(cases, tc{"initial copy to a missing target table", []string{"sync", "start", "--state-dir", filepath.Join(dir, "s4"), "--source", pg.URL(db), "--target", pg.URL(db), "--tables", "nosuch", "--create-tables", "off"}, 4, "nosuch"})
 		cases = append(cases, tc{"initial copy with --from-now", []string{"sync", "start", "--state-dir", filepath.Join(dir, "s5"), "--source", pg.URL(db), "--target", pg.URL(db), "--tables", "t", "--initial-copy", "on", "--from-now"}, 2, "--initial-copy on and --from-now"})
 		cases = append(cases, tc{"unreachable source", []string{"sync", "start", "--state-dir", filepath.Join(dir, "s3"), "--source", unreachable, "--target", pg.URL(db), "--tables", "t", "--from-now"}, 3, "127.0.0.1:1"})
 	}

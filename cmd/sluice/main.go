@@ -137,6 +137,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			syncCommand(),
 			preflightCommand(),
+			schemaCommand(),
 			configCommand(),
 			sourceCommand(),
 			diagnoseCommand(),

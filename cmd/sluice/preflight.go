@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
@@ -19,6 +20,7 @@ import (
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/schema"
 	"github.com/sluice-cdc/sluice/source"
 	"github.com/sluice-cdc/sluice/source/binlog"
 	"github.com/sluice-cdc/sluice/source/mytrigger"
@@ -132,8 +134,10 @@ func preflightStream(ctx context.Context, s config.Stream, log *slog.Logger) (pr
 		mode = map[daemon.Engine]string{daemon.EnginePostgres: daemon.ModeLogical, daemon.EngineMySQL: daemon.ModeBinlog}[srcEng]
 	}
 	rep.Mode = mode
+	creates := false // sync start would create the missing target tables
 	if _, err := os.Stat(filepath.Join(s.StateDir, checkpoint.FileName)); errors.Is(err, fs.ErrNotExist) {
 		copyOn := s.InitialCopy == "on" || (s.InitialCopy != "off" && !s.FromNow)
+		creates = copyOn && s.CreateTables != "off"
 		switch {
 		case copyOn:
 			rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "stream " + s.StreamID, Detail: "no state file in " + s.StateDir + ": sync start copies the tables' existing rows first (initial copy; the target tables must be empty), then streams from the copy's snapshot"})
@@ -160,11 +164,62 @@ func preflightStream(ctx context.Context, s config.Stream, log *slog.Logger) (pr
 	if err != nil {
 		return rep, exitPreflightSource
 	}
-	if err := preflightTarget(ctx, s, srcEng, src.Tables, log, &rep); err != nil {
+	checked, err := preflightSchema(ctx, s, src.Tables, creates, &rep)
+	if err != nil {
+		return rep, daemon.ExitCode(err)
+	}
+	if err := preflightTarget(ctx, s, srcEng, checked, log, &rep); err != nil {
 		return rep, exitPreflightTarget
 	}
 	rep.OK = true
 	return rep, 0
+}
+
+// preflightSchema compares the source's tables with the target's (as
+// sluice schema diff does): a table the target lacks is reported as
+// created when sync start would create it, and left out of the target's
+// checks; the differences sync start streams through are reported as
+// notes. It returns the tables the target's checks are to see.
+func preflightSchema(ctx context.Context, s config.Stream, tables []*sluice.Table, creates bool, rep *preflightReport) ([]*sluice.Table, error) {
+	o, err := streamOptions(s)
+	if err != nil {
+		return nil, err
+	}
+	sd, closeAll, err := readSides(ctx, o)
+	if err != nil {
+		rep.Checks = append(rep.Checks, source.Check{Object: "schema", Detail: err.Error()})
+		return nil, err
+	}
+	defer closeAll()
+	missing := map[sluice.TableName]bool{}
+	for i, t := range sd.tables {
+		if sd.targets[i] == nil {
+			missing[t.Name] = true
+		}
+	}
+	if creates && len(missing) > 0 {
+		p, err := schema.BuildPlan(sd.missing(), sd.opt)
+		if err != nil {
+			rep.Checks = append(rep.Checks, source.Check{Object: "target tables", Detail: "sync start cannot create the missing tables: " + err.Error()})
+			return nil, daemon.Fail(daemon.ExitTarget, err)
+		}
+		for _, tp := range p.Tables {
+			detail := "missing: sync start creates it before the initial copy, its unique keys, indexes and foreign keys after it (sluice schema plan prints the DDL)"
+			for _, n := range tp.Notes {
+				detail += "; note: " + n
+			}
+			rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "target table " + tp.Target.String(), Detail: detail})
+		}
+		tables = slices.DeleteFunc(slices.Clone(tables), func(t *sluice.Table) bool { return missing[t.Name] })
+	}
+	for _, td := range sd.diffs() {
+		for _, d := range td.Differences {
+			if !d.Blocking {
+				rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "target table " + td.Target.String(), Detail: "differs from the source (sync start streams through it): " + d.String()})
+			}
+		}
+	}
+	return tables, nil
 }
 
 // preflightTargetT is what preflight needs of a target.

@@ -82,6 +82,16 @@ func DescribeChanges(cs []sluice.Change) string {
 			continue
 		}
 		fmt.Fprintf(&b, "%s %s", c.Op, c.Table.Name.Name)
+		if c.Schema != nil {
+			b.WriteString(" [")
+			for j, e := range c.Schema.Edits {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(DescribeEdit(e))
+			}
+			b.WriteString("]")
+		}
 		if c.Key != nil {
 			b.WriteString(c.Table.FormatKey(c.Key))
 		}
@@ -90,6 +100,39 @@ func DescribeChanges(cs []sluice.Change) string {
 		}
 	}
 	return b.String()
+}
+
+// DescribeEdit renders a schema change's edit as "add w=1.5", "drop w",
+// "retype w", "not null w", "null w", "index i(a,b)", "unique i(a)",
+// "drop index i", "rename w to w2" or "refused: …".
+func DescribeEdit(e sluice.SchemaEdit) string {
+	switch e.Kind {
+	case sluice.AddColumn:
+		s := "add " + e.Column + "=" + e.Fill.String()
+		if e.Volatile {
+			s = "add " + e.Column + " volatile"
+		}
+		return s
+	case sluice.DropColumn:
+		return "drop " + e.Column
+	case sluice.AlterColumnType:
+		return "retype " + e.Column
+	case sluice.SetNotNull:
+		return "not null " + e.Column
+	case sluice.DropNotNull:
+		return "null " + e.Column
+	case sluice.CreateIndex:
+		kind := "index "
+		if e.Index.Unique {
+			kind = "unique "
+		}
+		return kind + e.Index.Name + "(" + strings.Join(e.Index.Columns, ",") + ")"
+	case sluice.DropIndex:
+		return "drop index " + e.Index.Name
+	case sluice.RenameColumn:
+		return "rename " + e.Column + " to " + e.To
+	}
+	return "refused: " + e.Reason
 }
 
 // ExpectChanges fails the test unless got renders as want, joined by "; ".

@@ -10,67 +10,29 @@ import (
 
 // ddlCheck looks at a statement logged as a QUERY event (DDL) and returns
 // an error when it changes a replicated table in a way the stream cannot
-// follow: dropping, renaming or re-creating the table, dropping or
-// renaming a column, or changing rows without row events (partition and
-// tablespace operations). A TRUNCATE is followed (truncateOf). Added
-// columns are followed through the next table map, and a
-// changed column type is caught there (schemaChange); this check exists so
-// that the stream stops at the DDL itself, not at the next row of the
-// table. isRepl reports whether schema.table is replicated; defaultDB is
-// the QUERY event's current database.
+// follow: dropping, renaming or re-creating the table, dropping the
+// primary key, or changing rows without row events (partition and
+// tablespace operations). A TRUNCATE is followed (truncateOf), and so are
+// the changes of columns and indexes (schemaChangeOf, follow.go); this
+// check exists so that the stream stops at the DDL itself, not at the
+// next row of the table. isRepl reports whether schema.table is
+// replicated; defaultDB is the QUERY event's current database.
 func ddlCheck(query, defaultDB string, isRepl func(schema, table string) bool) error {
-	return ddlCheckCols(query, defaultDB, isRepl, nil)
-}
-
-// ddlCheckCols is ddlCheck that ignores the drop or rename of a column that
-// hasColumn (when set) says the stream's current description of the table
-// no longer has: the statement is replayed after a restart that described
-// the table as it is now (the operator made the target match and restarted
-// at the statement), so the stream already follows the new shape.
-func ddlCheckCols(query, defaultDB string, isRepl func(schema, table string) bool, hasColumn func(schema, table, column string) bool) error {
-	toks := tokenize(query)
+	toks := words(tokenize(query))
 	if len(toks) < 2 {
 		return nil
 	}
-	kw := func(i int) string {
-		if i < len(toks) && !toks[i].quoted {
-			return strings.ToUpper(toks[i].s)
-		}
-		return ""
-	}
-	// tableAt reads a possibly qualified name at toks[i]; it returns the
-	// schema, the table and the index after it.
-	tableAt := func(i int) (string, string, int) {
-		if i >= len(toks) {
-			return "", "", i
-		}
-		name := toks[i].s
-		if i+2 < len(toks) && toks[i+1].s == "." && !toks[i+1].quoted {
-			return name, toks[i+2].s, i + 3
-		}
-		return defaultDB, name, i + 1
-	}
+	kw := toks.kw
+	tableAt := func(i int) (string, string, int) { return toks.tableAt(i, defaultDB) }
 	i := 0
 	switch kw(0) {
 	case "ALTER":
-		i = 1
-		for kw(i) == "ONLINE" || kw(i) == "IGNORE" {
-			i++
-		}
-		if kw(i) != "TABLE" {
+		schema, table, clauses, ok := toks.alterTable(defaultDB)
+		if !ok || !isRepl(schema, table) {
 			return nil
 		}
-		i++
-		if kw(i) == "IF" && kw(i+1) == "EXISTS" {
-			i += 2
-		}
-		schema, table, j := tableAt(i)
-		if !isRepl(schema, table) {
-			return nil
-		}
-		for _, clause := range splitTop(toks[j:]) {
-			has := func(col string) bool { return hasColumn == nil || hasColumn(schema, table, col) }
-			if err := alterClause(clause, schema+"."+table, has); err != nil {
+		for _, clause := range clauses {
+			if err := alterClause(clause, schema+"."+table); err != nil {
 				return err
 			}
 		}
@@ -115,19 +77,8 @@ func ddlCheckCols(query, defaultDB string, isRepl func(schema, table string) boo
 	return nil
 }
 
-func alterClause(c []token, table string, has func(column string) bool) error {
-	kw := func(i int) string {
-		if i < len(c) && !c[i].quoted {
-			return strings.ToUpper(c[i].s)
-		}
-		return ""
-	}
-	name := func(i int) string {
-		if i < len(c) {
-			return c[i].s
-		}
-		return ""
-	}
+func alterClause(c []token, table string) error {
+	kw := words(c).kw
 	noRowEvents := func(what string) error {
 		return fmt.Errorf("table %s: %s on the source (ALTER TABLE … %s): the binlog holds no row changes for it, so the stream cannot follow it; "+
 			"make the target match, then resume after this statement or restart from a new position", table, what, clip(joinTokens(c)))
@@ -152,48 +103,16 @@ func alterClause(c []token, table string, has func(column string) bool) error {
 			return noRowEvents("the table's data file was " + map[string]string{"DISCARD": "discarded", "IMPORT": "replaced"}[kw(0)])
 		}
 	case "DROP":
-		i := 1
-		switch kw(i) {
+		switch kw(1) {
 		case "PARTITION":
 			return noRowEvents("partitions were dropped with their rows")
-		case "INDEX", "KEY", "PRIMARY", "FOREIGN", "CONSTRAINT", "CHECK", "SYSTEM":
-			if kw(i) == "PRIMARY" {
-				return fmt.Errorf("table %s: the primary key was dropped on the source: the stream cannot follow it", table)
-			}
-			return nil
-		case "COLUMN":
-			i++
-		}
-		if kw(i) == "IF" && kw(i+1) == "EXISTS" {
-			i += 2
-		}
-		if !has(name(i)) {
-			return nil
-		}
-		return fmt.Errorf("table %s: column %s was dropped on the source: the stream cannot follow it; "+
-			"make the target match, then restart the stream", table, name(i))
-	case "CHANGE":
-		i := 1
-		if kw(i) == "COLUMN" {
-			i++
-		}
-		if kw(i) == "IF" && kw(i+1) == "EXISTS" {
-			i += 2
-		}
-		if !strings.EqualFold(name(i), name(i+1)) && has(name(i)) {
-			return fmt.Errorf("table %s: column %s was renamed to %s on the source: the stream cannot follow it; "+
-				"make the target match, then restart the stream", table, name(i), name(i+1))
+		case "PRIMARY":
+			return fmt.Errorf("table %s: the primary key was dropped on the source: the stream cannot follow it", table)
 		}
 	case "RENAME":
 		switch kw(1) {
-		case "COLUMN":
-			if !has(name(2)) {
-				return nil
-			}
-			return fmt.Errorf("table %s: column %s was renamed to %s on the source: the stream cannot follow it; "+
-				"make the target match, then restart the stream", table, name(2), name(4))
-		case "INDEX", "KEY":
-			return nil
+		case "COLUMN", "INDEX", "KEY":
+			return nil // followed, or refused by the schema change (follow.go)
 		}
 		return fmt.Errorf("table %s was renamed on the source: the stream cannot follow it", table)
 	}
@@ -230,6 +149,52 @@ func joinTokens(toks []token) string {
 type token struct {
 	s      string
 	quoted bool
+}
+
+// words are a statement's tokens, read by position.
+type words []token
+
+// kw is the keyword at i, upper-cased; "" for a quoted token or past the
+// end.
+func (w words) kw(i int) string {
+	if i < len(w) && !w[i].quoted {
+		return strings.ToUpper(w[i].s)
+	}
+	return ""
+}
+
+// alterTable reads ALTER [ONLINE|IGNORE] TABLE [IF EXISTS] name: the
+// table's schema and name and the statement's clauses; ok is false for
+// another statement.
+func (w words) alterTable(defaultDB string) (schema, table string, clauses [][]token, ok bool) {
+	if w.kw(0) != "ALTER" {
+		return "", "", nil, false
+	}
+	i := 1
+	for w.kw(i) == "ONLINE" || w.kw(i) == "IGNORE" {
+		i++
+	}
+	if w.kw(i) != "TABLE" {
+		return "", "", nil, false
+	}
+	i++
+	if w.kw(i) == "IF" && w.kw(i+1) == "EXISTS" {
+		i += 2
+	}
+	schema, table, j := w.tableAt(i, defaultDB)
+	return schema, table, splitTop(w[j:]), true
+}
+
+// tableAt reads a possibly qualified table name at i; it returns the
+// schema (defaultDB when unqualified), the table and the index after it.
+func (w words) tableAt(i int, defaultDB string) (string, string, int) {
+	if i >= len(w) {
+		return "", "", i
+	}
+	if i+2 < len(w) && w[i+1].s == "." && !w[i+1].quoted {
+		return w[i].s, w[i+2].s, i + 3
+	}
+	return defaultDB, w[i].s, i + 1
 }
 
 // tokenize splits SQL into words, quoted identifiers/strings and single

@@ -377,10 +377,13 @@ func (s *state) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 		} else if dml && s.inTxn {
 			return nil // a write to other tables, part of its transaction
 		}
-		if err := ddlCheckCols(q, string(e.Schema), func(schema, table string) bool {
+		if err := ddlCheck(q, string(e.Schema), func(schema, table string) bool {
 			return s.r.repl[schema+"."+table] != nil
-		}, s.hasColumn); err != nil {
+		}); err != nil {
 			return fmt.Errorf("binlog: %w", err)
+		}
+		if c := s.schemaChangeOf(q, string(e.Schema)); c != nil {
+			return s.schemaChange(ctx, h, c)
 		}
 		if s.inTxnExplicit(q) {
 			return nil // SAVEPOINT and the like inside a transaction
@@ -451,28 +454,6 @@ func (s *state) truncate(ctx context.Context, h *replication.EventHeader, schema
 	s.emit(sluice.Change{Op: sluice.OpTruncate, Table: t, Time: time.Unix(int64(h.Timestamp), 0).UTC(), Pos: s.boundary()})
 	s.flush(ctx)
 	return nil
-}
-
-// hasColumn reports whether the stream's description of a replicated
-// table has a column: the one followed through the table maps once a
-// change of the table was emitted since Open, else the one described at
-// Open (table maps of changes skipped as below the resume position predate
-// a DDL the operator has since applied to the target).
-func (s *state) hasColumn(schema, table, column string) bool {
-	name := schema + "." + table
-	t := s.byName[name]
-	if !s.live[name] {
-		t = s.r.repl[name]
-	}
-	if t == nil {
-		return true
-	}
-	for _, c := range t.Columns {
-		if strings.EqualFold(c.Name, column) {
-			return true
-		}
-	}
-	return false
 }
 
 // inTxnExplicit reports whether a non-DDL statement inside BEGIN…COMMIT

@@ -512,15 +512,18 @@ func TestAddColumn(t *testing.T) {
 	f.Exec(t, `INSERT INTO t VALUES (1, 'a')`,
 		`BEGIN`, `INSERT INTO t VALUES (2, 'b')`, `ALTER TABLE t ADD COLUMN w numeric(5,1) DEFAULT 1.5`, `INSERT INTO t VALUES (3, 'c', 2)`, `COMMIT`,
 		`UPDATE t SET v = 'A' WHERE id = 1`)
-	got := collect(t, r, 4, 10)
-	dbtest.ExpectChanges(t, got, `insert t [1 a]`, `insert t [2 b]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
+	got := collect(t, r, 5, 10)
+	dbtest.ExpectChanges(t, got, `insert t [1 a]`, `insert t [2 b]`, `schema change t [add w=1.5]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
 	orig := r.Tables()[0]
-	if got[0].Table != orig || got[1].Table != orig {
+	if got[0].Table != orig || got[1].Table != orig || got[2].Schema.Before != orig {
 		t.Fatalf("changes before the ALTER carry a new table")
 	}
 	nt := got[2].Table
-	if nt == orig || got[3].Table != nt {
+	if nt == orig || got[3].Table != nt || got[4].Table != nt {
 		t.Fatalf("changes after the ALTER: want one new *Table")
+	}
+	if got[2].Pos != got[1].Pos {
+		t.Fatalf("the schema change is at %s, want the position of the change before it, %s", got[2].Pos, got[1].Pos)
 	}
 	if len(orig.Columns) != 2 {
 		t.Fatalf("the original table changed: %v", orig.Columns)
@@ -536,56 +539,123 @@ func TestAddColumn(t *testing.T) {
 	// the old shape first and then the new one.
 	r.Close()
 	r2 := f.open(t, f.cfg, got[0].Pos)
-	again := collect(t, r2, 3, 10)
-	dbtest.ExpectChanges(t, again, `insert t [2 b]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
-	if len(again[0].Table.Columns) != 2 || len(again[1].Table.Columns) != 3 {
-		t.Fatalf("resumed reader: tables %v then %v", again[0].Table.Columns, again[1].Table.Columns)
+	again := collect(t, r2, 4, 10)
+	dbtest.ExpectChanges(t, again, `insert t [2 b]`, `schema change t [add w=1.5]`, `insert t [3 c 2.0]`, `update t(id=1) [1 A 1.5]`)
+	if len(again[0].Table.Columns) != 2 || len(again[2].Table.Columns) != 3 {
+		t.Fatalf("resumed reader: tables %v then %v", again[0].Table.Columns, again[2].Table.Columns)
 	}
 }
 
-func TestIncompatibleSchemaChanges(t *testing.T) {
+// TestSchemaChanges: each DDL reaches the reader's output as a schema
+// change saying what changed: added, dropped, renamed and retyped columns
+// at their place in the change order (after the transaction's insert that
+// came before the DDL), an added column with the value the rows that
+// existed before it hold; a rename told apart from a drop and an add by
+// the column's number. Nullability and indexes come from the catalog with
+// the table's next change, or, when unsafe early (SET NOT NULL, a unique
+// index), once the stream passed the catalog's WAL position (the next
+// transaction's change).
+func TestSchemaChanges(t *testing.T) {
 	for _, tc := range []struct {
-		name, ddl string
-		want      []string
+		name string
+		ddl  []string
+		want []string // the schema edits, in any order
 	}{
-		{"drop", `ALTER TABLE t DROP COLUMN w`, []string{"column public.t.w was dropped"}},
-		{"drop_last", `ALTER TABLE t DROP COLUMN x`, []string{"column public.t.x was dropped"}},
-		{"rename", `ALTER TABLE t RENAME COLUMN w TO w2`, []string{"column public.t.w was dropped or renamed"}},
-		{"type", `ALTER TABLE t ALTER COLUMN w TYPE bigint`, []string{"column public.t.w changed type from integer to bigint"}},
-		{"truncate", `TRUNCATE t`, []string{"TRUNCATE of public.t at LSN", `truncate setting is "refuse"`}},
+		{"drop", []string{`ALTER TABLE t DROP COLUMN w`}, []string{`drop w`}},
+		// Dropping x drops the index on it: the catalog tells that first.
+		{"drop_last", []string{`ALTER TABLE t DROP COLUMN x`}, []string{`drop index t_old_idx`, `drop x`}},
+		{"rename", []string{`ALTER TABLE t RENAME COLUMN w TO w2`}, []string{`rename w to w2`}},
+		{"drop_and_add", []string{`ALTER TABLE t DROP COLUMN x`, `ALTER TABLE t ADD COLUMN y int`}, []string{`drop index t_old_idx`, `drop x`, `add y=NULL`}},
+		{"type", []string{`ALTER TABLE t ALTER COLUMN w TYPE bigint`}, []string{`retype w`}},
+		{"constant_default", []string{`ALTER TABLE t ADD COLUMN d text DEFAULT 'it''s'`}, []string{`add d=it's`}},
+		{"boolean_default", []string{`ALTER TABLE t ADD COLUMN d boolean NOT NULL DEFAULT true`}, []string{`add d=true`, `not null d`}},
+		{"volatile_default", []string{`ALTER TABLE t ADD COLUMN d float8 DEFAULT random()`}, []string{`add d volatile`}},
+		{"drop_not_null", []string{`ALTER TABLE t ALTER COLUMN x DROP NOT NULL`}, []string{`null x`}},
+		{"set_not_null", []string{`ALTER TABLE t ALTER COLUMN w SET NOT NULL`}, []string{`not null w`}},
+		{"index", []string{`CREATE INDEX t_w_idx ON t (w, x)`, `CREATE UNIQUE INDEX t_x_key ON t (x)`, `DROP INDEX t_old_idx`},
+			[]string{`index t_w_idx(w,x)`, `drop index t_old_idx`, `unique t_x_key(x)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, w int, x int)`)
-			cfg := f.cfg
-			cfg.Truncate = "refuse"
-			r := f.open(t, cfg, sluice.Position{})
-			f.Exec(t, `INSERT INTO t VALUES (1, 1, 1)`, `BEGIN`, `INSERT INTO t VALUES (2, 2, 2)`, tc.ddl,
-				`INSERT INTO t VALUES (3, 3)`, `COMMIT`, `INSERT INTO t VALUES (4, 4)`)
-			got, err := readErr(t, r)
-			// The transaction with the change stops the stream where the
-			// change is: its first insert came before it.
-			dbtest.ExpectChanges(t, got, `insert t [1 1 1]`, `insert t [2 2 2]`)
-			last := got[len(got)-1].Pos.String()
-			for _, w := range append(tc.want, last) {
-				if !strings.Contains(err.Error(), w) {
-					t.Fatalf("error %q, want it to contain %q", err, w)
+			f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, w int, x int NOT NULL DEFAULT 0)`, `CREATE INDEX t_old_idx ON t (x)`)
+			r := f.open(t, f.cfg, sluice.Position{})
+			f.Exec(t, `INSERT INTO t VALUES (1, 1, 1)`)
+			got := rowChanges(t, r, 1)
+			stmts := append([]string{`BEGIN`, `INSERT INTO t (id, w, x) VALUES (2, 2, 2)`}, tc.ddl...)
+			f.Exec(t, append(stmts, `UPDATE t SET id = id WHERE id = 2`, `COMMIT`, `UPDATE t SET id = id WHERE id = 1`)...)
+			got = append(got, rowChanges(t, r, 3)...)
+			// A change past the catalog's position brings what waits for
+			// it.
+			f.Exec(t, `UPDATE t SET id = id WHERE id = 1`)
+			got = append(got, rowChanges(t, r, 1)...)
+			// Whether pgoutput sends the relation message again before
+			// the transaction's first change as well as after the DDL
+			// depends on when the invalidation is processed: what changed
+			// may come in one schema change or two. Compared as a set.
+			var schema []string
+			insert2, update2 := -1, -1
+			for i, c := range got {
+				switch {
+				case c.Op == sluice.OpSchema:
+					for _, e := range c.Schema.Edits {
+						schema = append(schema, dbtest.DescribeEdit(e))
+					}
+					for _, e := range c.Schema.Edits {
+						column := e.Kind == sluice.AddColumn || e.Kind == sluice.DropColumn || e.Kind == sluice.RenameColumn || e.Kind == sluice.AlterColumnType
+						if column && (insert2 < 0 || update2 >= 0) {
+							t.Errorf("column edit %s not between the insert before the DDL and the update after it: %s", dbtest.DescribeEdit(e), dbtest.DescribeChanges(got))
+						}
+					}
+				case c.Op == sluice.OpInsert && c.Row[0].Text == "2":
+					insert2 = i
+				case c.Op == sluice.OpUpdate && c.Row[0].Text == "2":
+					update2 = i
 				}
 			}
-			if _, err2 := r.Read(context.Background(), 10); err2 == nil {
-				t.Fatalf("Read after the error succeeded")
-			}
-			if tc.name == "truncate" {
-				return
-			}
-			// After the operator made the target match, a restarted
-			// reader goes on from the position.
-			r.Close()
-			r2 := f.open(t, f.cfg, got[len(got)-1].Pos)
-			rest := collect(t, r2, 2, 10)
-			if rest[0].Row[0].Text != "3" || rest[1].Row[0].Text != "4" || len(rest[0].Row) != len(rest[0].Table.Columns) {
-				t.Fatalf("after restart: %s", dbtest.DescribeChanges(rest))
+			slices.Sort(schema)
+			want := slices.Clone(tc.want)
+			slices.Sort(want)
+			if strings.Join(schema, "; ") != strings.Join(want, "; ") {
+				t.Fatalf("schema edits:\n got %s\nwant %s\nall: %s", strings.Join(schema, "; "), strings.Join(want, "; "), dbtest.DescribeChanges(got))
 			}
 		})
+	}
+}
+
+// rowChanges reads until n changes of rows arrived, and returns them with
+// the schema changes among them.
+func rowChanges(t *testing.T, r *Reader, n int) []sluice.Change {
+	t.Helper()
+	var got []sluice.Change
+	rows := 0
+	for rows < n {
+		c := collectN(t, r, 1, 1)[0]
+		got = append(got, c)
+		if c.Op != sluice.OpSchema {
+			rows++
+		}
+	}
+	return got
+}
+
+func TestTruncateRefused(t *testing.T) {
+	f := newFixture(t, []string{"t"}, `CREATE TABLE t (id int PRIMARY KEY, w int, x int)`)
+	cfg := f.cfg
+	cfg.Truncate = "refuse"
+	r := f.open(t, cfg, sluice.Position{})
+	f.Exec(t, `INSERT INTO t VALUES (1, 1, 1)`, `BEGIN`, `INSERT INTO t VALUES (2, 2, 2)`, `TRUNCATE t`,
+		`INSERT INTO t VALUES (3, 3)`, `COMMIT`, `INSERT INTO t VALUES (4, 4)`)
+	got, err := readErr(t, r)
+	// The transaction with the change stops the stream where the change
+	// is: its first insert came before it.
+	dbtest.ExpectChanges(t, got, `insert t [1 1 1]`, `insert t [2 2 2]`)
+	last := got[len(got)-1].Pos.String()
+	for _, w := range []string{"TRUNCATE of public.t at LSN", `truncate setting is "refuse"`, last} {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("error %q, want it to contain %q", err, w)
+		}
+	}
+	if _, err2 := r.Read(context.Background(), 10); err2 == nil {
+		t.Fatalf("Read after the error succeeded")
 	}
 }
 

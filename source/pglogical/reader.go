@@ -19,10 +19,11 @@
 // both PostgreSQL readers produce the same text. Unchanged TOASTed columns
 // arrive as Value{Unchanged: true}.
 //
-// Schema changes: a column added to a streamed table is followed (changes
-// after it carry a new *sluice.Table); a dropped, renamed or retyped column,
-// a renamed table and TRUNCATE stop the stream with an error naming the
-// table, the column and the position.
+// Schema changes: pgoutput carries no DDL, but sends a table's relation
+// message again before its first change after one; the reader compares it
+// (and the catalog) with the table's shape before and hands out an
+// OpSchema change saying what changed (schema.go). A renamed table stops
+// the stream with an error naming it and the position.
 package pglogical
 
 import (
@@ -82,6 +83,12 @@ type relState struct {
 	// pending is the newest relation message that arrived while the
 	// receiver skipped changes already applied.
 	pending *pglogrepl.RelationMessage
+	// attnums are table's columns' numbers, by name; indexes the
+	// secondary indexes as the catalog last had them (nil until the first
+	// relation message read them), for following the table's DDL
+	// (schema.go).
+	attnums map[string]int16
+	indexes []sluice.Index
 }
 
 // Reader streams changes from a logical replication slot.
@@ -127,7 +134,10 @@ type Reader struct {
 	resume         position // position after the last change pushed
 	tx             txState
 	held           *sluice.Change // the newest change of tx, pushed once its successor or the commit is known
-	heldPos        position       // held's position while it is not the transaction's last
+	// deferred are schema edits read from the catalog that may be ahead
+	// of the stream (schema.go), held until it passes their LSN.
+	deferred []deferredEdits
+	heldPos  position // held's position while it is not the transaction's last
 	// recvLSN is the server's WAL position as last reported to the
 	// receiver; sentFlush the flush position last sent on this connection.
 	recvLSN   pglogrepl.LSN
@@ -218,7 +228,7 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 	}
 	for _, info := range infos {
 		r.tables = append(r.tables, info.table)
-		r.rels[info.oid] = &relState{info: info, table: info.table, typ: info.typ}
+		r.rels[info.oid] = &relState{info: info, table: info.table, typ: info.typ, attnums: info.attnums}
 	}
 	if !hasPos && cfg.FromNow {
 		var lsn string
@@ -1027,6 +1037,9 @@ func (r *Reader) change(ctx context.Context, at pglogrepl.LSN, rel uint32, op sl
 	if !r.tx.open {
 		return &fatalError{fmt.Errorf("change to %s outside a transaction in the replication stream", rs.table.Name)}
 	}
+	if err := r.emitDeferred(ctx); err != nil {
+		return err
+	}
 	if !r.take(at) {
 		return nil
 	}
@@ -1102,84 +1115,6 @@ func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData) (sluice.Row, error
 		}
 	}
 	return row, nil
-}
-
-// relation compares a relation message with the shape changes of the table
-// are emitted with: added columns give a new *sluice.Table; dropped,
-// renamed and retyped columns stop the stream.
-func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage, at pglogrepl.LSN) error {
-	rs := r.rels[m.RelationID]
-	if rs == nil {
-		return nil
-	}
-	if r.skipping(at) {
-		// Resent below the resume position: the changes it describes are
-		// skipped. It is checked when a change past the resume position
-		// uses it, unless a newer one arrives first: after an operator
-		// fixed the target for a schema change and restarted, the
-		// transactions before it must not stop the stream again.
-		rs.pending = m
-		return nil
-	}
-	rs.pending = nil
-	cur := rs.table
-	name := sluice.TableName{Schema: m.Namespace, Name: m.RelationName}
-	stopf := func(format string, args ...any) error {
-		return r.stop(ctx, &sluice.TableError{Table: cur.Name, Err: fmt.Errorf(format+" (stream stopped at %s, nothing after it applied): make the target match, then restart sluice",
-			append(args, r.errPos())...)})
-	}
-	if name != cur.Name {
-		return stopf("source table %s was renamed to %s at LSN %s", cur.Name, name, r.tx.commit)
-	}
-	n := min(len(m.Columns), len(cur.Columns))
-	for i := 0; i < n; i++ {
-		mc, cc := m.Columns[i], cur.Columns[i]
-		if mc.Name != cc.Name {
-			if slices.ContainsFunc(m.Columns, func(c *pglogrepl.RelationMessageColumn) bool { return c.Name == cc.Name }) {
-				return stopf("source table %s: columns reordered at LSN %s (column %s.%s)", cur.Name, r.tx.commit, cur.Name, cc.Name)
-			}
-			return stopf("source table %s: column %s.%s was dropped or renamed at LSN %s", cur.Name, cur.Name, cc.Name, r.tx.commit)
-		}
-		if mc.DataType != rs.typ[i].oid || mc.TypeModifier != rs.typ[i].typmod {
-			typ, _, _ := r.formatType(ctx, mc.DataType, mc.TypeModifier)
-			return stopf("source table %s: column %s.%s changed type from %s to %s at LSN %s", cur.Name, cur.Name, cc.Name, cc.Type, typ, r.tx.commit)
-		}
-	}
-	switch {
-	case len(m.Columns) > len(cur.Columns):
-		t := &sluice.Table{Name: cur.Name, Columns: slices.Clone(cur.Columns), Key: slices.Clone(cur.Key), Omitted: cur.Omitted}
-		typ := slices.Clone(rs.typ)
-		for _, mc := range m.Columns[n:] {
-			tn, base, err := r.formatType(ctx, mc.DataType, mc.TypeModifier)
-			if err != nil {
-				return err
-			}
-			t.Columns = append(t.Columns, sluice.Column{Name: mc.Name, Type: tn, Nullable: true})
-			typ = append(typ, colType{oid: mc.DataType, typmod: mc.TypeModifier, base: base})
-		}
-		r.log.Info("source table gained columns", "table", t.Name.String(), "columns", len(t.Columns)-len(cur.Columns), "lsn", r.tx.commit.String())
-		rs.table, rs.typ = t, typ
-	case len(m.Columns) < len(cur.Columns):
-		missing := cur.Columns[n:]
-		replay := false
-		if !rs.seen {
-			// The first relation message since Open may be older than
-			// the catalog described at Open: resuming from before an
-			// ADD COLUMN. The missing columns then still exist.
-			alive, err := r.aliveColumns(ctx, rs.info.oid, missing)
-			if err != nil {
-				return err
-			}
-			replay = alive && !slices.ContainsFunc(cur.Key, func(k int) bool { return k >= n })
-		}
-		if !replay {
-			return stopf("source table %s: column %s.%s was dropped at LSN %s", cur.Name, cur.Name, missing[0].Name, r.tx.commit)
-		}
-		t := &sluice.Table{Name: cur.Name, Columns: slices.Clone(cur.Columns[:n]), Key: slices.Clone(cur.Key), Omitted: cur.Omitted}
-		rs.table, rs.typ = t, slices.Clone(rs.typ[:n])
-	}
-	rs.seen = true
-	return nil
 }
 
 func (r *Reader) formatType(ctx context.Context, oid uint32, typmod int32) (string, uint32, error) {

@@ -260,6 +260,9 @@ type tableInfo struct {
 	// typ holds each column's type oid and typmod, aligned with
 	// table.Columns, to compare with relation messages.
 	typ []colType
+	// attnums are the columns' numbers, by name: a column renamed keeps
+	// its number.
+	attnums map[string]int16
 }
 
 type colType struct {
@@ -278,23 +281,25 @@ func describe(ctx context.Context, conn *pgx.Conn, db string, name sluice.TableN
 		return nil, err
 	}
 	rows, err := conn.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull, a.atttypid, a.atttypmod,
-			coalesce(nullif(t.typbasetype, 0), t.oid)
+			coalesce(nullif(t.typbasetype, 0), t.oid), a.attnum
 		FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
 		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
 		ORDER BY a.attnum`, oid)
 	if err != nil {
 		return nil, fmt.Errorf("describe source table %s: %w", name, err)
 	}
-	info := &tableInfo{oid: oid, table: &sluice.Table{Name: name}}
+	info := &tableInfo{oid: oid, table: &sluice.Table{Name: name}, attnums: map[string]int16{}}
 	for rows.Next() {
 		var c sluice.Column
 		var t colType
-		if err := rows.Scan(&c.Name, &c.Type, &c.Nullable, &t.oid, &t.typmod, &t.base); err != nil {
+		var attnum int16
+		if err := rows.Scan(&c.Name, &c.Type, &c.Nullable, &t.oid, &t.typmod, &t.base, &attnum); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("describe source table %s: %w", name, err)
 		}
 		info.table.Columns = append(info.table.Columns, c)
 		info.typ = append(info.typ, t)
+		info.attnums[c.Name] = attnum
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("describe source table %s: %w", name, err)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -99,6 +100,99 @@ func GeneratedColumns(ctx context.Context, q Querier, name sluice.TableName, oid
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read generated columns of source table %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// ColumnState is what the catalog says of a column now, beyond its name
+// and type (which a relation message carries): for following a change of
+// the table's definition.
+type ColumnState struct {
+	Attnum  int16
+	NotNull bool
+	// Default is the column's default expression; "" when it has none.
+	Default string
+	// HasMissing says that rows stored before the column was added hold
+	// Missing in it (PostgreSQL 11's fast ADD COLUMN of a non-volatile
+	// default): the value every row existing then got. Missing is that
+	// value's output text, MissingNull whether it is NULL.
+	HasMissing  bool
+	Missing     string
+	MissingNull bool
+}
+
+// ColumnStates returns the state of a table's columns that are not
+// generated, by name.
+func ColumnStates(ctx context.Context, q Querier, name sluice.TableName, oid uint32) (map[string]ColumnState, error) {
+	rows, err := q.Query(ctx, `SELECT a.attname, a.attnum, a.attnotnull, coalesce(pg_get_expr(d.adbin, d.adrelid), ''),
+			a.atthasmissing, coalesce(a.attmissingval::text, '')
+		FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of source table %s: %w", name, err)
+	}
+	out := map[string]ColumnState{}
+	var col, missing string
+	var st ColumnState
+	_, err = pgx.ForEachRow(rows, []any{&col, &st.Attnum, &st.NotNull, &st.Default, &st.HasMissing, &missing}, func() error {
+		s := st
+		if s.HasMissing {
+			s.Missing, s.MissingNull = oneElement(missing)
+		}
+		out[col] = s
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of source table %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// oneElement reads the one element of an array literal as anyarray's
+// output prints it ({5}, {"a b"}, {NULL}): its text, or NULL.
+func oneElement(s string) (string, bool) {
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "{"), "}")
+	if s == "NULL" {
+		return "", true
+	}
+	if len(s) < 2 || s[0] != '"' {
+		return s, false
+	}
+	var b strings.Builder
+	for i := 1; i < len(s)-1; i++ {
+		if s[i] == '\\' && i+1 < len(s)-1 {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String(), false
+}
+
+// Indexes returns a table's valid secondary indexes (its primary key's
+// left out), by name, with the definition of those with expressions, a
+// predicate or included columns.
+func Indexes(ctx context.Context, q Querier, name sluice.TableName, oid uint32) ([]sluice.Index, error) {
+	rows, err := q.Query(ctx, `SELECT ic.relname, i.indisunique,
+			ARRAY(SELECT a.attname::text FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(n, o)
+				JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n
+				WHERE k.o <= i.indnkeyatts ORDER BY k.o),
+			CASE WHEN i.indexprs IS NOT NULL OR i.indpred IS NOT NULL OR i.indnkeyatts <> i.indnatts OR am.amname <> 'btree'
+				THEN pg_get_indexdef(i.indexrelid) ELSE '' END
+		FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_am am ON am.oid = ic.relam
+		WHERE i.indrelid = $1 AND i.indisvalid AND NOT i.indisprimary
+		ORDER BY ic.relname`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("read the indexes of source table %s: %w", name, err)
+	}
+	var out []sluice.Index
+	var ix sluice.Index
+	_, err = pgx.ForEachRow(rows, []any{&ix.Name, &ix.Unique, &ix.Columns, &ix.Definition}, func() error {
+		out = append(out, ix)
+		ix = sluice.Index{}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the indexes of source table %s: %w", name, err)
 	}
 	return out, nil
 }

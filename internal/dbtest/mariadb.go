@@ -79,18 +79,9 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 		bin: server, dataDir: filepath.Join(dir, "data"), socket: filepath.Join(dir, "mysqld.sock"),
 		logPath: filepath.Join(dir, "mariadb.log"), acct: acct,
 	}
-	err = runTool(ctx, acct, installDB,
-		// --no-defaults keeps the system's /etc/mysql configuration (its
-		// socket, port and data directory) out of the throwaway instance.
-		"--no-defaults",
-		"--datadir="+m.dataDir,
-		"--auth-root-authentication-method=normal",
-		"--skip-test-db",
-		"--skip-name-resolve",
-	)
-	if err != nil {
+	if err := installMariaDB(ctx, acct, installDB, m.Dir, m.dataDir); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("install mariadb data directory in %s: %w", m.dataDir, err)
+		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
 		if m.Port, err = freePort(); err != nil {
@@ -114,6 +105,43 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// installMariaDB creates the data directory dataDir (in dir) with
+// mariadb-install-db. The bootstrap's temporary tables go to dir, as the
+// server's do, not to the system's /tmp. An install that fails is tried
+// again in a fresh data directory, twice: under load, with other test
+// binaries bootstrapping at the same time, the bootstrap has failed now
+// and then on its own temporary tables (ERROR 1051 Unknown table
+// 'mysql.tmp_user_nopasswd,mysql.tmp_user_socket'), and a test run must
+// not fail on the harness.
+func installMariaDB(ctx context.Context, acct account, installDB, dir, dataDir string) error {
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		if attempt > 1 {
+			if rerr := os.RemoveAll(dataDir); rerr != nil {
+				return fmt.Errorf("install mariadb data directory in %s: %w (and removing it to try again: %v)", dataDir, err, rerr)
+			}
+		}
+		err = runTool(ctx, acct, installDB,
+			// --no-defaults keeps the system's /etc/mysql configuration
+			// (its socket, port and data directory) out of the throwaway
+			// instance.
+			"--no-defaults",
+			"--datadir="+dataDir,
+			"--tmpdir="+dir,
+			"--auth-root-authentication-method=normal",
+			"--skip-test-db",
+			"--skip-name-resolve",
+		)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("install mariadb data directory in %s: %w", dataDir, err)
+	}
+	return nil
 }
 
 // start runs mariadbd on the existing data directory and waits until it

@@ -99,6 +99,12 @@ type Column struct {
 	// distinct bytes as equal, and a key column must keep distinct on the
 	// target whatever the source keeps distinct.
 	Collation string
+	// Enum is, for a column of a PostgreSQL enum type (or of a domain over
+	// one), the type's labels in their order, spelled as a MySQL ENUM's
+	// member list ('sad','ok'); empty for any other type. The cross-engine
+	// type map accepts a MySQL ENUM target only with the same labels. A
+	// string, not a slice, so that a Column stays comparable.
+	Enum string
 }
 
 // Table describes a replicated table as the source sees it. Readers create

@@ -43,6 +43,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/source"
+	"github.com/sluice-cdc/sluice/source/internal/pgcatalog"
 )
 
 const (
@@ -1156,6 +1157,16 @@ func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage, at 
 			}
 			t.Columns = append(t.Columns, sluice.Column{Name: mc.Name, Type: tn, Nullable: true})
 			typ = append(typ, colType{oid: mc.DataType, typmod: mc.TypeModifier, base: base})
+		}
+		var enums map[string]string
+		if err := r.withSQL(ctx, func(conn *pgx.Conn) (err error) {
+			enums, err = pgcatalog.EnumLabels(ctx, conn, t.Name, rs.info.oid)
+			return err
+		}); err != nil {
+			return err
+		}
+		for i := range t.Columns[n:] {
+			t.Columns[n+i].Enum = enums[t.Columns[n+i].Name]
 		}
 		r.log.Info("source table gained columns", "table", t.Name.String(), "columns", len(t.Columns)-len(cur.Columns), "lsn", r.tx.commit.String())
 		rs.table, rs.typ = t, typ

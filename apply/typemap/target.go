@@ -126,7 +126,7 @@ func (t *Target) mapTable(ctx context.Context, tbl *sluice.Table) (*tableMap, er
 		if !ok || t.from == t.to {
 			continue // the inner target checks missing columns and same-engine types
 		}
-		conv, err := Column(t.from, t.to, c.Type, dst)
+		conv, err := Column(t.from, t.to, c, dst)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("column %s.%s (%s on the %s source, %s on the %s target): %w", tbl.Name, c.Name, c.Type, t.from, dst, t.to, err))
 			continue

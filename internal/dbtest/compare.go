@@ -1286,3 +1286,17 @@ func firstDifference(a, b cval) string {
 	}
 	return fmt.Sprintf(" (equal for %d bytes, then one is longer)", n)
 }
+
+// JSONEqual reports whether two JSON documents are equal by value, as
+// CompareTable compares JSON columns.
+func JSONEqual(a, b []byte) (bool, error) {
+	x, err := decodeJSON(a)
+	if err != nil {
+		return false, err
+	}
+	y, err := decodeJSON(b)
+	if err != nil {
+		return false, err
+	}
+	return jsonEqual(x, y), nil
+}

@@ -96,7 +96,7 @@ func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed ui
 	ctx := context.Background()
 	start := time.Now()
 	w := wlgen.Generate(wlgen.Config{
-		Seed: seed, Source: wlgen.Engine(src.engine), Target: wlgen.Engine(to), Txs: n, MaxStmts: 8,
+		Seed: seed, Source: wlgen.Engine(src.engine), Target: wlgen.Engine(to), Txs: n, MaxStmts: 8, Corpus: true,
 		Without: randomizedWithout(),
 	})
 	s, d := newEndpoint(t, src.engine), newEndpoint(t, to)

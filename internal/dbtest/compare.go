@@ -409,7 +409,11 @@ func (v cval) coerce(k kind) cval {
 	case v.kind == kPGBinary && k == kText && v.out != nil:
 		return cval{kind: kText, raw: v.out}
 	case v.kind == kPGBinary && k == kBits && v.out != nil:
-		return cval{kind: kBits, raw: []byte(strings.TrimLeft(string(v.out), "0"))}
+		n, ok := new(big.Int).SetString(string(v.out), 2)
+		if !ok {
+			return v
+		}
+		return cval{kind: kBits, raw: []byte(n.Text(2))}
 	case v.kind == kBytes && k == kBits:
 		return cval{kind: kBits, raw: []byte(new(big.Int).SetBytes(v.raw).Text(2))}
 	case v.kind == kPGBinary && k == kTOD && v.hasTOD:

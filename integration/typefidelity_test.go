@@ -195,7 +195,7 @@ func tfRefusals(t *testing.T, src, dst *endpoint, from, to daemon.Engine, corpus
 	if db, ok := side.(interface{ Database() string }); ok {
 		desc.Name.Schema = db.Database() // as the MySQL readers name it
 	}
-	rr, err := verify.OpenRows(src.url, side)(ctx)
+	rr, err := verify.OpenRows(src.url, side)(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -168,8 +170,10 @@ func pgToMy(s, d colType) (Conv, *refusal) {
 		}
 		return nil, refuse("time(%d) needs a TIME(%d) column", fmt.Sprintf("make the target column time(%d)", s.mod(0, 6)), s.mod(0, 6), s.mod(0, 6))
 	case "json", "jsonb":
+		// MariaDB's JSON is a longtext (above), which keeps the text;
+		// MySQL's keeps the document's value.
 		if d.base == "json" {
-			return noNUL, nil
+			return myJSONExact, nil
 		}
 		return nil, refuse("%s needs a JSON column", "make the target column json", s.base)
 	case "interval":
@@ -592,15 +596,53 @@ func pgToMyTimestamp(v string) (string, error) {
 	return t, nil
 }
 
+// A jsonTarget is a target JSON column that keeps a document's value, not
+// its text (PostgreSQL's jsonb, MySQL's JSON): objects as sets of
+// members, so a key given twice keeps one value (the last), which is not
+// the value MySQL's and MariaDB's JSON functions read in the source's
+// text (the first), and numbers as the column holds them.
+type jsonTarget struct {
+	name, fix string
+	// nul: a NUL character (\u0000) cannot be stored.
+	nul bool
+	// number refuses a number the column does not hold exactly; nil when
+	// it holds any.
+	number func(json.Number) error
+}
+
 // jsonbExact refuses the documents jsonb would not hold as the source
-// does: an object with a key twice (jsonb keeps the last value; MySQL's
-// JSON functions read the first) and a string with a NUL character
-// (\u0000, which jsonb rejects).
-func jsonbExact(v string) (string, error) {
+// does: a key twice in an object, a NUL character (which jsonb rejects).
+var jsonbExact = jsonTarget{name: "jsonb", fix: "make the target column json to keep the document as it is", nul: true}.conv
+
+// myJSONExact refuses the documents MySQL's JSON type (not MariaDB's,
+// a longtext) would not hold as the source does: a key twice in an
+// object, and a number that is not an integer MySQL keeps or a double
+// that reads back as the same decimal value (12345678901234567890.5 is
+// stored as 1.2345678901234567e19).
+var myJSONExact = jsonTarget{name: "MySQL's JSON", fix: "make the target column longtext to keep the document's text", number: myJSONNumber}.conv
+
+func myJSONNumber(n json.Number) error {
+	s := string(n)
+	if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return nil
+	}
+	if _, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	want, ok1 := new(big.Rat).SetString(s)
+	got, ok2 := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+	if err != nil || !ok1 || !ok2 || want.Cmp(got) != 0 {
+		return fmt.Errorf("JSON number %s would be stored as the double %s", s, strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	return nil
+}
+
+func (j jsonTarget) conv(v string) (string, error) {
 	d := json.NewDecoder(strings.NewReader(v))
 	d.UseNumber() // a number is any length of digits
-	if err := jsonbValue(d); err != nil {
-		return "", fmt.Errorf("%w: make the target column json to keep the document as it is", err)
+	if err := j.value(d); err != nil {
+		return "", fmt.Errorf("%w: %s", err, j.fix)
 	}
 	if _, err := d.Token(); !errors.Is(err, io.EOF) {
 		return "", fmt.Errorf("JSON document: text after its end")
@@ -608,15 +650,17 @@ func jsonbExact(v string) (string, error) {
 	return v, nil
 }
 
-func jsonbValue(d *json.Decoder) error {
+func (j jsonTarget) value(d *json.Decoder) error {
 	tok, err := d.Token()
 	if err != nil {
 		return fmt.Errorf("JSON document: %w", err)
 	}
 	switch x := tok.(type) {
 	case string:
-		if strings.IndexByte(x, 0) >= 0 {
-			return errors.New(`JSON document holds a NUL character (\u0000), which jsonb cannot store`)
+		return j.text(x)
+	case json.Number:
+		if j.number != nil {
+			return j.number(x)
 		}
 	case json.Delim:
 		var seen map[string]bool
@@ -631,20 +675,27 @@ func jsonbValue(d *json.Decoder) error {
 				}
 				key := k.(string)
 				if seen[key] {
-					return fmt.Errorf("JSON object has the key %q twice, and jsonb keeps only the last value", key)
+					return fmt.Errorf("JSON object has the key %q twice, and %s keeps only the last value", key, j.name)
 				}
-				if strings.IndexByte(key, 0) >= 0 {
-					return errors.New(`JSON document holds a NUL character (\u0000), which jsonb cannot store`)
+				if err := j.text(key); err != nil {
+					return err
 				}
 				seen[key] = true
 			}
-			if err := jsonbValue(d); err != nil {
+			if err := j.value(d); err != nil {
 				return err
 			}
 		}
 		if _, err := d.Token(); err != nil { // the closing delimiter
 			return fmt.Errorf("JSON document: %w", err)
 		}
+	}
+	return nil
+}
+
+func (j jsonTarget) text(s string) error {
+	if j.nul && strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf(`JSON document holds a NUL character (\u0000), which %s cannot store`, j.name)
 	}
 	return nil
 }

@@ -113,6 +113,12 @@ type Column struct {
 	// whose own column is generated never writes them, and compares the
 	// two expressions to warn when they differ.
 	Generated string
+	// Enum is, for a column of a PostgreSQL enum type (or of a domain over
+	// one), the type's labels in their order, spelled as a MySQL ENUM's
+	// member list ('sad','ok'); empty for any other type. The cross-engine
+	// type map accepts a MySQL ENUM target only with the same labels. A
+	// string, not a slice, so that a Column stays comparable.
+	Enum string
 }
 
 // Table describes a replicated table as the source sees it. Readers create

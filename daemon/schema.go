@@ -249,7 +249,7 @@ func renamedFrom(st, dt *schema.Table, col string, diffs []schema.Difference, op
 		if d.Kind != schema.DiffColumnExtra {
 			continue
 		}
-		if dc := dt.Column(d.Object); dc != nil && sc != nil && schema.TypeHolds(opt, sc.Type, dc.Type) {
+		if dc := dt.Column(d.Object); dc != nil && sc != nil && schema.TypeHolds(opt, sc.Type, dc.Type, sc.Labels) {
 			return d.Object
 		}
 	}

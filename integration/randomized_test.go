@@ -125,7 +125,7 @@ func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed ui
 		tail = sessionTail
 	}
 	w := wlgen.Generate(wlgen.Config{
-		Seed: seed, Source: wlgen.Engine(src.engine), Target: wlgen.Engine(to), Txs: n + tail, MaxStmts: 8,
+		Seed: seed, Source: wlgen.Engine(src.engine), Target: wlgen.Engine(to), Txs: n + tail, MaxStmts: 8, Corpus: true,
 		Without: randomizedWithout(),
 	})
 	// The transactions up to from run in full rows, the others in form

@@ -73,6 +73,9 @@ var pgToMyCols = []canonCol{
 	{"tz", "timestamp(6) with time zone", "datetime(6)", [4]string{"'2024-06-30 23:59:59.999999+00'", "'2001-09-09 03:46:40+02'", "'1970-01-01 00:00:00+00'", "NULL"}},
 	{"tm", "time(6) without time zone", "time(6)", [4]string{"'23:59:59.999999'", "'00:00:00'", "'12:34:56.5'", "NULL"}},
 	{"js", "jsonb", "json", [4]string{`'{"b": 1, "a": [1, 2.50, "x"]}'`, "'[]'", `'"str"'`, "NULL"}},
+	{"ip", "inet", "longtext", [4]string{"'::1'", "'10.0.0.1/8'", "'192.168.1.5/32'", "NULL"}},
+	{"uu", "uuid", "uuid", [4]string{"'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'", "'00000000-0000-0000-0000-000000000000'", "'ffffffff-ffff-ffff-ffff-ffffffffffff'", "NULL"}},
+	{"ub", "uuid", "binary(16)", [4]string{"'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'", "'00000000-0000-0000-0000-000000000000'", "'ffffffff-ffff-ffff-ffff-ffffffffffff'", "NULL"}},
 }
 
 var pgToMyExtra = []canonCol{
@@ -137,7 +140,9 @@ var canonPairs = []canonPair{
 	{from: daemon.EngineMySQL, to: daemon.EnginePostgres, cols: myToPGCols, extra: myToPGExtra,
 		changes: [][2]string{{"f", "1.23457"}, {"dtm", "'2024-01-02 03:04:05.123457'"}, {"js", `'{"b": 1, "a": [1, 2.50, 1e2], "é": "é\n", "x": 0}'`}, {"vb", `'\x00ff11'`}}},
 	{from: daemon.EnginePostgres, to: daemon.EngineMySQL, cols: pgToMyCols, extra: pgToMyExtra,
-		changes: [][2]string{{"r", "1.23457"}, {"ts", "'2024-01-02 03:04:05.123457'"}, {"js", `'{"a": [1, 2.50, "x"], "b": 1.5}'`}, {"byt", "X'00FF11'"}}},
+		// ip: the text inet's cast gives, which sluice once wrote.
+		changes: [][2]string{{"r", "1.23457"}, {"ts", "'2024-01-02 03:04:05.123457'"}, {"js", `'{"a": [1, 2.50, "x"], "b": 1.5}'`}, {"byt", "X'00FF11'"},
+			{"ip", "'::1/128'"}, {"ub", "X'A0EEBC999C0B4EF8BB6D6BB9BD380A12'"}}},
 }
 
 func canonDDL(table string, cols []canonCol, dst bool) string {

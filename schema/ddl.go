@@ -425,7 +425,7 @@ func (g *generator) defaultClause(c *Column, typ string) (def, note string) {
 		}
 		return "", fmt.Sprintf("column %s's default %s is not created: it is not a constant, and sluice writes every column's value from the source", c.Name, c.DefaultExpr)
 	}
-	v, err := convertValue(from, to, c.Type, typ, *c.Default)
+	v, err := convertValue(from, to, c.Type, c.Labels, typ, *c.Default)
 	if err != nil {
 		return "", fmt.Sprintf("column %s's default %s is not created: %v", c.Name, *c.Default, err)
 	}
@@ -438,11 +438,11 @@ func (g *generator) defaultClause(c *Column, typ string) (def, note string) {
 
 // convertValue converts a source value's text to the target's through the
 // type map.
-func convertValue(from, to Engine, srcType, dstType, v string) (string, error) {
+func convertValue(from, to Engine, srcType string, labels []string, dstType, v string) (string, error) {
 	if from == to {
 		return v, nil
 	}
-	conv, err := typemap.Column(from, to, srcType, dstType)
+	conv, err := typemap.Column(from, to, typemap.SourceColumn(srcType, labels), dstType)
 	if err != nil {
 		return "", err
 	}

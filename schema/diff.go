@@ -92,14 +92,14 @@ func Diff(src, dst *Table, opt PlanOptions) []Difference {
 			add(DiffColumnMissing, sc.Name, fmt.Sprintf("%s on the source, missing on the target", sc.Type), fix, true)
 			continue
 		}
-		if ok, why := typeHolds(opt.From, opt.To, sc.Type, dc.Type); !ok {
+		if ok, why := typeHolds(opt.From, opt.To, sc.Type, dc.Type, sc.Labels); !ok {
 			fix := ""
 			if terr == nil {
 				fix = g.alterType(tn, sc.Name, tc)
 			}
 			add(DiffColumnType, sc.Name, fmt.Sprintf("%s on the source, %s on the target: %s", sc.Type, dc.Type, why), fix, true)
 			if fix != "" {
-				out[len(out)-1].Safe, _ = typeHolds(opt.To, opt.To, dc.Type, tc.typ)
+				out[len(out)-1].Safe, _ = typeHolds(opt.To, opt.To, dc.Type, tc.typ, nil)
 			}
 		}
 		switch {
@@ -172,17 +172,17 @@ func Diff(src, dst *Table, opt PlanOptions) []Difference {
 
 // TypeHolds reports whether a target column of type dst holds every
 // value of a source column of type src exactly.
-func TypeHolds(opt PlanOptions, src, dst string) bool {
-	ok, _ := typeHolds(opt.From, opt.To, src, dst)
+func TypeHolds(opt PlanOptions, src, dst string, labels []string) bool {
+	ok, _ := typeHolds(opt.From, opt.To, src, dst, labels)
 	return ok
 }
 
 // typeHolds reports whether a target column of type dst holds every value
 // of a source column of type src exactly, and why not.
-func typeHolds(from, to Engine, src, dst string) (bool, string) {
+func typeHolds(from, to Engine, src, dst string, labels []string) (bool, string) {
 	switch {
 	case from != to:
-		if _, err := typemap.Column(from, to, src, dst); err != nil {
+		if _, err := typemap.Column(from, to, typemap.SourceColumn(src, labels), dst); err != nil {
 			return false, err.Error()
 		}
 		return true, ""

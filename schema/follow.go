@@ -303,20 +303,23 @@ func (p *followPlan) alterType(e sluice.SchemaEdit) {
 	}
 	stmt := p.g.alterType(p.tn, e.Column, want)
 	if oldType != "" {
-		if widens, _ := typeHolds(from, from, oldType, sc.Type); !widens {
+		if widens, _ := typeHolds(from, from, oldType, sc.Type, nil); !widens {
 			// Values the target holds may not fit the narrower type:
 			// whether to narrow it is the operator's call.
-			name, newType := e.Column, sc.Type
+			name, newType, labels := e.Column, sc.Type, sc.Labels
 			p.refuse(refusal{
-				why:     fmt.Sprintf("column %s's type narrowed from %s to %s, which may not hold values the target has: the target's %s holds every value the source can hold now", e.Column, oldType, sc.Type, tc.Type),
-				fixes:   []string{stmt},
-				confirm: func(cur *Table) bool { c := cur.Column(name); return c != nil && TypeHolds(p.f.Opt, newType, c.Type) },
-				after:   "or start sluice again without running it: the target keeps the wider type",
+				why:   fmt.Sprintf("column %s's type narrowed from %s to %s, which may not hold values the target has: the target's %s holds every value the source can hold now", e.Column, oldType, sc.Type, tc.Type),
+				fixes: []string{stmt},
+				confirm: func(cur *Table) bool {
+					c := cur.Column(name)
+					return c != nil && TypeHolds(p.f.Opt, newType, c.Type, labels)
+				},
+				after: "or start sluice again without running it: the target keeps the wider type",
 			})
 			return
 		}
 	}
-	if ok, _ := typeHolds(p.f.Opt.From, p.f.Opt.To, sc.Type, tc.Type); ok {
+	if ok, _ := typeHolds(p.f.Opt.From, p.f.Opt.To, sc.Type, tc.Type, sc.Labels); ok {
 		return // the target's type holds the new one's values already
 	}
 	p.stmts = append(p.stmts, stmt)

@@ -98,6 +98,7 @@ func CanonExpr(c CanonColumn) (string, error) {
 	p := pair{
 		src: parseType(srcDialect, srcType), srcDialect: srcDialect,
 		dst: parseType(dstDialect, dstType), dstDialect: dstDialect,
+		srcEnum: srcDialect == PostgreSQL && c.Source.Enum != "",
 	}
 	f, err := p.form()
 	if err != nil {
@@ -190,6 +191,8 @@ func parseType(d Dialect, s string) colType {
 type pair struct {
 	src, dst               colType
 	srcDialect, dstDialect Dialect
+	// srcEnum: the source is a PostgreSQL enum (sluice.Column.Enum).
+	srcEnum bool
 }
 
 // A form is one canonical text and how each engine computes it from a
@@ -299,18 +302,30 @@ func (p pair) crossLike() (form, error) {
 	return form{}, fmt.Errorf("no canonical form between %s and %s", s.spelled, d.spelled)
 }
 
-// pgMy follows apply/typemap's PostgreSQL-to-MySQL map.
+// pgMy follows apply/typemap's PostgreSQL-to-MySQL map. Where the target
+// keeps the source's text, the PostgreSQL side computes that text itself,
+// from the value, as PostgreSQL prints it (pgOutputForm): a conversion of
+// the text on the way (inet's netmask) that went wrong shows.
 func (p pair) pgMy() (form, error) {
 	s, d := p.src.base, p.dst.base
 	if d == "mediumtext" || d == "longtext" {
-		// The target keeps the source's text form (a boolean as 1 or 0).
+		// The target keeps the source's text form (a boolean as 1 or 0,
+		// a char(n) without its padding).
 		switch s {
 		case "bytea":
 			return form{}, fmt.Errorf("bytea is not kept in a text column")
 		case "boolean":
 			return boolForm, nil
+		case "char":
+			return pgTextForm, nil // char(n)::text drops the padding
 		}
-		return pgTextForm, nil
+		return pgOutputForm, nil
+	}
+	if p.srcEnum {
+		if d == "enum" || d == "varchar" {
+			return pgOutputForm, nil
+		}
+		return form{}, fmt.Errorf("sluice maps a PostgreSQL enum to a MySQL enum, varchar or text, not %s", p.dst.spelled)
 	}
 	switch s {
 	case "smallint", "integer", "bigint":
@@ -333,6 +348,9 @@ func (p pair) pgMy() (form, error) {
 	case "bytea":
 		return hexForm, nil
 	case "uuid":
+		if d == "binary" {
+			return uuidBytesForm, nil
+		}
 		return uuidForm, nil
 	case "date":
 		if d == "date" {
@@ -390,11 +408,11 @@ func (p pair) myPG() (form, error) {
 		}
 		return myTextForm, nil
 	case "tinytext", "text", "mediumtext", "longtext":
-		if isPGJSON(d) {
-			// MariaDB's JSON is a longtext.
+		if d == "jsonb" {
+			// MariaDB's JSON is a longtext; jsonb holds its value.
 			return myJSONNormForm, nil
 		}
-		return myTextForm, nil
+		return myTextForm, nil // a json column keeps the text as it is
 	case "json":
 		return myJSONNormForm, nil
 	case "enum", "set":
@@ -454,6 +472,17 @@ var pgTextForm = form{
 	my:   func(x string, _ colType) (string, error) { return myUTF8(x), nil },
 }
 
+// pgOutputForm: the text PostgreSQL prints for the value (its type's
+// output function, which format's %s calls; value::text differs for inet,
+// whose cast always shows the netmask), which a MySQL side holds as text.
+var pgOutputForm = form{
+	name: "pg-output",
+	pg: func(x string, _ colType) (string, error) {
+		return "CASE WHEN " + x + " IS NOT NULL THEN format('%s', " + x + ") END", nil // format gives '' for NULL
+	},
+	my: func(x string, _ colType) (string, error) { return myUTF8(x), nil },
+}
+
 // myTextForm: MySQL's text of a string, enum or set (or a number, which
 // sluice writes as its text).
 var myTextForm = form{
@@ -489,6 +518,19 @@ var uuidForm = form{
 		return "lower((" + x + ")::text)", nil
 	},
 	my: func(x string, _ colType) (string, error) { return "LOWER(" + myUTF8(x) + ")", nil },
+}
+
+// uuidBytesForm: a uuid kept in a binary(16) as its 16 bytes in network
+// order (uuid_send's), in hex.
+var uuidBytesForm = form{
+	name: "uuid-bytes",
+	pg: func(x string, t colType) (string, error) {
+		if t.base != "uuid" {
+			return "", unsupported(t)
+		}
+		return "encode(uuid_send(" + x + "), 'hex')", nil
+	},
+	my: hexForm.my,
 }
 
 // intForm: the integer's decimal digits (a YEAR as its number).

@@ -59,7 +59,7 @@ var canonCases = []canonCase{
 	{PostgreSQL, "character varying(20)", MySQL, "varchar(20)", "pg-text"},
 	{PostgreSQL, "character(6)", MySQL, "char(6)", "char"},
 	{PostgreSQL, "character(6)", MySQL, "varchar(6)", "char"},
-	{PostgreSQL, "text", MySQL, "longtext", "pg-text"},
+	{PostgreSQL, "text", MySQL, "longtext", "pg-output"},
 	{PostgreSQL, "bytea", MySQL, "longblob", "hex"},
 	{PostgreSQL, "uuid", MySQL, "char(36)", "uuid"},
 	{PostgreSQL, "date", MySQL, "date", "date"},
@@ -67,10 +67,20 @@ var canonCases = []canonCase{
 	{PostgreSQL, "timestamp(6) without time zone", MySQL, "datetime(6)", "timestamp"},
 	{PostgreSQL, "timestamp(3) with time zone", MySQL, "datetime(6)", "timestamp"},
 	{PostgreSQL, "time(6) without time zone", MySQL, "time(6)", "time"},
-	{PostgreSQL, "jsonb", MySQL, "longtext", "pg-text"},
+	{PostgreSQL, "jsonb", MySQL, "longtext", "pg-output"},
 	{PostgreSQL, "json", MySQL, "json", "pg-text"},
 	{PostgreSQL, "integer[]", MySQL, "longtext", "pg-text"},
-	{PostgreSQL, "interval", MySQL, "longtext", "pg-text"},
+	{PostgreSQL, "interval", MySQL, "longtext", "pg-output"},
+	// Issue 37: the PostgreSQL side computes the text PostgreSQL prints,
+	// not the apply path's conversion of value::text.
+	{PostgreSQL, "inet", MySQL, "longtext", "pg-output"},
+	{PostgreSQL, "inet[]", MySQL, "longtext", "pg-text"},
+	{PostgreSQL, "character(6)", MySQL, "longtext", "pg-text"},
+	{PostgreSQL, "uuid", MySQL, "uuid", "uuid"},
+	{PostgreSQL, "uuid", MySQL, "binary(16)", "uuid-bytes"},
+	{PostgreSQL, "mood", MySQL, "enum('sad','ok','happy')", "pg-output"},
+	{PostgreSQL, "mood", MySQL, "varchar(5)", "pg-output"},
+	{PostgreSQL, "mood", MySQL, "longtext", "pg-output"},
 	// MySQL to PostgreSQL.
 	{MySQL, "tinyint(4)", PostgreSQL, "smallint", "int"},
 	{MySQL, "mediumint(9)", PostgreSQL, "integer", "int"},
@@ -86,6 +96,7 @@ var canonCases = []canonCase{
 	{MySQL, "text", PostgreSQL, "text", "my-text"},
 	{MySQL, "int(11)", PostgreSQL, "text", "int"},
 	{MySQL, "longtext", PostgreSQL, "jsonb", "json-normalize"},
+	{MySQL, "longtext", PostgreSQL, "json", "my-text"},
 	{MySQL, "binary(4)", PostgreSQL, "bytea", "hex"},
 	{MySQL, "blob", PostgreSQL, "bytea", "hex"},
 	{MySQL, "bit(5)", PostgreSQL, "bit(5)", "bits"},
@@ -109,6 +120,9 @@ func ident(d Dialect, name string) string {
 
 func sides(c canonCase) (src, dst CanonColumn) {
 	srcCol := sluice.Column{Name: "c", Type: c.src}
+	if c.src == "mood" { // a PostgreSQL enum
+		srcCol.Enum = "'sad','ok','happy'"
+	}
 	src = CanonColumn{Dialect: c.from, Ident: ident(c.from, "c"), Type: c.src, Source: srcCol, SourceDialect: c.from, TargetType: c.dst, TargetDialect: c.to}
 	dst = CanonColumn{Dialect: c.to, Ident: ident(c.to, "c"), Type: c.dst, Source: srcCol, SourceDialect: c.from, TargetType: c.dst, TargetDialect: c.to}
 	return src, dst
@@ -123,7 +137,7 @@ func TestCanonForms(t *testing.T) {
 	for _, c := range canonCases {
 		src, dst := sides(c)
 		name := fmt.Sprintf("%s %s -> %s %s", c.from, c.src, c.to, c.dst)
-		p := pair{src: parseType(c.from, c.src), srcDialect: c.from, dst: parseType(c.to, c.dst), dstDialect: c.to}
+		p := pair{src: parseType(c.from, c.src), srcDialect: c.from, dst: parseType(c.to, c.dst), dstDialect: c.to, srcEnum: src.Source.Enum != ""}
 		f, err := p.form()
 		if err != nil {
 			t.Errorf("%s: %v", name, err)

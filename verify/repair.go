@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
 	"github.com/sluice-cdc/sluice/source/binlog"
+	"github.com/sluice-cdc/sluice/source/pglogical"
 )
 
 // RepairTarget writes a repair batch in one target transaction that, for
@@ -34,8 +35,13 @@ type RowReader interface {
 type RepairConfig struct {
 	Target RepairTarget
 	// OpenRows begins a source snapshot and returns its reader. Repair
-	// calls it once the target holds the stream's fence.
-	OpenRows func(ctx context.Context) (RowReader, error)
+	// calls it once the target holds the stream's fence. With settle > 0
+	// (a stream that reads the source's log) the snapshot must also hold
+	// every transaction the log has given so far, which the stream may
+	// have applied though other sessions do not see it yet (a commit
+	// waiting for synchronous standbys or semi-synchronous replicas): it
+	// waits up to settle for them, then fails.
+	OpenRows func(ctx context.Context, settle time.Duration) (RowReader, error)
 }
 
 // RepairReport is what a repair wrote and what verifying those keys again
@@ -138,8 +144,14 @@ func Repair(ctx context.Context, cfg Config, rc RepairConfig, rep *Report) (*Rep
 	for i, rt := range todo {
 		tables[i] = rt.desc
 	}
+	var settle time.Duration
+	if v.kind == pglogical.Kind || v.kind == binlog.Kind {
+		// The log gives a commit before other sessions see it (see
+		// RepairConfig.OpenRows).
+		settle = cfg.CatchUp
+	}
 	err := rc.Target.Repair(ctx, cfg.Stream, tables, func(ctx context.Context) (*apply.Batch, error) {
-		rr, err := rc.OpenRows(ctx)
+		rr, err := rc.OpenRows(ctx, settle)
 		if err != nil {
 			return nil, fmt.Errorf("repair: begin a snapshot of the source %s: %w", cfg.Source.Where(), err)
 		}
@@ -203,15 +215,21 @@ func (rt *repairTable) batch(ctx context.Context, rr RowReader) (*apply.TableBat
 	return tb, nil
 }
 
-// OpenRows returns how to read the source side's rows for a repair: raw
-// is the source's connection string, as Open took it.
-func OpenRows(raw string, source Side) func(ctx context.Context) (RowReader, error) {
-	return func(ctx context.Context) (RowReader, error) {
+// OpenRows returns how to read the source side's rows for a repair (see
+// RepairConfig.OpenRows): raw is the source's connection string, as Open
+// took it.
+func OpenRows(raw string, source Side) func(ctx context.Context, settle time.Duration) (RowReader, error) {
+	return func(ctx context.Context, settle time.Duration) (RowReader, error) {
 		switch s := source.(type) {
 		case *pgSide:
+			if settle > 0 {
+				if err := s.awaitCommitsSeen(ctx, settle); err != nil {
+					return nil, err
+				}
+			}
 			return s.beginRows(ctx)
 		case *mySide:
-			return binlog.OpenKeyReader(ctx, raw)
+			return binlog.OpenKeyReader(ctx, raw, settle)
 		}
 		return nil, errors.New("repair: the source is neither PostgreSQL nor MySQL")
 	}

@@ -118,9 +118,14 @@ func warm(n int, acquire func() (release func(), err error)) {
 
 func (s *pgSide) Describe(ctx context.Context, name sluice.TableName) (*sluice.Table, error) {
 	rel := quoteTable(PostgreSQL, name)
+	// An enum's labels (sluice.Column.Enum) choose its canonical form
+	// against a MySQL ENUM or varchar.
 	rows, err := s.pool.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull,
 		coalesce((SELECT k.n FROM unnest(i.indkey::int2[]) WITH ORDINALITY k(att, n) WHERE k.att = a.attnum), 0)::int,
-		CASE WHEN a.attgenerated <> '' THEN pg_get_expr(d.adbin, d.adrelid) ELSE '' END
+		CASE WHEN a.attgenerated <> '' THEN pg_get_expr(d.adbin, d.adrelid) ELSE '' END,
+		coalesce((SELECT string_agg('''' || replace(e.enumlabel, '''', '''''') || '''', ',' ORDER BY e.enumsortorder)
+			FROM pg_type t JOIN pg_enum e ON e.enumtypid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+			WHERE t.oid = a.atttypid), '')
 		FROM pg_attribute a LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
 		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, rel)
@@ -132,7 +137,7 @@ func (s *pgSide) Describe(ctx context.Context, name sluice.TableName) (*sluice.T
 	for rows.Next() {
 		var c sluice.Column
 		var k int
-		if err := rows.Scan(&c.Name, &c.Type, &c.Nullable, &k, &c.Generated); err != nil {
+		if err := rows.Scan(&c.Name, &c.Type, &c.Nullable, &k, &c.Generated, &c.Enum); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("describe table %s on %s: %w", name, s.Where(), err)
 		}

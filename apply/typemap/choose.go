@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/internal/mysqltype"
 )
 
@@ -52,9 +53,10 @@ func TargetType(from, to Engine, srcType string, opt TypeOptions) (string, error
 	if why != nil {
 		return "", why
 	}
+	src := SourceColumn(srcType, opt.Labels)
 	var errs []error
 	for _, c := range cands {
-		if _, err := Column(from, to, srcType, c); err == nil {
+		if _, err := Column(from, to, src, c); err == nil {
 			return c, nil
 		} else {
 			errs = append(errs, fmt.Errorf("%s: %w", c, err))
@@ -64,6 +66,20 @@ func TargetType(from, to Engine, srcType string, opt TypeOptions) (string, error
 		return "", fmt.Errorf("no %s type holds every %s value exactly", to, srcType)
 	}
 	return "", fmt.Errorf("no %s type holds every %s value exactly (%w)", to, srcType, errors.Join(errs...))
+}
+
+// SourceColumn is a source column of type typ, for Column, where only
+// its type is known, and for a PostgreSQL enum type its labels, in order.
+func SourceColumn(typ string, labels []string) sluice.Column {
+	c := sluice.Column{Type: typ}
+	if len(labels) > 0 {
+		quoted := make([]string, len(labels))
+		for i, l := range labels {
+			quoted[i] = "'" + strings.ReplaceAll(l, "'", "''") + "'"
+		}
+		c.Enum = strings.Join(quoted, ",") // as sluice.Column.Enum spells them
+	}
+	return c
 }
 
 // pgToMyCandidates lists the MySQL types a PostgreSQL type may become, best

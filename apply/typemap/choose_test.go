@@ -29,7 +29,7 @@ func TestTargetType(t *testing.T) {
 		{Postgres, MySQL, "timestamp(3) without time zone", TypeOptions{}, "datetime(3)", ""},
 		{Postgres, MySQL, "boolean", TypeOptions{}, "tinyint(1)", ""},
 		{Postgres, MySQL, "bytea", TypeOptions{}, "longblob", ""},
-		{Postgres, MySQL, "mood", TypeOptions{Labels: []string{"a", "b"}}, "longtext", ""},
+		{Postgres, MySQL, "mood", TypeOptions{Labels: []string{"a", "b"}}, "enum('a','b')", ""},
 		{Postgres, MySQL, "interval", TypeOptions{}, "longtext", ""},
 		{Postgres, MySQL, "integer[]", TypeOptions{}, "longtext", ""},
 		{MySQL, Postgres, "tinyint(1)", TypeOptions{}, "smallint", ""},
@@ -54,7 +54,7 @@ func TestTargetType(t *testing.T) {
 			continue
 		}
 		if tc.from != tc.to {
-			if _, err := Column(tc.from, tc.to, tc.src, got); err != nil {
+			if _, err := Column(tc.from, tc.to, SourceColumn(tc.src, tc.opt.Labels), got); err != nil {
 				t.Errorf("%s %s → %s: the type map refuses its own choice: %v", tc.from, tc.src, got, err)
 			}
 		}

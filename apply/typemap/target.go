@@ -129,7 +129,7 @@ func (t *Target) mapTable(ctx context.Context, tbl *sluice.Table) (*tableMap, er
 			// writes, so its values need no conversion.
 			continue
 		}
-		conv, err := Column(t.from, t.to, c.Type, dst)
+		conv, err := Column(t.from, t.to, c, dst)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("column %s.%s (%s on the %s source, %s on the %s target): %w", tbl.Name, c.Name, c.Type, t.from, dst, t.to, err))
 			continue

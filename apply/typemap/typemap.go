@@ -2,11 +2,17 @@ package typemap
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math/big"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/internal/mysqltype"
 )
 
@@ -14,12 +20,25 @@ import (
 // target's. A nil Conv keeps the text as it is.
 type Conv func(string) (string, error)
 
-// Column decides how values of a source column of type srcType on engine
-// from are written to a target column of type dstType on engine to. It
-// returns an error saying why, and what to do, when some value of the
-// source type cannot be represented exactly by the target type.
-func Column(from, to Engine, srcType, dstType string) (Conv, error) {
-	src, dst := parse(from, srcType), parse(to, dstType)
+// Column decides how values of the source column src (its Type as engine
+// from spells it) are written to a target column of type dstType on engine
+// to. It returns an error saying why, and what to do, when some value of
+// the source type cannot be represented exactly by the target type.
+func Column(from, to Engine, src sluice.Column, dstType string) (Conv, error) {
+	return column(from, to, parseColumn(from, src), parse(to, dstType))
+}
+
+// parseColumn is the source column's type, a PostgreSQL enum's labels
+// included.
+func parseColumn(e Engine, c sluice.Column) colType {
+	t := parse(e, c.Type)
+	if e == Postgres && c.Enum != "" {
+		t.enum, t.labels = true, mysqltype.Members(c.Enum)
+	}
+	return t
+}
+
+func column(from, to Engine, src, dst colType) (Conv, error) {
 	var conv Conv
 	var r *refusal
 	switch {
@@ -47,6 +66,9 @@ func pgToMy(s, d colType) (Conv, *refusal) {
 		}
 		return nil, refuse("MySQL has no array type", "make the target column mediumtext or longtext: sluice stores the array's PostgreSQL text form ('{a,b}')")
 	}
+	if s.enum {
+		return pgEnumToMy(s, d)
+	}
 	// Any type can be kept as its PostgreSQL text form in a large enough
 	// text column.
 	if d.base == "mediumtext" || d.base == "longtext" {
@@ -55,6 +77,8 @@ func pgToMy(s, d colType) (Conv, *refusal) {
 			return nil, refuse("bytea into a text column would change its bytes to their hex text", "make the target column mediumblob or longblob")
 		case "boolean":
 			return boolToInt, nil
+		case "inet":
+			return inetOutput, nil
 		}
 		return noNUL, nil
 	}
@@ -119,10 +143,13 @@ func pgToMy(s, d colType) (Conv, *refusal) {
 		}
 		return nil, refuse("bytea values can exceed what %s holds", "make the target column mediumblob or longblob", myName(d))
 	case "uuid":
-		if (d.base == "char" || d.base == "varchar") && d.mod(0, 1) >= 36 {
-			return nil, nil
+		switch {
+		case d.base == "uuid", (d.base == "char" || d.base == "varchar") && d.mod(0, 1) >= 36:
+			return nil, nil // MariaDB's UUID reads and prints PostgreSQL's text form
+		case d.base == "binary" && d.mod(0, 1) == 16:
+			return uuidBytes, nil
 		}
-		return nil, refuse("uuid needs a CHAR(36) column", "make the target column char(36)")
+		return nil, refuse("uuid needs a UUID (MariaDB 10.7 or later), BINARY(16) or CHAR(36) column", "make the target column uuid, binary(16) or char(36)")
 	case "date":
 		if d.base == "date" || d.base == "datetime" {
 			return pgDate, nil
@@ -130,8 +157,11 @@ func pgToMy(s, d colType) (Conv, *refusal) {
 		return nil, refuse("date needs a DATE column", "make the target column date")
 	case "timestamp", "timestamptz":
 		p := s.mod(0, 6)
-		if (d.base == "datetime" || d.base == "timestamp") && d.mod(0, 0) >= p {
+		if d.base == "datetime" && d.mod(0, 0) >= p {
 			return pgTimestamp, nil
+		}
+		if d.base == "timestamp" && d.mod(0, 0) >= p {
+			return pgToMyTimestamp, nil
 		}
 		return nil, refuse("%s(%d) needs a DATETIME(%d) column", fmt.Sprintf("make the target column datetime(%d) (timestamptz is stored in UTC)", p), s.base, p, p)
 	case "time":
@@ -140,14 +170,58 @@ func pgToMy(s, d colType) (Conv, *refusal) {
 		}
 		return nil, refuse("time(%d) needs a TIME(%d) column", fmt.Sprintf("make the target column time(%d)", s.mod(0, 6)), s.mod(0, 6), s.mod(0, 6))
 	case "json", "jsonb":
+		// MariaDB's JSON is a longtext (above), which keeps the text;
+		// MySQL's keeps the document's value.
 		if d.base == "json" {
-			return noNUL, nil
+			return myJSONExact, nil
 		}
 		return nil, refuse("%s needs a JSON column", "make the target column json", s.base)
 	case "interval":
 		return nil, refuse("MySQL has no interval type", "make the target column mediumtext or longtext: sluice stores the interval's text form")
 	}
 	return nil, refuse("no exact MySQL mapping for PostgreSQL type %s (target %s)", "make the target column mediumtext or longtext to keep its text form", s.base, myName(d))
+}
+
+// pgEnumToMy maps a PostgreSQL enum: to a MySQL ENUM that has each of its
+// labels, in the same order (it may have more); to a varchar long enough
+// for every label; or to a text column large enough for any.
+func pgEnumToMy(s, d colType) (Conv, *refusal) {
+	fix := "make the target column enum(" + quoteLabels(s.labels) + "), with the same labels in the same order"
+	switch d.base {
+	case "mediumtext", "longtext":
+		return noNUL, nil
+	case "enum":
+		next := 0
+		for _, l := range s.labels {
+			i := slices.Index(d.labels[next:], l)
+			if i < 0 {
+				why := "it lacks the label %q"
+				if slices.Contains(d.labels, l) {
+					why = "its labels are in another order (at %q)"
+				}
+				return nil, refuse("the target %s does not hold every label of PostgreSQL enum %s exactly: "+why, fix, myName(d), s.base, l)
+			}
+			next += i + 1
+		}
+		return labelOf(d.labels), nil
+	case "varchar":
+		longest := 0
+		for _, l := range s.labels {
+			longest = max(longest, utf8.RuneCountInString(l))
+		}
+		if d.mod(0, 0) >= longest {
+			return fitsChars(d.mod(0, 0)), nil
+		}
+	}
+	return nil, refuse("no exact MySQL mapping for PostgreSQL enum %s (target %s)", fix, s.base, myName(d))
+}
+
+func quoteLabels(labels []string) string {
+	q := make([]string, len(labels))
+	for i, l := range labels {
+		q[i] = "'" + strings.ReplaceAll(l, "'", "''") + "'"
+	}
+	return strings.Join(q, ",")
 }
 
 // myToPg maps a MySQL-family column to a PostgreSQL column.
@@ -211,16 +285,22 @@ func myToPg(s, d colType) (Conv, *refusal) {
 		}
 		return nil, refuse("%s(%d) values do not fit in %s", fmt.Sprintf("make the target column varchar(%d) or text", n), s.base, n, d.base)
 	case "tinytext", "text", "mediumtext", "longtext":
-		if d.base == "json" || d.base == "jsonb" {
+		switch d.base {
+		case "json":
 			return nil, nil // MariaDB reports JSON columns as longtext
+		case "jsonb":
+			return jsonbExact, nil
 		}
 		if d.base == "varchar" && d.mods == nil {
 			return utf8NoNUL, nil
 		}
 		return nil, refuse("%s values need a text column", "make the target column text", s.base)
 	case "json":
-		if d.base == "json" || d.base == "jsonb" {
+		switch d.base {
+		case "json":
 			return nil, nil
+		case "jsonb":
+			return jsonbExact, nil
 		}
 		return nil, refuse("json needs a json or jsonb column", "make the target column jsonb")
 	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
@@ -344,6 +424,10 @@ func nanRefused(typ string) Conv {
 		switch strings.ToLower(v) {
 		case "nan", "infinity", "-infinity", "inf", "-inf":
 			return "", fmt.Errorf("%s value %s has no MySQL equivalent", typ, v)
+		case "-0":
+			if typ != "numeric" {
+				return "", fmt.Errorf("%s value -0 (a negative zero) has no MariaDB equivalent: MariaDB stores it as 0", typ)
+			}
 		}
 		return v, nil
 	}
@@ -434,9 +518,184 @@ func myTimestamp(tz bool) Conv {
 	}
 }
 
+// myTime refuses a MySQL TIME outside PostgreSQL's time range, 00:00:00
+// to 24:00:00 (whatever zeros of fraction MySQL prints after it).
 func myTime(v string) (string, error) {
-	if strings.HasPrefix(v, "-") || len(v) > 2 && v[2] != ':' || v > "24:00:00" && len(v) >= 8 && v[:2] >= "24" {
+	if strings.HasPrefix(v, "-") || len(v) > 2 && v[2] != ':' || v[:min(2, len(v))] >= "24" && strings.Trim(v, "0:.") != "24" {
 		return "", fmt.Errorf("time %s is outside PostgreSQL's time range (00:00–24:00); use an interval column", v)
 	}
 	return v, nil
+}
+
+// inetOutput turns inet's value::text, which the readers give and which
+// always shows the netmask, into the text PostgreSQL prints for the value
+// (its output function, as psql, COPY and pg_dump give it): without the
+// netmask where it is the address's full width, /32 for IPv4 and /128 for
+// IPv6. (A cidr prints its netmask always, and is kept as it is.)
+func inetOutput(v string) (string, error) {
+	addr, bits, ok := strings.Cut(v, "/")
+	if !ok {
+		return v, nil // the output function's text already
+	}
+	if bits == "32" && !strings.Contains(addr, ":") || bits == "128" && strings.Contains(addr, ":") {
+		return addr, nil
+	}
+	return v, nil
+}
+
+// uuidBytes turns a uuid's text into its 16 bytes in the order the text
+// spells them: network order, as PostgreSQL's uuid_send gives them.
+func uuidBytes(v string) (string, error) {
+	b, err := hex.DecodeString(strings.ReplaceAll(v, "-", ""))
+	if err != nil || len(b) != 16 {
+		return "", fmt.Errorf("uuid value %q is not 32 hex digits", v)
+	}
+	return string(b), nil
+}
+
+// labelOf accepts only the labels of the target's ENUM, byte for byte: a
+// label added to the source's enum since the check is not among them, and
+// MySQL would take a label that differs in case for another.
+func labelOf(labels []string) Conv {
+	return func(v string) (string, error) {
+		if slices.Contains(labels, v) {
+			return v, nil
+		}
+		return "", fmt.Errorf("enum label %q is not among the target ENUM's labels (%s): add it to the target column, in the place it has on the source, and restart", v, quoteLabels(labels))
+	}
+}
+
+// fitsChars refuses a text longer than n characters (an enum label added
+// to the source since the check).
+func fitsChars(n int) Conv {
+	return func(v string) (string, error) {
+		if c := utf8.RuneCountInString(v); c > n {
+			return "", fmt.Errorf("text of %d characters does not fit in varchar(%d)", c, n)
+		}
+		return v, nil
+	}
+}
+
+// MySQL's TIMESTAMP range, in UTC; its value 0 is the "zero" timestamp.
+const (
+	myTimestampMin = "1970-01-01 00:00:01"
+	myTimestampMax = "2038-01-19 03:14:07.999999"
+)
+
+// pgToMyTimestamp is pgTimestamp for a MySQL TIMESTAMP column, refusing the
+// instants outside its range (the text is fixed-width up to the fraction,
+// so it orders as the instants do).
+func pgToMyTimestamp(v string) (string, error) {
+	t, err := pgTimestamp(v)
+	if err != nil {
+		return "", err
+	}
+	if t < myTimestampMin || t > myTimestampMax {
+		return "", fmt.Errorf("timestamp %s is outside MySQL TIMESTAMP's range (%s to %s UTC): make the target column datetime(6)", v, myTimestampMin, myTimestampMax)
+	}
+	return t, nil
+}
+
+// A jsonTarget is a target JSON column that keeps a document's value, not
+// its text (PostgreSQL's jsonb, MySQL's JSON): objects as sets of
+// members, so a key given twice keeps one value (the last), which is not
+// the value MySQL's and MariaDB's JSON functions read in the source's
+// text (the first), and numbers as the column holds them.
+type jsonTarget struct {
+	name, fix string
+	// nul: a NUL character (\u0000) cannot be stored.
+	nul bool
+	// number refuses a number the column does not hold exactly; nil when
+	// it holds any.
+	number func(json.Number) error
+}
+
+// jsonbExact refuses the documents jsonb would not hold as the source
+// does: a key twice in an object, a NUL character (which jsonb rejects).
+var jsonbExact = jsonTarget{name: "jsonb", fix: "make the target column json to keep the document as it is", nul: true}.conv
+
+// myJSONExact refuses the documents MySQL's JSON type (not MariaDB's,
+// a longtext) would not hold as the source does: a key twice in an
+// object, and a number that is not an integer MySQL keeps or a double
+// that reads back as the same decimal value (12345678901234567890.5 is
+// stored as 1.2345678901234567e19).
+var myJSONExact = jsonTarget{name: "MySQL's JSON", fix: "make the target column longtext to keep the document's text", number: myJSONNumber}.conv
+
+func myJSONNumber(n json.Number) error {
+	s := string(n)
+	if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return nil
+	}
+	if _, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	want, ok1 := new(big.Rat).SetString(s)
+	got, ok2 := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+	if err != nil || !ok1 || !ok2 || want.Cmp(got) != 0 {
+		return fmt.Errorf("JSON number %s would be stored as the double %s", s, strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	return nil
+}
+
+func (j jsonTarget) conv(v string) (string, error) {
+	d := json.NewDecoder(strings.NewReader(v))
+	d.UseNumber() // a number is any length of digits
+	if err := j.value(d); err != nil {
+		return "", fmt.Errorf("%w: %s", err, j.fix)
+	}
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("JSON document: text after its end")
+	}
+	return v, nil
+}
+
+func (j jsonTarget) value(d *json.Decoder) error {
+	tok, err := d.Token()
+	if err != nil {
+		return fmt.Errorf("JSON document: %w", err)
+	}
+	switch x := tok.(type) {
+	case string:
+		return j.text(x)
+	case json.Number:
+		if j.number != nil {
+			return j.number(x)
+		}
+	case json.Delim:
+		var seen map[string]bool
+		if x == '{' {
+			seen = map[string]bool{}
+		}
+		for d.More() {
+			if seen != nil {
+				k, err := d.Token()
+				if err != nil {
+					return fmt.Errorf("JSON document: %w", err)
+				}
+				key := k.(string)
+				if seen[key] {
+					return fmt.Errorf("JSON object has the key %q twice, and %s keeps only the last value", key, j.name)
+				}
+				if err := j.text(key); err != nil {
+					return err
+				}
+				seen[key] = true
+			}
+			if err := j.value(d); err != nil {
+				return err
+			}
+		}
+		if _, err := d.Token(); err != nil { // the closing delimiter
+			return fmt.Errorf("JSON document: %w", err)
+		}
+	}
+	return nil
+}
+
+func (j jsonTarget) text(s string) error {
+	if j.nul && strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf(`JSON document holds a NUL character (\u0000), which %s cannot store`, j.name)
+	}
+	return nil
 }

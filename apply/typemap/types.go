@@ -35,6 +35,7 @@ type colType struct {
 	unsigned bool
 	array    bool
 	labels   []string // enum/set labels
+	enum     bool     // a PostgreSQL enum (labels from sluice.Column.Enum)
 }
 
 func (t colType) mod(i, def int) int {
@@ -48,7 +49,8 @@ func (t colType) mod(i, def int) int {
 // ("character varying(40)", "timestamp(3) with time zone", "integer[]"),
 // MySQL's COLUMN_TYPE ("int(10) unsigned", "enum('a','b')", "datetime(6)").
 func parse(e Engine, s string) colType {
-	s = strings.ToLower(strings.TrimSpace(s))
+	spelled := strings.TrimSpace(s)
+	s = strings.ToLower(spelled)
 	var t colType
 	if strings.HasSuffix(s, "[]") {
 		t.array = true
@@ -67,7 +69,11 @@ func parse(e Engine, s string) colType {
 			inner := s[open+1 : end]
 			name = strings.TrimSpace(s[:open]) + s[end+1:]
 			if strings.HasPrefix(strings.TrimSpace(s[:open]), "enum") || strings.HasPrefix(strings.TrimSpace(s[:open]), "set") {
-				t.labels = mysqltype.Members(inner)
+				// From the type as spelled: labels keep their case.
+				o, e := strings.IndexByte(spelled, '('), strings.LastIndexByte(spelled, ')')
+				if o >= 0 && e > o {
+					t.labels = mysqltype.Members(spelled[o+1 : e])
+				}
 			} else {
 				for _, m := range strings.Split(inner, ",") {
 					if n, err := strconv.Atoi(strings.TrimSpace(m)); err == nil {

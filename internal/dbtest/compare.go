@@ -257,10 +257,17 @@ const (
 	clsTimeOfDay
 	clsUUID
 	clsJSON
-	// clsPGBinary is any other PostgreSQL type (interval, inet, arrays,
-	// enums, …): its binary send form, compared byte for byte with a
-	// column of the same type on another PostgreSQL.
+	// clsPGBinary is any other PostgreSQL type (inet, arrays, enums, …):
+	// its binary send form, compared byte for byte with a column of the
+	// same type on another PostgreSQL, and the text PostgreSQL prints for
+	// it (its output function), compared with a MySQL text column, which
+	// the cross-engine map fills with that text.
 	clsPGBinary
+	// clsPGBits (bit, varbit) and clsPGInterval are clsPGBinary that also
+	// compare with a MySQL BIT (as the bits' number) and a MySQL TIME (as
+	// microseconds: an interval without months).
+	clsPGBits
+	clsPGInterval
 )
 
 // A kind is a canonical value's type; each class reads into one, and a
@@ -280,6 +287,7 @@ const (
 	kUUID     // 16 bytes
 	kJSON     // decoded document
 	kPGBinary // a PostgreSQL type's binary send form
+	kBits     // a bit string as its number, in binary digits without leading zeros
 )
 
 func (c class) kind() kind {
@@ -306,14 +314,14 @@ func (c class) kind() kind {
 		return kUUID
 	case clsJSON:
 		return kJSON
-	case clsPGBinary:
+	case clsPGBinary, clsPGBits, clsPGInterval:
 		return kPGBinary
 	}
 	panic(fmt.Sprintf("dbtest: class %d", c))
 }
 
 var kindNames = map[kind]string{kNum: "number", kF32: "float32", kF64: "float64", kBool: "boolean", kTime: "timestamp",
-	kDate: "date", kTOD: "time", kBytes: "bytes", kText: "text", kUUID: "uuid", kJSON: "json", kPGBinary: "PostgreSQL binary form"}
+	kDate: "date", kTOD: "time", kBytes: "bytes", kText: "text", kUUID: "uuid", kJSON: "json", kPGBinary: "PostgreSQL binary form", kBits: "bits"}
 
 // resolveKind is the kind two columns compare in: their common kind, or
 // the richer one where a type pair of the cross-engine map meets (a FLOAT
@@ -331,10 +339,23 @@ func resolveKind(a, b class) (kind, error) {
 		return kF64, nil
 	case pair(kBool, kNum) && (a == clsTinyint1 || b == clsTinyint1 || a == clsInt || b == clsInt):
 		return kBool, nil
-	case pair(kUUID, kText):
+	case pair(kUUID, kText), pair(kUUID, kBytes):
 		return kUUID, nil
 	case pair(kJSON, kText):
 		return kJSON, nil
+	case pair(kPGBinary, kText):
+		// A PostgreSQL type without a MySQL one, kept as its text.
+		return kText, nil
+	case pair(kPGBinary, kBytes) && (a == clsPGBits || b == clsPGBits):
+		return kBits, nil
+	case pair(kPGBinary, kTOD) && (a == clsPGInterval || b == clsPGInterval):
+		return kTOD, nil
+	case pair(kF64, kText), pair(kNum, kText):
+		// A float or numeric kept as its text: compared by value.
+		if ka == kText {
+			return kb, nil
+		}
+		return ka, nil
 	}
 	return 0, fmt.Errorf("values of %s and %s cannot be compared", kindNames[ka], kindNames[kb])
 }
@@ -352,6 +373,10 @@ type cval struct {
 	us      int64
 	raw     []byte // bytes, text, uuid
 	js      any
+	// out is the text PostgreSQL prints for a kPGBinary value; hasTOD
+	// says an interval's us holds its length (it has no months).
+	out    []byte
+	hasTOD bool
 }
 
 // coerce turns v into kind k where a pair of classes calls for it; a value
@@ -381,6 +406,33 @@ func (v cval) coerce(k kind) cval {
 		if js, err := decodeJSON(v.raw); err == nil {
 			return cval{kind: kJSON, js: js}
 		}
+	case v.kind == kPGBinary && k == kText && v.out != nil:
+		return cval{kind: kText, raw: v.out}
+	case v.kind == kPGBinary && k == kBits && v.out != nil:
+		n, ok := new(big.Int).SetString(string(v.out), 2)
+		if !ok {
+			return v
+		}
+		return cval{kind: kBits, raw: []byte(n.Text(2))}
+	case v.kind == kBytes && k == kBits:
+		return cval{kind: kBits, raw: []byte(new(big.Int).SetBytes(v.raw).Text(2))}
+	case v.kind == kPGBinary && k == kTOD && v.hasTOD:
+		return cval{kind: kTOD, us: v.us}
+	case v.kind == kBytes && k == kUUID && len(v.raw) == 16:
+		return cval{kind: kUUID, raw: v.raw}
+	case v.kind == kText && k == kF64:
+		if f, err := strconv.ParseFloat(string(v.raw), 64); err == nil {
+			return cval{kind: kF64, f64: f}
+		}
+	case v.kind == kText && k == kNum:
+		switch t := string(v.raw); t {
+		case "NaN", "Infinity", "-Infinity":
+			return cval{kind: kNum, special: t}
+		default:
+			if r, ok := new(big.Rat).SetString(t); ok {
+				return cval{kind: kNum, num: r}
+			}
+		}
 	}
 	return v
 }
@@ -409,7 +461,7 @@ func (v cval) equal(o cval, signedZero bool) bool {
 		return v.t.Equal(o.t)
 	case kTOD:
 		return v.us == o.us
-	case kBytes, kText, kUUID, kPGBinary:
+	case kBytes, kText, kUUID, kPGBinary, kBits:
 		return bytes.Equal(v.raw, o.raw)
 	case kJSON:
 		return jsonEqual(v.js, o.js)
@@ -462,6 +514,8 @@ func (v cval) String() string {
 		}
 		sum := md5.Sum(v.raw)
 		return fmt.Sprintf(`%d bytes \x%s… md5 %x`, len(v.raw), hex.EncodeToString(v.raw[:16]), sum)
+	case kBits:
+		return "bits " + string(v.raw)
 	case kText:
 		if len(v.raw) <= 80 {
 			return strconv.Quote(string(v.raw))
@@ -580,10 +634,27 @@ func readPG(ctx context.Context, q Querier, table string) (*tableData, error) {
 		return nil, errors.New("table has no primary key")
 	}
 	// Every column in binary: the values' stored form, decoded by pgx's
-	// binary codecs, never by the server's output functions.
-	// DescribeExec: a cached plan of an earlier shape of the table (a
-	// test that altered it) must not be used.
-	rows, err = q.Query(ctx, "SELECT * FROM "+name, pgx.QueryExecModeDescribeExec, pgx.QueryResultFormats{pgx.BinaryFormatCode})
+	// binary codecs, never by the server's output functions; but for the
+	// types compared as their text with a MySQL column that holds it
+	// (clsPGBinary), that text too, in a column of its own after the
+	// table's. DescribeExec: a cached plan of an earlier shape of the
+	// table (a test that altered it) must not be used.
+	rows, err = q.Query(ctx, "SELECT * FROM "+name+" LIMIT 0", pgx.QueryExecModeDescribeExec, pgx.QueryResultFormats{pgx.BinaryFormatCode})
+	if err != nil {
+		return nil, err
+	}
+	var printed []string
+	var printedOf []int
+	for i, fd := range rows.FieldDescriptions() {
+		if cls, err := pgClass(fd.DataTypeOID); err == nil && cls.kind() == kPGBinary {
+			id := pgx.Identifier{fd.Name}.Sanitize()
+			printed = append(printed, "CASE WHEN "+id+" IS NOT NULL THEN format('%s', "+id+") END")
+			printedOf = append(printedOf, i)
+		}
+	}
+	rows.Close()
+	sel := strings.Join(append([]string{"*"}, printed...), ", ")
+	rows, err = q.Query(ctx, "SELECT "+sel+" FROM "+name, pgx.QueryExecModeDescribeExec, pgx.QueryResultFormats{pgx.BinaryFormatCode})
 	if err != nil {
 		return nil, err
 	}
@@ -591,6 +662,7 @@ func readPG(ctx context.Context, q Querier, table string) (*tableData, error) {
 	m := pgtype.NewMap()
 	td := &tableData{key: keys}
 	fds := rows.FieldDescriptions()
+	fds = fds[:len(fds)-len(printed)]
 	var unknown []int // columns of types pgx does not know, named below
 	for _, fd := range fds {
 		typ := strconv.FormatUint(uint64(fd.DataTypeOID), 10)
@@ -625,6 +697,11 @@ func readPG(ctx context.Context, q Querier, table string) (*tableData, error) {
 				return nil, fmt.Errorf("column %s: %w", fd.Name, err)
 			}
 			row[i] = v
+		}
+		for j, i := range printedOf {
+			if t := raw[len(fds)+j]; t != nil {
+				row[i].out = bytes.Clone(t)
+			}
 		}
 		td.rows = append(td.rows, row)
 	}
@@ -670,6 +747,10 @@ func pgClass(oid uint32) (class, error) {
 		return clsUUID, nil
 	case pgtype.JSONOID, pgtype.JSONBOID:
 		return clsJSON, nil
+	case pgtype.BitOID, pgtype.VarbitOID:
+		return clsPGBits, nil
+	case pgtype.IntervalOID:
+		return clsPGInterval, nil
 	}
 	return clsPGBinary, nil
 }
@@ -769,6 +850,12 @@ func pgValue(m *pgtype.Map, oid uint32, raw []byte) (cval, error) {
 		}
 		js, err := decodeJSON(b)
 		return cval{kind: kJSON, js: js}, err
+	case pgtype.IntervalOID:
+		var iv pgtype.Interval
+		if err := m.Scan(oid, bin, raw, &iv); err != nil {
+			return cval{}, err
+		}
+		return cval{kind: kPGBinary, raw: bytes.Clone(raw), us: int64(iv.Days)*86_400_000_000 + iv.Microseconds, hasTOD: iv.Months == 0}, nil
 	}
 	return cval{kind: kPGBinary, raw: bytes.Clone(raw)}, nil
 }
@@ -954,8 +1041,8 @@ func myClass(dataType, columnType string) (class, error) {
 		return clsF64, nil
 	case "char":
 		return clsChar, nil
-	case "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set":
-		return clsText, nil
+	case "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "uuid":
+		return clsText, nil // MariaDB's UUID reads as its text
 	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "bit":
 		return clsBytes, nil
 	case "datetime", "timestamp":
@@ -1285,4 +1372,18 @@ func firstDifference(a, b cval) string {
 		}
 	}
 	return fmt.Sprintf(" (equal for %d bytes, then one is longer)", n)
+}
+
+// JSONEqual reports whether two JSON documents are equal by value, as
+// CompareTable compares JSON columns.
+func JSONEqual(a, b []byte) (bool, error) {
+	x, err := decodeJSON(a)
+	if err != nil {
+		return false, err
+	}
+	y, err := decodeJSON(b)
+	if err != nil {
+		return false, err
+	}
+	return jsonEqual(x, y), nil
 }

@@ -567,3 +567,58 @@ func TestComparePGBinaryForms(t *testing.T) {
 		t.Fatalf("a table against itself: %v, %v", d, err)
 	}
 }
+
+// TestCompareKeptAsText: PostgreSQL types the cross-engine map keeps in
+// MariaDB as the text PostgreSQL prints (inet, an enum, an array,
+// interval, a float or numeric in a longtext), a uuid in MariaDB's UUID
+// and in a binary(16), bit against BIT and an interval against TIME
+// compare by value, and a difference is found: the netmask inet's cast to
+// text adds, a uuid's bytes, a bit, a microsecond.
+func TestCompareKeptAsText(t *testing.T) {
+	ctx := context.Background()
+	pg, my := newCmpSide(t, "postgres", 0), newCmpSide(t, "mysql", 1)
+	for _, q := range []string{
+		"CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')",
+		`CREATE TABLE k (id int PRIMARY KEY, ip inet, m mood, arr int[], iv interval, d8 double precision, n numeric,
+			u uuid, ub uuid, b bit(5), t interval)`,
+		`INSERT INTO k VALUES (1, '::1', 'ok', '{1,NULL}', '1 mon 2 days', '-0', 'NaN',
+			'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', B'00101', '-838:59:59'),
+			(2, '10.0.0.1/8', 'happy', '{}', '0', 'Infinity', '1.50', NULL, NULL, B'00000', '00:00:00.000001'),
+			(3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`,
+	} {
+		if err := pg.exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{
+		`CREATE TABLE k (id int PRIMARY KEY, ip longtext, m enum('sad','ok','happy'), arr longtext, iv longtext, d8 longtext, n longtext,
+			u uuid, ub binary(16), b bit(5), t time(6))`,
+		`INSERT INTO k VALUES (1, '::1', 'ok', '{1,NULL}', '1 mon 2 days', '-0', 'NaN',
+			'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', X'a0eebc999c0b4ef8bb6d6bb9bd380a11', b'00101', '-838:59:59'),
+			(2, '10.0.0.1/8', 'happy', '{}', '00:00:00', 'Infinity', '1.5', NULL, NULL, b'00000', '00:00:00.000001'),
+			(3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`,
+	} {
+		if err := my.exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := CompareTable(ctx, pg.db(), my.db(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Equal() {
+		t.Fatalf("equal values found different:\n%s", d)
+	}
+	if err := my.exec(ctx, `UPDATE k SET ip = '::1/128', u = 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12', ub = X'a0eebc999c0b4ef8bb6d6bb9bd380a12',
+		b = b'00100', t = '-838:59:58.999999' WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if err := my.exec(ctx, `UPDATE k SET m = 'sad', d8 = '1e308', n = '1.51', iv = '0' WHERE id = 2`); err != nil {
+		t.Fatal(err)
+	}
+	d, err = CompareTable(ctx, pg.db(), my.db(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDiff(t, d, []wantDiff{{"(id=1)", Different, []string{"ip", "u", "ub", "b", "t"}}, {"(id=2)", Different, []string{"m", "iv", "d8", "n"}}})
+}

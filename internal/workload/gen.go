@@ -151,6 +151,9 @@ func newGen(cfg Config) *gen {
 		steps:  map[string]int{},
 	}
 	addGenerated(cfg.Seed, g.schema)
+	if cfg.Corpus {
+		g.schema.Tables = append(g.schema.Tables, corpusTable(cfg.Source, cfg.Target))
+	}
 	for _, t := range g.schema.Tables {
 		m := &tableModel{t: t, pos: map[string]int{}, rows: map[string][]any{}, unique: map[int]map[string]string{}}
 		for i, c := range t.Columns {
@@ -231,6 +234,9 @@ func (g *gen) pickTable() *tableModel {
 	case x < 5:
 		return g.byName[ItemsTable]
 	case x < 8:
+		if c := g.byName[CorpusTable]; c != nil && x == 7 {
+			return c
+		}
 		return g.byName[TypedTable]
 	default:
 		return g.byName[LinesTable]
@@ -277,7 +283,18 @@ type step struct {
 	run    func(g *gen, m *tableModel) []Stmt
 }
 
-func (s *step) applies(t *Table) bool { return !s.items || t.Name == ItemsTable }
+func (s *step) applies(t *Table) bool {
+	if t.Name == CorpusTable {
+		// The corpus table is for values, which inserts and updates
+		// carry; the other steps have their tables, and a small workload
+		// (TestRandomized's 20 transactions) must still reach each step on
+		// each table.
+		return slices.Contains(corpusSteps, s.name)
+	}
+	return !s.items || t.Name == ItemsTable
+}
+
+var corpusSteps = []string{"insert", "update"}
 
 // steps lists the generator's steps; the first is insert, which is always
 // runnable.

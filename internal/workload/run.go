@@ -187,6 +187,10 @@ func render(e Engine, s Stmt) (string, []any) {
 		phs := make([]string, len(s.Cols))
 		for i, c := range s.Cols {
 			names[i] = t.Columns[c].Name
+			if l, ok := s.Vals[i].(Literal); ok {
+				phs[i] = string(l)
+				continue
+			}
 			phs[i] = ph()
 			args[len(args)-1] = arg(e, t.Columns[c], s.Vals[i])
 		}
@@ -194,6 +198,10 @@ func render(e Engine, s Stmt) (string, []any) {
 	case Update:
 		sets := make([]string, len(s.Cols))
 		for i, c := range s.Cols {
+			if l, ok := s.Vals[i].(Literal); ok {
+				sets[i] = t.Columns[c].Name + " = " + string(l)
+				continue
+			}
 			sets[i] = t.Columns[c].Name + " = " + ph()
 			args[len(args)-1] = arg(e, t.Columns[c], s.Vals[i])
 		}

@@ -37,6 +37,7 @@ const (
 	Bool                        // boolean / tinyint(1)
 	UUID                        // uuid / char(36)
 	JSON                        // jsonb / json
+	CorpusType                  // a type pair of the type-fidelity corpus (Column.Corpus)
 )
 
 // Column is one column of a workload table.
@@ -48,6 +49,8 @@ type Column struct {
 	NotNull     bool
 	Unique      bool
 	Gen         *Generated // nil for a plain column (see generated.go)
+	// Corpus is a Corpus column's type pair, whose values it takes.
+	Corpus *CorpusPair
 }
 
 // Table is a workload table. Every key column is an integer: keys are
@@ -171,8 +174,11 @@ func (s *Schema) TableNames() []string {
 // engine e: the source's DDL when e is the source's engine, else the
 // target's for the pair source → e.
 func (s *Schema) DDL(e Engine) []string {
-	out := make([]string, len(s.Tables))
-	for i, t := range s.Tables {
+	var out []string
+	if s.Table(CorpusTable) != nil {
+		out = CorpusSetup(s.Source, e)
+	}
+	for _, t := range s.Tables {
 		var defs []string
 		for _, c := range t.Columns {
 			def := c.Name + " " + s.SQLType(e, c)
@@ -192,7 +198,7 @@ func (s *Schema) DDL(e Engine) []string {
 			keys[j] = t.Columns[k].Name
 		}
 		defs = append(defs, "PRIMARY KEY ("+strings.Join(keys, ", ")+")")
-		out[i] = fmt.Sprintf("CREATE TABLE %s (%s)", t.Name, strings.Join(defs, ", "))
+		out = append(out, fmt.Sprintf("CREATE TABLE %s (%s)", t.Name, strings.Join(defs, ", ")))
 	}
 	for _, t := range s.Tables {
 		out = append(out, generatedIndexes(e, t)...)
@@ -202,6 +208,12 @@ func (s *Schema) DDL(e Engine) []string {
 
 // SQLType is column c's type in a database of engine e.
 func (s *Schema) SQLType(e Engine, c Column) string {
+	if c.Type == CorpusType {
+		if e == s.Source {
+			return c.Corpus.Source
+		}
+		return c.Corpus.Target
+	}
 	if e == Postgres {
 		switch c.Type {
 		case Int16:

@@ -22,6 +22,7 @@ import (
 //	Bool                  bool
 //	UUID                  string, lower-case 8-4-4-4-12 hex
 //	JSON                  string, a JSON document
+//	CorpusType            Literal, an SQL literal of the source's engine
 //
 // and nil for NULL. The runners turn them into each engine's arguments.
 
@@ -280,6 +281,8 @@ func (d domain) nonNull(r *rand.Rand, t *Table, c Column) any {
 			return pick(r, edgeUUIDs)
 		}
 		return randUUID(r)
+	case CorpusType:
+		return Literal(pick(r, c.Corpus.Values))
 	case JSON:
 		if edge {
 			return pick(r, edgeJSON)

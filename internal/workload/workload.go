@@ -44,6 +44,12 @@ type Config struct {
 	// MaxStmts, and a step of several statements (a key chain, a unique
 	// swap) may take it a few past.
 	MaxStmts int
+	// Corpus adds the table wl_corpus, whose columns are the type pairs
+	// of the type-fidelity corpus of Source → Target (see Corpus) and take
+	// their values from it: SQL literals of the source's engine, so the
+	// workload is then for a source only (not for a mirror of another
+	// engine).
+	Corpus bool
 	// Without names steps to leave out ("uk-swap", "key-chain", …; see
 	// StepNames), to tell which kind of change a failure needs.
 	Without []string

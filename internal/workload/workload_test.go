@@ -110,11 +110,11 @@ func TestGenerateCovers(t *testing.T) {
 }
 
 // TestGenerateCoversSmallRuns: TestRandomized's 20 transactions take
-// every step on every table, whatever the seed.
+// every step on every table, the corpus table's too, whatever the seed.
 func TestGenerateCoversSmallRuns(t *testing.T) {
 	for seed := uint64(1); seed <= 40; seed++ {
 		for _, p := range pairs {
-			w := Generate(Config{Seed: seed, Source: p.source, Target: p.target, Txs: 20, MaxStmts: 8})
+			w := Generate(Config{Seed: seed, Source: p.source, Target: p.target, Txs: 20, MaxStmts: 8, Corpus: true})
 			for _, s := range steps {
 				for _, tbl := range w.Schema.Tables {
 					if s.applies(tbl) && w.Steps[s.name+" "+tbl.Name] == 0 {
@@ -214,8 +214,9 @@ func countRows(ctx context.Context, db DB, table string) (int, error) {
 	return n, err
 }
 
-// TestApplyToSource runs a workload on a PostgreSQL and on a MariaDB
-// source, nothing else involved: every statement must succeed and touch
+// TestApplyToSource runs a workload, with the corpus table, on a
+// PostgreSQL and on a MariaDB source, nothing else involved: every
+// statement must succeed and touch
 // its one row, and each table must end with the rows the model holds —
 // the model stays in step with the database.
 func TestApplyToSource(t *testing.T) {
@@ -226,7 +227,7 @@ func TestApplyToSource(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			other := map[Engine]Engine{Postgres: MySQL, MySQL: Postgres}[e]
-			w := Generate(Config{Seed: seed, Source: e, Target: other, Txs: testTxs, MaxStmts: testStmts})
+			w := Generate(Config{Seed: seed, Source: e, Target: other, Txs: testTxs, MaxStmts: testStmts, Corpus: true})
 			db, _ := source(t, e)
 			createTables(t, ctx, w, e, db)
 			start := time.Now()

@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS `every_type` (
   `iv` longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_bin,
   `arr` longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_bin,
   `addr` longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_bin,
-  `mood` longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_bin,
+  `mood` enum('sad','o''k','happy') CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_bin,
   `moods` longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_bin,
   `qty` longtext CHARACTER SET utf8mb4 COLLATE utf8mb4_0900_bin,
   PRIMARY KEY (`id`)

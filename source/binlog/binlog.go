@@ -816,7 +816,13 @@ func (r *Reader) startPosition(ctx context.Context, si serverInfo, from sluice.P
 		}
 		return &position{mode: modeMySQL, gset: g}, nil
 	}
-	rows, err := r.db.QueryContext(ctx, "SHOW MASTER STATUS")
+	return binlogEnd(ctx, r.db)
+}
+
+// binlogEnd is the end of the server's binlog (SHOW MASTER STATUS), as a
+// file position.
+func binlogEnd(ctx context.Context, db *sql.DB) (*position, error) {
+	rows, err := db.QueryContext(ctx, "SHOW MASTER STATUS")
 	if err != nil {
 		return nil, fmt.Errorf("binlog: SHOW MASTER STATUS: %w", err)
 	}

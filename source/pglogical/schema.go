@@ -173,6 +173,7 @@ func (r *Reader) shapeOf(ctx context.Context, rs *relState, m *pglogrepl.Relatio
 	cur := rs.table
 	t := &sluice.Table{Name: cur.Name, Omitted: cur.Omitted}
 	typ := make([]colType, len(m.Columns))
+	var fresh []int // the columns looked up, not kept from cur
 	for i, mc := range m.Columns {
 		j := cur.ColumnIndex(mc.Name)
 		if j >= 0 && rs.typ[j].oid == mc.DataType && rs.typ[j].typmod == mc.TypeModifier {
@@ -188,8 +189,23 @@ func (r *Reader) shapeOf(ctx context.Context, rs *relState, m *pglogrepl.Relatio
 		if j >= 0 {
 			c.Nullable, c.Collation = cur.Columns[j].Nullable, cur.Columns[j].Collation
 		}
+		fresh = append(fresh, len(t.Columns))
 		t.Columns = append(t.Columns, c)
 		typ[i] = colType{oid: mc.DataType, typmod: mc.TypeModifier, base: base}
+	}
+	if len(fresh) > 0 {
+		// A column new or retyped here may be of an enum type: its labels
+		// choose its MySQL form (sluice.Column.Enum).
+		var enums map[string]string
+		if err := r.withSQL(ctx, func(conn *pgx.Conn) (err error) {
+			enums, err = pgcatalog.EnumLabels(ctx, conn, cur.Name, rs.info.oid)
+			return err
+		}); err != nil {
+			return nil, nil, err
+		}
+		for _, i := range fresh {
+			t.Columns[i].Enum = enums[t.Columns[i].Name]
+		}
 	}
 	var key []string
 	for _, mc := range m.Columns {

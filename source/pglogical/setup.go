@@ -304,6 +304,13 @@ func describe(ctx context.Context, conn *pgx.Conn, db string, name sluice.TableN
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("describe source table %s: %w", name, err)
 	}
+	enums, err := pgcatalog.EnumLabels(ctx, conn, name, oid)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range info.table.Columns {
+		info.table.Columns[i].Enum = enums[c.Name]
+	}
 	keys, err := pgcatalog.PrimaryKey(ctx, conn, name, oid)
 	if err != nil {
 		return nil, err

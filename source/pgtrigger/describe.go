@@ -103,8 +103,13 @@ func lookupTable(ctx context.Context, q queryer, db string, name sluice.TableNam
 	if err != nil {
 		return nil, err
 	}
+	enums, err := pgcatalog.EnumLabels(ctx, q, name, oid)
+	if err != nil {
+		return nil, err
+	}
 	for i, c := range info.table.Columns {
 		info.table.Columns[i].Collation = colls[c.Name]
+		info.table.Columns[i].Enum = enums[c.Name]
 	}
 	// A generated column is captured like any other: row_to_json of an
 	// AFTER trigger's row holds its computed value.

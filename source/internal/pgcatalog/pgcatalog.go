@@ -1,6 +1,7 @@
 // Package pgcatalog reads what the PostgreSQL readers (logical and
 // trigger-based) both need of a source table from the catalog: its oid,
-// replica identity, primary key, collations and generated columns.
+// replica identity, primary key, collations, generated columns and enum
+// labels.
 package pgcatalog
 
 import (
@@ -193,6 +194,33 @@ func Indexes(ctx context.Context, q Querier, name sluice.TableName, oid uint32) 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read the indexes of source table %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// EnumLabels returns, for each column of the table whose type is an enum
+// (or a domain over one), the enum's labels in their order, spelled as
+// sluice.Column.Enum holds them ('sad','ok').
+func EnumLabels(ctx context.Context, q Querier, name sluice.TableName, oid uint32) (map[string]string, error) {
+	rows, err := q.Query(ctx, `SELECT a.attname, string_agg('''' || replace(e.enumlabel, '''', '''''') || '''', ',' ORDER BY e.enumsortorder)
+		FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+		JOIN pg_enum e ON e.enumtypid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+		GROUP BY a.attname`, oid)
+	if err != nil {
+		return nil, fmt.Errorf("read the enum labels of source table %s: %w", name, err)
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var col, labels string
+		if err := rows.Scan(&col, &labels); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read the enum labels of source table %s: %w", name, err)
+		}
+		out[col] = labels
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the enum labels of source table %s: %w", name, err)
 	}
 	return out, nil
 }

@@ -37,3 +37,29 @@ func TestCollations(t *testing.T) {
 		t.Fatalf("Collations = %v, want %v", got, want)
 	}
 }
+
+// TestEnumLabels: an enum column's labels in their order (not the order
+// they were added in), quoted as a MySQL ENUM's members; a domain over an
+// enum has its labels; an enum array and other types have none.
+func TestEnumLabels(t *testing.T) {
+	ctx := context.Background()
+	d := dbtest.PGEngine.Database(t,
+		`CREATE TYPE mood AS ENUM ('sad', 'happy')`,
+		`ALTER TYPE mood ADD VALUE 'ok' BEFORE 'happy'`,
+		`CREATE TYPE odd AS ENUM ('it''s', 'back\slash', 'Ünï', 'trailing ')`,
+		`CREATE DOMAIN mood_d AS mood`,
+		`CREATE TABLE e (id int PRIMARY KEY, m mood, o odd, md mood_d, ma mood[], t text)`)
+	name := sluice.TableName{Schema: "public", Name: "e"}
+	oid, _, err := Table(ctx, d.PG, d.Name, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := EnumLabels(ctx, d.PG, name, oid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"m": `'sad','ok','happy'`, "o": `'it''s','back\slash','Ünï','trailing '`, "md": `'sad','ok','happy'`}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("EnumLabels = %v, want %v", got, want)
+	}
+}

@@ -23,6 +23,12 @@
 // after it carry a new *sluice.Table); a dropped, renamed or retyped column,
 // a renamed table and TRUNCATE stop the stream with an error naming the
 // table, the column and the position.
+//
+// A partitioned table is streamed under its own name: pgoutput names the
+// leaf partition of each change, and the reader maps it to the table
+// (partitions.go), follows partitions created while it runs, and stops at
+// a TRUNCATE of part of the table and where a partition left it or joined
+// it holding rows.
 package pglogical
 
 import (
@@ -43,6 +49,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/source"
+	"github.com/sluice-cdc/sluice/source/internal/pgcatalog"
 )
 
 const (
@@ -117,12 +124,20 @@ type Reader struct {
 	sqlMu   sync.Mutex
 	sqlConn *pgx.Conn
 
+	// parts are the streamed tables that are partitioned (see
+	// partitions.go), record the partitions the reader follows: the
+	// partition watch writes it, the receiver reads it.
+	parts  []pgcatalog.Partitioned
+	partMu sync.Mutex
+	record pgcatalog.Record
+
 	// receiver state, owned by the receiver goroutine
 	// oldBuf and newBuf hold the tuples of the row message being handled
 	// (see decodeRowMessage).
 	oldBuf, newBuf tupleBuf
 	conn           *pgconn.PgConn
 	rels           map[uint32]*relState
+	leaves         map[uint32]*leafRel // leaf partitions of the partitioned tables in rels
 	ignored        map[uint32]bool
 	resume         position // position after the last change pushed
 	tx             txState
@@ -146,6 +161,7 @@ type txStart struct {
 
 type txState struct {
 	open   bool
+	xid    uint32
 	commit pglogrepl.LSN
 	time   time.Time
 	n      int64 // changes of streamed tables seen so far
@@ -200,6 +216,7 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 		budget:  source.NewBudget(cfg.BufferBytes),
 		wake:    make(chan struct{}, 1),
 		rels:    map[uint32]*relState{},
+		leaves:  map[uint32]*leafRel{},
 		ignored: map[uint32]bool{},
 	}
 	r.log = cfg.Logger.With("source", Kind, "database", r.db, "slot", cfg.Slot)
@@ -219,6 +236,13 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 	for _, info := range infos {
 		r.tables = append(r.tables, info.table)
 		r.rels[info.oid] = &relState{info: info, table: info.table, typ: info.typ}
+	}
+	// A partition that changed while no reader ran is marked before the
+	// stream reaches where it changed.
+	if r.parts = partitionedTables(infos); len(r.parts) > 0 {
+		if err := r.checkPartitions(ctx); err != nil {
+			return fail(err)
+		}
 	}
 	if !hasPos && cfg.FromNow {
 		var lsn string
@@ -273,6 +297,10 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 	r.done.Add(2)
 	go r.receive(runCtx, cu)
 	go r.watchSlot(runCtx)
+	if len(r.parts) > 0 {
+		r.done.Add(1)
+		go r.watchPartitions(runCtx)
+	}
 	r.log.Info("pglogical reader open", "tables", len(r.tables), "publication", cfg.Publication, "from", start.sluice().String(), "confirmed_flush", slot.confirmed.String())
 	return r, nil
 }
@@ -338,10 +366,13 @@ func (r *Reader) startReplicationOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pub := "'" + strings.ReplaceAll(r.cfg.Publication, "'", "''") + "'"
+	args := []string{"proto_version '1'", "publication_names " + quoteLiteral(r.cfg.Publication)}
+	if len(r.parts) > 0 {
+		args = append(args, "messages 'true'") // the partition markers
+	}
 	err = pglogrepl.StartReplication(ctx, conn, r.cfg.Slot, r.startAt, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '1'", "publication_names " + pub},
+		PluginArgs: args,
 	})
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
@@ -843,7 +874,7 @@ func (r *Reader) walData(ctx context.Context, at pglogrepl.LSN, data []byte) err
 func (r *Reader) message(ctx context.Context, m pglogrepl.Message, at pglogrepl.LSN) error {
 	switch m := m.(type) {
 	case *pglogrepl.BeginMessage:
-		r.tx = txState{open: true, commit: m.FinalLSN, time: m.CommitTime}
+		r.tx = txState{open: true, xid: m.Xid, commit: m.FinalLSN, time: m.CommitTime}
 		switch {
 		case r.resume.skipTx(m.FinalLSN):
 			r.tx.skipAll = true
@@ -869,12 +900,19 @@ func (r *Reader) message(ctx context.Context, m pglogrepl.Message, at pglogrepl.
 		return r.change(ctx, at, m.RelationID, sluice.OpUpdate, m.OldTuple, m.NewTuple)
 	case *pglogrepl.DeleteMessage:
 		return r.change(ctx, at, m.RelationID, sluice.OpDelete, m.OldTuple, nil)
+	case *pglogrepl.LogicalDecodingMessage:
+		return r.marker(ctx, m, at)
 	case *pglogrepl.TruncateMessage:
-		var truncated []*relState
-		for _, id := range m.RelationIDs {
-			if rs := r.rels[id]; rs != nil {
-				truncated = append(truncated, rs)
+		truncated, err := r.truncateTables(ctx, m.RelationIDs)
+		var te *sluice.TableError
+		if errors.As(err, &te) {
+			if r.skipping(at) {
+				return nil
 			}
+			return r.stop(ctx, fmt.Errorf("%w (stream stopped at %s, nothing after it applied)", err, r.errPos()))
+		}
+		if err != nil {
+			return err
 		}
 		if len(truncated) == 0 {
 			return nil
@@ -1017,6 +1055,12 @@ func (r *Reader) push(ctx context.Context, p position) error {
 // its position.
 func (r *Reader) change(ctx context.Context, at pglogrepl.LSN, rel uint32, op sluice.Op, old, new *pglogrepl.TupleData) error {
 	rs := r.rels[rel]
+	var leaf *leafRel
+	if rs == nil {
+		if leaf = r.leaves[rel]; leaf != nil {
+			rs = leaf.root
+		}
+	}
 	if rs == nil {
 		if !r.ignored[rel] {
 			r.ignored[rel] = true
@@ -1030,21 +1074,29 @@ func (r *Reader) change(ctx context.Context, at pglogrepl.LSN, rel uint32, op sl
 	if !r.take(at) {
 		return nil
 	}
-	if rs.pending != nil {
-		if err := r.relation(ctx, rs.pending, at); err != nil {
+	pending := &rs.pending
+	if leaf != nil {
+		pending = &leaf.pending
+	}
+	if *pending != nil {
+		if err := r.relation(ctx, *pending, at); err != nil {
 			return err
 		}
+	}
+	var perm []int
+	if leaf != nil {
+		perm = leaf.perm
 	}
 	t := rs.table
 	c := sluice.Change{Table: t, Op: op, Time: r.tx.time}
 	var err error
 	if new != nil {
-		if c.Row, err = r.tuple(rs, new); err != nil {
+		if c.Row, err = r.tuple(rs, new, perm); err != nil {
 			return err
 		}
 	}
 	if old != nil {
-		oldRow, err := r.tuple(rs, old)
+		oldRow, err := r.tuple(rs, old, perm)
 		if err != nil {
 			return err
 		}
@@ -1063,7 +1115,9 @@ func (r *Reader) change(ctx context.Context, at pglogrepl.LSN, rel uint32, op sl
 	return r.hold(ctx, c)
 }
 
-func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData) (sluice.Row, error) {
+// tuple turns a row of the relation into one of rs's table: a leaf
+// partition's columns go to the table's columns perm names.
+func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData, perm []int) (sluice.Row, error) {
 	t := rs.table
 	if len(td.Columns) != len(t.Columns) {
 		return nil, &fatalError{fmt.Errorf("row of %s at LSN %s has %d columns, the table %d", t.Name, r.tx.commit, len(td.Columns), len(t.Columns))}
@@ -1088,6 +1142,9 @@ func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData) (sluice.Row, error
 	text := b.String()
 	off := 0
 	for i, c := range td.Columns {
+		if perm != nil {
+			i = perm[i]
+		}
 		switch c.DataType {
 		case pglogrepl.TupleDataTypeNull:
 			row[i] = sluice.Null
@@ -1109,8 +1166,17 @@ func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData) (sluice.Row, error
 // renamed and retyped columns stop the stream.
 func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage, at pglogrepl.LSN) error {
 	rs := r.rels[m.RelationID]
+	var leaf *leafRel
 	if rs == nil {
-		return nil
+		var err error
+		if leaf, err = r.resolveLeaf(ctx, m.RelationID); err != nil || leaf == nil {
+			return err
+		}
+		rs = leaf.root
+	}
+	pending := &rs.pending
+	if leaf != nil {
+		pending = &leaf.pending
 	}
 	if r.skipping(at) {
 		// Resent below the resume position: the changes it describes are
@@ -1118,10 +1184,14 @@ func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage, at 
 		// uses it, unless a newer one arrives first: after an operator
 		// fixed the target for a schema change and restarted, the
 		// transactions before it must not stop the stream again.
-		rs.pending = m
+		*pending = m
 		return nil
 	}
-	rs.pending = nil
+	*pending = nil
+	if leaf != nil {
+		// Compared with the table in the table's column order.
+		m, leaf.perm = leafShape(m, rs.table)
+	}
 	cur := rs.table
 	name := sluice.TableName{Schema: m.Namespace, Name: m.RelationName}
 	stopf := func(format string, args ...any) error {

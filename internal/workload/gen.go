@@ -150,6 +150,7 @@ func newGen(cfg Config) *gen {
 		byName: map[string]*tableModel{},
 		steps:  map[string]int{},
 	}
+	partitionSome(g.schema, cfg.Seed)
 	for _, t := range g.schema.Tables {
 		m := &tableModel{t: t, pos: map[string]int{}, rows: map[string][]any{}, unique: map[int]map[string]string{}}
 		for i, c := range t.Columns {

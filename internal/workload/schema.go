@@ -55,6 +55,9 @@ type Table struct {
 	Name    string
 	Columns []Column
 	Key     []int // indexes in Columns, in key order
+	// Partitioning, when set, makes the table partitioned on a
+	// PostgreSQL source (partition.go).
+	Partitioning *Partitioning
 }
 
 // Col returns the index of the named column, or -1.
@@ -166,12 +169,12 @@ func (s *Schema) TableNames() []string {
 	return names
 }
 
-// DDL returns the CREATE TABLE statements of the schema in a database of
-// engine e: the source's DDL when e is the source's engine, else the
-// target's for the pair source → e.
+// DDL returns the statements that create the schema's tables in a
+// database of engine e: the source's DDL when e is the source's engine
+// (partitions included), else the target's for the pair source → e.
 func (s *Schema) DDL(e Engine) []string {
-	out := make([]string, len(s.Tables))
-	for i, t := range s.Tables {
+	var out []string
+	for _, t := range s.Tables {
 		var defs []string
 		for _, c := range t.Columns {
 			def := c.Name + " " + s.SQLType(e, c)
@@ -188,7 +191,7 @@ func (s *Schema) DDL(e Engine) []string {
 			keys[j] = t.Columns[k].Name
 		}
 		defs = append(defs, "PRIMARY KEY ("+strings.Join(keys, ", ")+")")
-		out[i] = fmt.Sprintf("CREATE TABLE %s (%s)", t.Name, strings.Join(defs, ", "))
+		out = append(out, s.tableDDL(e, t, fmt.Sprintf("CREATE TABLE %s (%s)", t.Name, strings.Join(defs, ", ")))...)
 	}
 	return out
 }

@@ -368,12 +368,12 @@ func describeAll(ctx context.Context, conn *pgx.Conn, db string, tables []sluice
 			return nil, err
 		}
 	}
-	for _, in := range infos {
-		for _, up := range infos {
-			if slices.Contains(in.partOf, up.oid) {
-				return nil, fmt.Errorf("table %s is a partition of %s, which the table list also names: its rows would be streamed twice: name only one of them", in.table.Name, up.table.Name)
-			}
-		}
+	all := make([]pgcatalog.Partitioned, len(infos))
+	for i, in := range infos {
+		all[i] = pgcatalog.Partitioned{Name: in.table.Name, OID: in.oid}
+	}
+	if err := pgcatalog.RefuseNested(ctx, conn, all); err != nil {
+		return nil, err
 	}
 	return infos, nil
 }

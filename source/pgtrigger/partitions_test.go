@@ -108,3 +108,17 @@ func TestPartitionAttachedEmpty(t *testing.T) {
 	f.Exec(t, `UPDATE ev SET payload = 'yy' WHERE id = 50`)
 	dbtest.ExpectChanges(t, collect(t, r, 1, 100), "update ev(id=50, day=2026-05-05) [50 2026-05-05 x yy]")
 }
+
+// TestPartitionNamedDirectly: a leaf partition named in the table list is
+// an ordinary table, in its own column order, emptied by a TRUNCATE of its
+// partitioned table too; naming it with that table is refused.
+func TestPartitionNamedDirectly(t *testing.T) {
+	f := newFixture(t, dbtest.PartitionedDDL...)
+	r := f.open(t, Config{Tables: dbtest.Tables("ev_02"), Install: true}, sluice.Position{})
+	f.Exec(t, `INSERT INTO ev VALUES (1, '2026-01-05', 'a', 'p1'), (2, '2026-02-05', 'b', 'p2')`, `TRUNCATE ev`)
+	dbtest.ExpectChanges(t, collect(t, r, 2, 100), "insert ev_02 [p2 b 2026-02-05 2]", "truncate ev_02")
+	if _, err := Open(context.Background(), f.URL, Config{Tables: dbtest.Tables("ev", "ev_03a"), Install: true}, sluice.Position{}); err == nil ||
+		!strings.Contains(err.Error(), "table public.ev_03a is a partition of public.ev, which the table list also names") {
+		t.Fatalf("Open with a partition and its table: %v", err)
+	}
+}

@@ -281,6 +281,18 @@ func (r *Reader) connect(ctx context.Context) (*pgx.Conn, error) {
 // capture trigger exist and are current, installing them if allowed.
 func (r *Reader) check(ctx context.Context) error {
 	db := r.connCfg.Database
+	// Before the install: a partition's capture trigger is its table's.
+	all := make([]pgcatalog.Partitioned, len(r.cfg.Tables))
+	for i, t := range r.cfg.Tables {
+		oid, _, err := pgcatalog.Table(ctx, r.conn, db, t)
+		if err != nil {
+			return err
+		}
+		all[i] = pgcatalog.Partitioned{Name: t, OID: oid}
+	}
+	if err := pgcatalog.RefuseNested(ctx, r.conn, all); err != nil {
+		return err
+	}
 	if r.cfg.Install {
 		if err := Install(ctx, r.conn, r.cfg.Schema, r.cfg.Tables); err != nil {
 			return err

@@ -166,6 +166,23 @@ func Ancestors(ctx context.Context, q Querier, oid uint32) ([]uint32, error) {
 	return out, nil
 }
 
+// RefuseNested refuses a table list that names a partition and a
+// partitioned table it belongs to: its rows would be streamed twice.
+func RefuseNested(ctx context.Context, q Querier, tables []Partitioned) error {
+	for _, in := range tables {
+		up, err := Ancestors(ctx, q, in.OID)
+		if err != nil {
+			return err
+		}
+		for _, t := range tables {
+			if slices.Contains(up, t.OID) {
+				return fmt.Errorf("table %s is a partition of %s, which the table list also names: its rows would be streamed twice: name only one of them", in.Name, t.Name)
+			}
+		}
+	}
+	return nil
+}
+
 // Record is what a stream knows of the partitions of its partitioned
 // tables, kept on the source between runs as JSON (see Marshal).
 type Record map[string]*RecordedTable

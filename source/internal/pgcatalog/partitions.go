@@ -73,21 +73,22 @@ func Leaves(ctx context.Context, q Querier, name sluice.TableName, oid uint32) (
 	}
 	pending := "false"
 	if version >= 140000 {
-		pending = `EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhdetachpending AND i.inhrelid = ANY(up.rels))`
+		pending = "i.inhdetachpending"
 	}
-	// up.rels are the leaf and the partitioned partitions above it, up to
-	// (not including) the table.
-	rows, err := q.Query(ctx, `SELECT l.relid::oid, n.nspname, c.relname, c.relkind::text, j.joined::text, a.xmin::text, j.pending
-		FROM pg_partition_tree($1) l
-			JOIN pg_class c ON c.oid = l.relid
+	// Down the tree from the table: each partition with the newest
+	// pg_inherits row on its path (the transaction that made it part of
+	// the table) and whether a detach on the path is pending.
+	rows, err := q.Query(ctx, `WITH RECURSIVE t(relid, joined, pending) AS (
+			SELECT i.inhrelid, i.xmin, `+pending+` FROM pg_inherits i WHERE i.inhparent = $1
+			UNION ALL
+			SELECT i.inhrelid, CASE WHEN age(i.xmin) < age(t.joined) THEN i.xmin ELSE t.joined END, t.pending OR `+pending+`
+			FROM pg_inherits i JOIN t ON i.inhparent = t.relid
+		)
+		SELECT t.relid, n.nspname, c.relname, c.relkind::text, t.joined::text, a.xmin::text, t.pending
+		FROM t JOIN pg_class c ON c.oid = t.relid
 			JOIN pg_namespace n ON n.oid = c.relnamespace
-			JOIN pg_attribute a ON a.attrelid = l.relid AND a.attnum = -1
-			CROSS JOIN LATERAL (SELECT
-					(SELECT i.xmin FROM pg_inherits i WHERE i.inhrelid = ANY(up.rels) ORDER BY age(i.xmin) LIMIT 1) AS joined,
-					`+pending+` AS pending
-				FROM (SELECT array_agg(u.relid::oid) AS rels FROM pg_partition_ancestors(l.relid) u
-					WHERE u.relid IN (SELECT t.relid FROM pg_partition_tree($1) t WHERE t.level > 0)) up) j
-		WHERE l.isleaf AND l.level > 0
+			JOIN pg_attribute a ON a.attrelid = t.relid AND a.attnum = -1
+		WHERE c.relkind <> 'p'
 		ORDER BY n.nspname, c.relname`, oid)
 	if err != nil {
 		return nil, fmt.Errorf("list the partitions of source table %s: %w", name, err)

@@ -199,7 +199,7 @@ func initRecord(ctx context.Context, conn *pgx.Conn, cfg Config, infos []*tableI
 			return nil
 		}
 	}
-	rec, _, _, err := pgcatalog.Reconcile(ctx, conn, parts, pgcatalog.Record{})
+	rec, _, _, err := reconcile(ctx, conn, parts, pgcatalog.Record{})
 	if err != nil {
 		return err
 	}
@@ -220,7 +220,7 @@ func (r *Reader) checkPartitions(ctx context.Context) error {
 		if rec := recs[r.cfg.Slot]; rec != nil {
 			was = rec
 		}
-		next, events, joined, err := pgcatalog.Reconcile(ctx, conn, r.parts, was)
+		next, events, joined, err := reconcile(ctx, conn, r.parts, was)
 		if err != nil {
 			return err
 		}
@@ -240,6 +240,22 @@ func (r *Reader) checkPartitions(ctx context.Context) error {
 		r.partMu.Unlock()
 		return nil
 	})
+}
+
+// reconcile is pgcatalog.Reconcile in a transaction that waits at most a
+// second for a lock: a partition it reads may be locked by a long DDL,
+// and the reader's catalog session, which the receiver shares, must not
+// wait that long; the next check tries again.
+func reconcile(ctx context.Context, conn *pgx.Conn, parts []pgcatalog.Partitioned, was pgcatalog.Record) (pgcatalog.Record, []pgcatalog.Event, []pgcatalog.Partition, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("check the partitions of the streamed tables: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only
+	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '1s'`); err != nil {
+		return nil, nil, nil, fmt.Errorf("check the partitions of the streamed tables: %w", err)
+	}
+	return pgcatalog.Reconcile(ctx, tx, parts, was)
 }
 
 // watchPartitions runs checkPartitions every partitionCheckEvery. A

@@ -143,8 +143,8 @@ func heldRowsBefore(ctx context.Context, q Querier, table sluice.TableName, p Pa
 		strconv.FormatUint(uint64(p.Joined), 10)).Scan(&held)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-		return false, fmt.Errorf("partition %s of source table %s was attached to it since the stream last looked, and sluice may not read it to tell whether it held rows then: GRANT SELECT ON %s to sluice's role: %w",
-			p.Name, table, p.ident, err)
+		return false, &sluice.TableError{Table: table, Err: fmt.Errorf("partition %s of source table %s was attached to it since the stream last looked, and sluice may not read it to tell whether it held rows then: GRANT SELECT ON %s to sluice's role: %w",
+			p.Name, table, p.ident, err)}
 	}
 	if err != nil {
 		return false, fmt.Errorf("read partition %s of source table %s: %w", p.Name, table, err)

@@ -727,12 +727,16 @@ func missingObjects(ctx context.Context, q queryer, schema string, tables []slui
 			if ok, err := triggerCurrent(ctx, q, p.oid, truncateTriggerName(schema), ident(schema, truncateFunc), truncateArgs(t, true)); err != nil {
 				return nil, err
 			} else if !ok {
-				missing = append(missing, "TRUNCATE trigger "+truncateTriggerName(schema)+" on partition "+p.name+" of "+t.String())
+				missing = append(missing, partitionTriggerMissing+truncateTriggerName(schema)+" on "+p.name+" of "+t.String())
 			}
 		}
 	}
 	return missing, nil
 }
+
+// partitionTriggerMissing begins missingObjects' entry for a partition
+// without sluice's TRUNCATE trigger.
+const partitionTriggerMissing = "partition TRUNCATE trigger "
 
 // triggerCurrent reports whether trigger name on rel exists, calls fn with
 // args and is enabled.

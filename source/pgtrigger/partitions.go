@@ -89,7 +89,9 @@ func (r *Reader) checkPartitions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(joined) > 0 {
+	// Every partition gets the trigger when the reader opens (one may
+	// have been created since the install), then those that join.
+	if len(joined) > 0 || r.lastPartCheck.IsZero() {
 		for i, in := range r.infos {
 			if err := ensurePartitionTriggers(ctx, tx, r.cfg.Schema, r.cfg.Tables[i], in.oid); err != nil {
 				var pgErr *pgconn.PgError

@@ -122,3 +122,26 @@ func TestPartitionNamedDirectly(t *testing.T) {
 		t.Fatalf("Open with a partition and its table: %v", err)
 	}
 }
+
+// TestPartitionCreatedWhileStopped: a partition created since the install,
+// while no reader ran, gets its TRUNCATE trigger when a reader opens, with
+// install off too (a partition may be created at any moment: such an open
+// once failed for lack of it).
+func TestPartitionCreatedWhileStopped(t *testing.T) {
+	f := newFixture(t, dbtest.PartitionedDDL...)
+	cfg := Config{Tables: dbtest.Tables("ev"), Install: true}
+	r := f.open(t, cfg, sluice.Position{})
+	f.Exec(t, `INSERT INTO ev VALUES (1, '2026-01-05', 'a', 'p1')`)
+	at := collect(t, r, 1, 100)[0].Pos
+	r.Close()
+	f.Exec(t, `CREATE TABLE ev_04 PARTITION OF ev FOR VALUES FROM ('2026-04-01') TO ('2026-05-01')`)
+	cfg.Install = false
+	r = f.open(t, cfg, at)
+	if n := f.QueryInt(t, `SELECT count(*) FROM pg_trigger WHERE tgname = 'sluice_truncate' AND tgrelid = 'ev_04'::regclass`); n != 1 {
+		t.Fatalf("the partition created while no reader ran has %d TRUNCATE triggers once one opened, want 1", n)
+	}
+	f.Exec(t, `INSERT INTO ev VALUES (4, '2026-04-05', 'd', 'p4')`, `TRUNCATE ev_04`)
+	if _, err := dbtest.ReadUntilErr(t, r, 20*time.Second); !errors.Is(err, ErrPartialTruncate) || !strings.Contains(err.Error(), "public.ev_04") {
+		t.Fatalf("Read after a TRUNCATE of the new partition: %v, want ErrPartialTruncate naming it", err)
+	}
+}

@@ -226,6 +226,11 @@ func runPartitionedStream(t *testing.T, bin string, i int, mode string, to daemo
 	proc.done <- nil
 	t.Logf("killed (-9) after %d changes applied", st.Applied)
 	proc = startSluice(t, bin, args...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("sluice's log after the restart:\n%s", proc.logText())
+		}
+	})
 	if err := <-werr; err != nil {
 		t.Fatalf("writer: %v", err)
 	}

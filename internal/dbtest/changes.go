@@ -58,6 +58,68 @@ func CollectChanges(tb testing.TB, r ChangeReader, n, max int, within time.Durat
 	return got
 }
 
+// ReadUntilErr reads until a Read fails, and returns the changes read
+// before and the error, failing the test if none came within.
+func ReadUntilErr(tb testing.TB, r ChangeReader, within time.Duration) ([]sluice.Change, error) {
+	tb.Helper()
+	var got []sluice.Change
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		c, err := r.Read(context.Background(), 100)
+		got = append(got, c...)
+		if err != nil {
+			return got, err
+		}
+	}
+	tb.Fatalf("no error within %v; read %s", within, DescribeChanges(got))
+	return nil, nil
+}
+
+// PartitionedDDL makes a partitioned table ev (id bigint, day date, kind
+// text, payload text, PRIMARY KEY (id, day)), by month, with every kind of
+// partition a reader meets: one created as a partition (ev_01), one
+// attached from a table with its columns in another order and a dropped
+// column (ev_02), a partitioned one (ev_03, with ev_03a and ev_03b) and
+// the default one (ev_def).
+var PartitionedDDL = []string{
+	`CREATE TABLE ev (id bigint, day date, kind text, payload text, PRIMARY KEY (id, day)) PARTITION BY RANGE (day)`,
+	`CREATE TABLE ev_01 PARTITION OF ev FOR VALUES FROM ('2026-01-01') TO ('2026-02-01')`,
+	`CREATE TABLE ev_02 (junk int, payload text, kind text, day date NOT NULL, id bigint NOT NULL)`,
+	`ALTER TABLE ev_02 DROP COLUMN junk`,
+	`ALTER TABLE ev ATTACH PARTITION ev_02 FOR VALUES FROM ('2026-02-01') TO ('2026-03-01')`,
+	`CREATE TABLE ev_03 PARTITION OF ev FOR VALUES FROM ('2026-03-01') TO ('2026-04-01') PARTITION BY HASH (id)`,
+	`CREATE TABLE ev_03a PARTITION OF ev_03 FOR VALUES WITH (MODULUS 2, REMAINDER 0)`,
+	`CREATE TABLE ev_03b PARTITION OF ev_03 FOR VALUES WITH (MODULUS 2, REMAINDER 1)`,
+	`CREATE TABLE ev_def PARTITION OF ev DEFAULT`,
+}
+
+// PartitionChange is a change to PartitionedDDL's partitions that moves
+// rows in or out of ev without a row change: a reader must stop the stream
+// at it with an error saying Want, whether it reads through it (Running)
+// or opens after it.
+type PartitionChange struct {
+	Name    string
+	Stmts   []string
+	Running bool
+	Want    string
+}
+
+// PartitionChanges are the changes of partitions every PostgreSQL reader
+// must stop at. The detached partition is truncated after: that is no
+// longer a TRUNCATE of ev.
+var PartitionChanges = func() []PartitionChange {
+	attach := []string{
+		`CREATE TABLE ev_05 (LIKE ev)`, `INSERT INTO ev_05 VALUES (50, '2026-05-05', 'x', 'y')`,
+		`ALTER TABLE ev ATTACH PARTITION ev_05 FOR VALUES FROM ('2026-05-01') TO ('2026-06-01')`,
+	}
+	return []PartitionChange{
+		{"detach while running", []string{`ALTER TABLE ev DETACH PARTITION ev_01`, `TRUNCATE ev_01`}, true, "partition public.ev_01 of source table public.ev was detached or dropped"},
+		{"drop while stopped", []string{`DROP TABLE ev_03b`}, false, "partition public.ev_03b of source table public.ev was detached or dropped"},
+		{"attach with rows while running", attach, true, "table public.ev_05 was attached as a partition of source table public.ev holding rows"},
+		{"attach with rows while stopped", attach, false, "table public.ev_05 was attached as a partition of source table public.ev holding rows"},
+	}
+}()
+
 // WithoutProgress is cs without its progress markers.
 func WithoutProgress(cs []sluice.Change) []sluice.Change {
 	var out []sluice.Change

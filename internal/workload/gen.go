@@ -154,6 +154,7 @@ func newGen(cfg Config) *gen {
 	if cfg.Corpus {
 		g.schema.Tables = append(g.schema.Tables, corpusTable(cfg.Source, cfg.Target))
 	}
+	partitionSome(g.schema, cfg.Seed)
 	for _, t := range g.schema.Tables {
 		m := &tableModel{t: t, pos: map[string]int{}, rows: map[string][]any{}, unique: map[int]map[string]string{}}
 		for i, c := range t.Columns {

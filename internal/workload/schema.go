@@ -59,6 +59,9 @@ type Table struct {
 	Name    string
 	Columns []Column
 	Key     []int // indexes in Columns, in key order
+	// Partitioning, when set, makes the table partitioned on a
+	// PostgreSQL source (partition.go).
+	Partitioning *Partitioning
 }
 
 // Col returns the index of the named column, or -1.
@@ -170,9 +173,9 @@ func (s *Schema) TableNames() []string {
 	return names
 }
 
-// DDL returns the CREATE TABLE statements of the schema in a database of
-// engine e: the source's DDL when e is the source's engine, else the
-// target's for the pair source → e.
+// DDL returns the statements that create the schema's tables in a
+// database of engine e: the source's DDL when e is the source's engine
+// (partitions included), else the target's for the pair source → e.
 func (s *Schema) DDL(e Engine) []string {
 	var out []string
 	if s.Table(CorpusTable) != nil {
@@ -198,7 +201,7 @@ func (s *Schema) DDL(e Engine) []string {
 			keys[j] = t.Columns[k].Name
 		}
 		defs = append(defs, "PRIMARY KEY ("+strings.Join(keys, ", ")+")")
-		out = append(out, fmt.Sprintf("CREATE TABLE %s (%s)", t.Name, strings.Join(defs, ", ")))
+		out = append(out, s.tableDDL(e, t, fmt.Sprintf("CREATE TABLE %s (%s)", t.Name, strings.Join(defs, ", ")))...)
 	}
 	for _, t := range s.Tables {
 		out = append(out, generatedIndexes(e, t)...)

@@ -167,8 +167,14 @@ func nextCatchUpRows(want, first int, took time.Duration) int {
 // catchUpCall decodes cu.want rows (the server finishes the transaction
 // it is in) and hands their changes out.
 func (r *Reader) catchUpCall(ctx context.Context, cu *catchUp) (int, error) {
+	// The partition markers come as logical decoding messages, which
+	// pgoutput sends on request (from PostgreSQL 14 on).
+	messages := ""
+	if len(r.parts) > 0 {
+		messages = ", 'messages', 'true'"
+	}
 	rows, err := cu.conn.Query(ctx,
-		`SELECT (lsn - '0/0')::int8, data FROM pg_logical_slot_get_binary_changes($1, NULL, $2, 'proto_version', '1', 'publication_names', $3)`,
+		`SELECT (lsn - '0/0')::int8, data FROM pg_logical_slot_get_binary_changes($1, NULL, $2, 'proto_version', '1', 'publication_names', $3`+messages+`)`,
 		cu.slot, cu.want, r.cfg.Publication)
 	if err != nil {
 		return 0, &catchUpErr{fmt.Errorf("decode slot %s through the SQL interface: %w", cu.slot, err)}

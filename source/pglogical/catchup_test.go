@@ -25,6 +25,12 @@ func TestCatchUpMatchesStream(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("workload seed %d", seed)
 	w := gen.Generate(gen.Config{Seed: seed, Source: gen.Postgres, Target: gen.Postgres, Txs: 120, MaxStmts: 8})
+	// Each statement is one change only in tables that are not
+	// partitioned: a key change that moves a row to another partition is a
+	// delete and an insert.
+	for _, tbl := range w.Schema.Tables {
+		tbl.Partitioning = nil
+	}
 	f := newFixture(t, w.Schema.TableNames(), w.Schema.DDL(gen.Postgres)...)
 	ctx := context.Background()
 	// Sessions default to other settings than the reader's: the values'

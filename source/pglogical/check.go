@@ -42,9 +42,17 @@ func Check(ctx context.Context, connString string, cfg Config) (source.Report, e
 			return rep, rep.Fail("table "+t.String(), err)
 		}
 		rep.Tables = append(rep.Tables, info.table)
-		rep.Pass("table "+t.String(), fmt.Sprintf("%d columns, primary key (%s)", len(info.table.Columns), joinKeys(info.table.KeyNames())))
+		detail := fmt.Sprintf("%d columns, primary key (%s)", len(info.table.Columns), joinKeys(info.table.KeyNames()))
+		if info.leaves != nil {
+			detail += fmt.Sprintf(", partitioned: %d leaf partitions, streamed through the table", len(info.leaves))
+		}
+		rep.Pass("table "+t.String(), detail)
 	}
-	if err := checkPublication(ctx, conn, cfg, &rep); err != nil {
+	infos, err := describeAll(ctx, conn, db, cfg.Tables)
+	if err != nil {
+		return rep, rep.Fail("table list", err)
+	}
+	if err := checkPublication(ctx, conn, cfg, infos, &rep); err != nil {
 		return rep, err
 	}
 	switch {
@@ -60,7 +68,7 @@ func Check(ctx context.Context, connString string, cfg Config) (source.Report, e
 }
 
 // checkPublication reports what ensurePublication would do, reading only.
-func checkPublication(ctx context.Context, conn *pgx.Conn, cfg Config, rep *source.Report) error {
+func checkPublication(ctx context.Context, conn *pgx.Conn, cfg Config, infos []*tableInfo, rep *source.Report) error {
 	obj := "publication " + cfg.Publication
 	var all bool
 	err := conn.QueryRow(ctx, `SELECT puballtables FROM pg_publication WHERE pubname = $1`, cfg.Publication).Scan(&all)
@@ -71,23 +79,20 @@ func checkPublication(ctx context.Context, conn *pgx.Conn, cfg Config, rep *sour
 	if err != nil {
 		return rep.Fail(obj, fmt.Errorf("look up publication %s: %w", cfg.Publication, err))
 	}
+	missing, err := unpublished(ctx, conn, cfg, infos)
+	if err != nil {
+		return rep.Fail(obj, err)
+	}
 	if all {
 		rep.Pass(obj, "exists FOR ALL TABLES")
 		return nil
 	}
-	var missing []string
-	for _, t := range cfg.Tables {
-		var in bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`,
-			cfg.Publication, t.Schema, t.Name).Scan(&in); err != nil {
-			return rep.Fail(obj, fmt.Errorf("read the tables of publication %s: %w", cfg.Publication, err))
-		}
-		if !in {
-			missing = append(missing, t.String())
-		}
-	}
 	if len(missing) > 0 {
-		rep.Pass(obj, "exists; would add tables "+joinKeys(missing))
+		names := make([]string, len(missing))
+		for i, in := range missing {
+			names[i] = in.table.Name.String()
+		}
+		rep.Pass(obj, "exists; would add tables "+joinKeys(names))
 		return nil
 	}
 	rep.Pass(obj, "exists with every table")

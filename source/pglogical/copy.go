@@ -62,18 +62,22 @@ func (s *CopySource) Snapshot(ctx context.Context, workers int) (*tablecopy.Snap
 	if err := preflight(ctx, conn, cfg, true); err != nil {
 		return nil, err
 	}
-	tables := make([]*sluice.Table, len(cfg.Tables))
-	for i, t := range cfg.Tables {
-		info, err := describe(ctx, conn, db, t)
-		if err != nil {
-			return nil, err
-		}
-		tables[i] = info.table
+	infos, err := describeAll(ctx, conn, db, cfg.Tables)
+	if err != nil {
+		return nil, err
+	}
+	tables := make([]*sluice.Table, len(infos))
+	for i, in := range infos {
+		tables[i] = in.table
 	}
 	// The publication must exist before the slot: pgoutput looks it up
 	// as of each decoded transaction, and one created after the slot's
-	// consistent point is missing for the transactions before it.
-	if err := ensurePublication(ctx, conn, cfg); err != nil {
+	// consistent point is missing for the transactions before it. The
+	// record of the partitions the stream follows is the copy's too.
+	if err := ensurePublication(ctx, conn, cfg, infos); err != nil {
+		return nil, err
+	}
+	if err := initRecord(ctx, conn, cfg, infos, true); err != nil {
 		return nil, err
 	}
 	replCfg, err := replConnConfig(s.connString)

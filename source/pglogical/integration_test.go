@@ -48,6 +48,15 @@ func newFixture(t *testing.T, tbls []string, ddl ...string) *fixture {
 		if err := Uninstall(ctx, f.URL, f.cfg); err != nil {
 			t.Errorf("Uninstall: %v", err)
 		}
+		// A catch-up's temporary slot goes with its session, which the
+		// server ends a moment after the reader closed it.
+		for ctx.Err() == nil {
+			var n int
+			if err := f.PG.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE database = current_database()`).Scan(&n); err != nil || n == 0 {
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // polling interval
+		}
 	})
 	return f
 }
@@ -105,17 +114,7 @@ func collectN(t *testing.T, r *Reader, n, max int) []sluice.Change {
 // readErr reads until Read fails, collecting the changes before.
 func readErr(t *testing.T, r *Reader) ([]sluice.Change, error) {
 	t.Helper()
-	var got []sluice.Change
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		c, err := r.Read(context.Background(), 100)
-		got = append(got, c...)
-		if err != nil {
-			return got, err
-		}
-	}
-	t.Fatalf("no error before the deadline; read %s", dbtest.DescribeChanges(got))
-	return nil, nil
+	return dbtest.ReadUntilErr(t, r, 20*time.Second)
 }
 
 func lsnOf(t *testing.T, p sluice.Position) position {

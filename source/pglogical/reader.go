@@ -24,6 +24,12 @@
 // (and the catalog) with the table's shape before and hands out an
 // OpSchema change saying what changed (schema.go). A renamed table stops
 // the stream with an error naming it and the position.
+//
+// A partitioned table is streamed under its own name: pgoutput names the
+// leaf partition of each change, and the reader maps it to the table
+// (partitions.go), follows partitions created while it runs, and stops at
+// a TRUNCATE of part of the table and where a partition left it or joined
+// it holding rows.
 package pglogical
 
 import (
@@ -44,6 +50,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/source"
+	"github.com/sluice-cdc/sluice/source/internal/pgcatalog"
 )
 
 const (
@@ -124,12 +131,20 @@ type Reader struct {
 	sqlMu   sync.Mutex
 	sqlConn *pgx.Conn
 
+	// parts are the streamed tables that are partitioned (see
+	// partitions.go), record the partitions the reader follows: the
+	// partition watch writes it, the receiver reads it.
+	parts  []pgcatalog.Partitioned
+	partMu sync.Mutex
+	record pgcatalog.Record
+
 	// receiver state, owned by the receiver goroutine
 	// oldBuf and newBuf hold the tuples of the row message being handled
 	// (see decodeRowMessage).
 	oldBuf, newBuf tupleBuf
 	conn           *pgconn.PgConn
 	rels           map[uint32]*relState
+	leaves         map[uint32]*leafRel // leaf partitions of the partitioned tables in rels
 	ignored        map[uint32]bool
 	resume         position // position after the last change pushed
 	tx             txState
@@ -156,6 +171,7 @@ type txStart struct {
 
 type txState struct {
 	open   bool
+	xid    uint32
 	commit pglogrepl.LSN
 	time   time.Time
 	n      int64 // changes of streamed tables seen so far
@@ -210,6 +226,7 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 		budget:  source.NewBudget(cfg.BufferBytes),
 		wake:    make(chan struct{}, 1),
 		rels:    map[uint32]*relState{},
+		leaves:  map[uint32]*leafRel{},
 		ignored: map[uint32]bool{},
 	}
 	r.log = cfg.Logger.With("source", Kind, "database", r.db, "slot", cfg.Slot)
@@ -229,6 +246,13 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 	for _, info := range infos {
 		r.tables = append(r.tables, info.table)
 		r.rels[info.oid] = &relState{info: info, table: info.table, typ: info.typ, attnums: info.attnums}
+	}
+	// A partition that changed while no reader ran is marked before the
+	// stream reaches where it changed.
+	if r.parts = partitionedTables(infos); len(r.parts) > 0 {
+		if err := r.checkPartitions(ctx); err != nil {
+			return fail(err)
+		}
 	}
 	if !hasPos && cfg.FromNow {
 		var lsn string
@@ -283,6 +307,10 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 	r.done.Add(2)
 	go r.receive(runCtx, cu)
 	go r.watchSlot(runCtx)
+	if len(r.parts) > 0 {
+		r.done.Add(1)
+		go r.watchPartitions(runCtx)
+	}
 	r.log.Info("pglogical reader open", "tables", len(r.tables), "publication", cfg.Publication, "from", start.sluice().String(), "confirmed_flush", slot.confirmed.String())
 	return r, nil
 }
@@ -348,10 +376,13 @@ func (r *Reader) startReplicationOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pub := "'" + strings.ReplaceAll(r.cfg.Publication, "'", "''") + "'"
+	args := []string{"proto_version '1'", "publication_names " + quoteLiteral(r.cfg.Publication)}
+	if len(r.parts) > 0 {
+		args = append(args, "messages 'true'") // the partition markers
+	}
 	err = pglogrepl.StartReplication(ctx, conn, r.cfg.Slot, r.startAt, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '1'", "publication_names " + pub},
+		PluginArgs: args,
 	})
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
@@ -853,7 +884,7 @@ func (r *Reader) walData(ctx context.Context, at pglogrepl.LSN, data []byte) err
 func (r *Reader) message(ctx context.Context, m pglogrepl.Message, at pglogrepl.LSN) error {
 	switch m := m.(type) {
 	case *pglogrepl.BeginMessage:
-		r.tx = txState{open: true, commit: m.FinalLSN, time: m.CommitTime}
+		r.tx = txState{open: true, xid: m.Xid, commit: m.FinalLSN, time: m.CommitTime}
 		switch {
 		case r.resume.skipTx(m.FinalLSN):
 			r.tx.skipAll = true
@@ -879,12 +910,19 @@ func (r *Reader) message(ctx context.Context, m pglogrepl.Message, at pglogrepl.
 		return r.change(ctx, at, m.RelationID, sluice.OpUpdate, m.OldTuple, m.NewTuple)
 	case *pglogrepl.DeleteMessage:
 		return r.change(ctx, at, m.RelationID, sluice.OpDelete, m.OldTuple, nil)
+	case *pglogrepl.LogicalDecodingMessage:
+		return r.marker(ctx, m, at)
 	case *pglogrepl.TruncateMessage:
-		var truncated []*relState
-		for _, id := range m.RelationIDs {
-			if rs := r.rels[id]; rs != nil {
-				truncated = append(truncated, rs)
+		truncated, err := r.truncateTables(ctx, m.RelationIDs)
+		var te *sluice.TableError
+		if errors.As(err, &te) {
+			if r.skipping(at) {
+				return nil
 			}
+			return r.stop(ctx, fmt.Errorf("%w (stream stopped at %s, nothing after it applied)", err, r.errPos()))
+		}
+		if err != nil {
+			return err
 		}
 		if len(truncated) == 0 {
 			return nil
@@ -1027,6 +1065,12 @@ func (r *Reader) push(ctx context.Context, p position) error {
 // its position.
 func (r *Reader) change(ctx context.Context, at pglogrepl.LSN, rel uint32, op sluice.Op, old, new *pglogrepl.TupleData) error {
 	rs := r.rels[rel]
+	var leaf *leafRel
+	if rs == nil {
+		if leaf = r.leaves[rel]; leaf != nil {
+			rs = leaf.root
+		}
+	}
 	if rs == nil {
 		if !r.ignored[rel] {
 			r.ignored[rel] = true
@@ -1043,21 +1087,29 @@ func (r *Reader) change(ctx context.Context, at pglogrepl.LSN, rel uint32, op sl
 	if !r.take(at) {
 		return nil
 	}
-	if rs.pending != nil {
-		if err := r.relation(ctx, rs.pending, at); err != nil {
+	pending := &rs.pending
+	if leaf != nil {
+		pending = &leaf.pending
+	}
+	if *pending != nil {
+		if err := r.relation(ctx, *pending, at); err != nil {
 			return err
 		}
+	}
+	var perm []int
+	if leaf != nil {
+		perm = leaf.perm
 	}
 	t := rs.table
 	c := sluice.Change{Table: t, Op: op, Time: r.tx.time}
 	var err error
 	if new != nil {
-		if c.Row, err = r.tuple(rs, new); err != nil {
+		if c.Row, err = r.tuple(rs, new, perm); err != nil {
 			return err
 		}
 	}
 	if old != nil {
-		oldRow, err := r.tuple(rs, old)
+		oldRow, err := r.tuple(rs, old, perm)
 		if err != nil {
 			return err
 		}
@@ -1076,7 +1128,9 @@ func (r *Reader) change(ctx context.Context, at pglogrepl.LSN, rel uint32, op sl
 	return r.hold(ctx, c)
 }
 
-func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData) (sluice.Row, error) {
+// tuple turns a row of the relation into one of rs's table: a leaf
+// partition's columns go to the table's columns perm names.
+func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData, perm []int) (sluice.Row, error) {
 	t := rs.table
 	if len(td.Columns) != len(t.Columns) {
 		return nil, &fatalError{fmt.Errorf("row of %s at LSN %s has %d columns, the table %d", t.Name, r.tx.commit, len(td.Columns), len(t.Columns))}
@@ -1101,6 +1155,9 @@ func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData) (sluice.Row, error
 	text := b.String()
 	off := 0
 	for i, c := range td.Columns {
+		if perm != nil {
+			i = perm[i]
+		}
 		switch c.DataType {
 		case pglogrepl.TupleDataTypeNull:
 			row[i] = sluice.Null

@@ -51,8 +51,18 @@ type deferredEdits struct {
 // after it have it.
 func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage, at pglogrepl.LSN) error {
 	rs := r.rels[m.RelationID]
+	var leaf *leafRel
 	if rs == nil {
-		return nil
+		// A partition of a partitioned table: pgoutput names the leaf.
+		var err error
+		if leaf, err = r.resolveLeaf(ctx, m.RelationID); err != nil || leaf == nil {
+			return err
+		}
+		rs = leaf.root
+	}
+	pending := &rs.pending
+	if leaf != nil {
+		pending = &leaf.pending
 	}
 	if r.skipping(at) {
 		// Resent below the resume position: the changes it describes are
@@ -60,10 +70,18 @@ func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage, at 
 		// uses it, unless a newer one arrives first: after an operator
 		// fixed the target for a schema change and restarted, the
 		// transactions before it must not stop the stream again.
-		rs.pending = m
+		*pending = m
 		return nil
 	}
-	rs.pending = nil
+	*pending = nil
+	if leaf != nil {
+		// Compared with the table in the table's column order, under its
+		// name.
+		m, leaf.perm = leafShape(m, rs.table)
+	}
+	// Held edits are the table's, whichever partition's message found
+	// them.
+	rel := rs.info.oid
 	cur := rs.table
 	if name := (sluice.TableName{Schema: m.Namespace, Name: m.RelationName}); name != cur.Name {
 		return r.stop(ctx, &sluice.TableError{Table: cur.Name, Err: fmt.Errorf("source table %s was renamed to %s at LSN %s (stream stopped at %s, nothing after it applied): make the target match, then restart sluice",
@@ -94,8 +112,8 @@ func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage, at 
 		case !c.Nullable && !st.NotNull:
 			next.Columns[i].Nullable = true
 			edits = append(edits, sluice.SchemaEdit{Kind: sluice.DropNotNull, Column: c.Name})
-			r.dropDeferred(m.RelationID, sluice.SetNotNull, c.Name)
-		case c.Nullable && st.NotNull && !r.isDeferred(m.RelationID, sluice.SetNotNull, c.Name):
+			r.dropDeferred(rel, sluice.SetNotNull, c.Name)
+		case c.Nullable && st.NotNull && !r.isDeferred(rel, sluice.SetNotNull, c.Name):
 			later = append(later, sluice.SchemaEdit{Kind: sluice.SetNotNull, Column: c.Name})
 		}
 	}
@@ -114,7 +132,7 @@ func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage, at 
 		for _, ix := range rs.indexes {
 			if !slices.ContainsFunc(indexes, func(o sluice.Index) bool { return o.Name == ix.Name }) {
 				edits = append(edits, sluice.SchemaEdit{Kind: sluice.DropIndex, Index: &ix})
-				r.dropDeferred(m.RelationID, sluice.CreateIndex, ix.Name)
+				r.dropDeferred(rel, sluice.CreateIndex, ix.Name)
 			}
 		}
 	}
@@ -127,7 +145,7 @@ func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage, at 
 		rs.attnums[name] = st.Attnum
 	}
 	if len(later) > 0 {
-		r.deferred = append(r.deferred, deferredEdits{rel: m.RelationID, until: readAt, edits: later})
+		r.deferred = append(r.deferred, deferredEdits{rel: rel, until: readAt, edits: later})
 	}
 	if len(edits) == 0 && sameShape(cur, next) {
 		return nil

@@ -263,6 +263,13 @@ type tableInfo struct {
 	// attnums are the columns' numbers, by name: a column renamed keeps
 	// its number.
 	attnums map[string]int16
+	// leaves are a partitioned table's leaf partitions, whose relations
+	// pgoutput names in its changes; nil for a table that is not
+	// partitioned.
+	leaves []pgcatalog.Partition
+	// partOf are the partitioned tables it is a partition of, nearest
+	// first.
+	partOf []uint32
 }
 
 type colType struct {
@@ -349,7 +356,43 @@ func describe(ctx context.Context, conn *pgx.Conn, db string, name sluice.TableN
 	if info.table.Omitted, err = pgcatalog.GeneratedColumns(ctx, conn, name, oid); err != nil {
 		return nil, err
 	}
+	if info.leaves, err = pgcatalog.Leaves(ctx, conn, name, oid); err != nil {
+		return nil, err
+	}
+	if info.leaves != nil {
+		var version int
+		if err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+			return nil, fmt.Errorf("read the server version: %w", err)
+		}
+		if version < pgcatalog.MinLogicalVersion {
+			return nil, fmt.Errorf("source table %s is partitioned, and the logical source streams partitioned tables from PostgreSQL 14 on (whose pgoutput carries the markers that stop the stream where a partition leaves the table): use --source-mode trigger, or upgrade the server", name)
+		}
+	}
+	if info.partOf, err = pgcatalog.Ancestors(ctx, conn, oid); err != nil {
+		return nil, err
+	}
 	return info, nil
+}
+
+// describeAll describes the tables (describe) and refuses a list that
+// names a partition and a partitioned table it belongs to: its rows would
+// be streamed twice.
+func describeAll(ctx context.Context, conn *pgx.Conn, db string, tables []sluice.TableName) ([]*tableInfo, error) {
+	infos := make([]*tableInfo, len(tables))
+	for i, t := range tables {
+		var err error
+		if infos[i], err = describe(ctx, conn, db, t); err != nil {
+			return nil, err
+		}
+	}
+	all := make([]pgcatalog.Partitioned, len(infos))
+	for i, in := range infos {
+		all[i] = pgcatalog.Partitioned{Name: in.table.Name, OID: in.oid}
+	}
+	if err := pgcatalog.RefuseNested(ctx, conn, all); err != nil {
+		return nil, err
+	}
+	return infos, nil
 }
 
 func ident2(t sluice.TableName) string { return ident(t.Schema, t.Name) }
@@ -427,13 +470,11 @@ func setup(ctx context.Context, conn *pgx.Conn, cfg Config) ([]*tableInfo, error
 	if err := preflight(ctx, conn, cfg, !slot.exists); err != nil {
 		return nil, err
 	}
-	infos := make([]*tableInfo, len(cfg.Tables))
-	for i, t := range cfg.Tables {
-		if infos[i], err = describe(ctx, conn, db, t); err != nil {
-			return nil, err
-		}
+	infos, err := describeAll(ctx, conn, db, cfg.Tables)
+	if err != nil {
+		return nil, err
 	}
-	if err := ensurePublication(ctx, conn, cfg); err != nil {
+	if err := ensurePublication(ctx, conn, cfg, infos); err != nil {
 		return nil, err
 	}
 	if slot.exists {
@@ -441,7 +482,12 @@ func setup(ctx context.Context, conn *pgx.Conn, cfg Config) ([]*tableInfo, error
 			return nil, fmt.Errorf("replication slot %s exists but belongs to database %q with plugin %q, not database %q with pgoutput: choose another slot name or drop it (SELECT pg_drop_replication_slot('%s'))",
 				cfg.Slot, slot.database, slot.plugin, db, cfg.Slot)
 		}
-		return infos, nil
+		return infos, initRecord(ctx, conn, cfg, infos, false)
+	}
+	// The record of the partitions goes first: the slot streams from
+	// its creation on.
+	if err := initRecord(ctx, conn, cfg, infos, true); err != nil {
+		return nil, err
 	}
 	if _, err := conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, cfg.Slot); err != nil {
 		var pgErr *pgconn.PgError
@@ -485,7 +531,14 @@ func lookupSlot(ctx context.Context, conn *pgx.Conn, name string) (slotInfo, err
 }
 
 // ensurePublication creates the publication or adds the tables it lacks.
-func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg Config) error {
+//
+// A partitioned table is published as itself: pgoutput then sends the
+// changes of its leaf partitions, under the leaves' names (the reader maps
+// them to the table), and a TRUNCATE of one leaf. With
+// publish_via_partition_root it would send the changes under the table's
+// name but drop a TRUNCATE of one partition without a trace, so a
+// publication with it is refused for a partitioned table.
+func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg Config, infos []*tableInfo) error {
 	var all bool
 	err := conn.QueryRow(ctx, `SELECT puballtables FROM pg_publication WHERE pubname = $1`, cfg.Publication).Scan(&all)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -502,24 +555,64 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("look up publication %s: %w", cfg.Publication, err)
 	}
-	if all {
-		return nil
+	missing, err := unpublished(ctx, conn, cfg, infos)
+	if err != nil || all {
+		return err
 	}
-	for _, t := range cfg.Tables {
-		var in bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`,
-			cfg.Publication, t.Schema, t.Name).Scan(&in); err != nil {
-			return fmt.Errorf("read the tables of publication %s: %w", cfg.Publication, err)
-		}
-		if in {
-			continue
-		}
+	for _, in := range missing {
+		t := in.table.Name
 		if _, err := conn.Exec(ctx, `ALTER PUBLICATION `+ident(cfg.Publication)+` ADD TABLE `+ident2(t)); err != nil {
 			return fmt.Errorf("add table %s to publication %s: %w", t, cfg.Publication, pubHint(err))
 		}
 		cfg.Logger.Info("added table to publication", "publication", cfg.Publication, "table", t.String())
 	}
 	return nil
+}
+
+// unpublished returns the tables an existing publication does not publish,
+// after checking that it publishes the others under their own names (or
+// their leaf partitions'). A table is published when it is a member (a
+// partitioned table's leaves are then published, without
+// publish_via_partition_root) or pg_publication_tables lists it (a member
+// of a schema or all-tables publication).
+func unpublished(ctx context.Context, conn *pgx.Conn, cfg Config, infos []*tableInfo) ([]*tableInfo, error) {
+	var viaRoot bool
+	// pubviaroot exists from PostgreSQL 13 on.
+	if err := conn.QueryRow(ctx, `SELECT coalesce((to_jsonb(p) ->> 'pubviaroot')::boolean, false) FROM pg_publication p WHERE pubname = $1`,
+		cfg.Publication).Scan(&viaRoot); err != nil {
+		return nil, fmt.Errorf("look up publication %s: %w", cfg.Publication, err)
+	}
+	var missing []*tableInfo
+	for _, in := range infos {
+		t := in.table.Name
+		var member, listed bool
+		if err := conn.QueryRow(ctx, `SELECT
+				EXISTS (SELECT 1 FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid WHERE p.pubname = $1 AND r.prrelid = $2),
+				EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $3 AND tablename = $4)`,
+			cfg.Publication, in.oid, t.Schema, t.Name).Scan(&member, &listed); err != nil {
+			return nil, fmt.Errorf("read the tables of publication %s: %w", cfg.Publication, err)
+		}
+		ancestorListed := false
+		if viaRoot && len(in.partOf) > 0 {
+			if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables t
+					JOIN pg_namespace n ON n.nspname = t.schemaname JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename
+					WHERE t.pubname = $1 AND c.oid = ANY($2))`, cfg.Publication, in.partOf).Scan(&ancestorListed); err != nil {
+				return nil, fmt.Errorf("read the tables of publication %s: %w", cfg.Publication, err)
+			}
+		}
+		switch {
+		case viaRoot && in.leaves != nil:
+			return nil, fmt.Errorf("publication %s publishes partitions through their partitioned table (publish_via_partition_root), which hides a TRUNCATE of one partition of %s from logical decoding: "+
+				"run ALTER PUBLICATION %s SET (publish_via_partition_root = false)", cfg.Publication, t, ident(cfg.Publication))
+		case ancestorListed:
+			return nil, fmt.Errorf("publication %s publishes partition %s through a partitioned table it belongs to (publish_via_partition_root), so its changes would arrive under that table's name: "+
+				"run ALTER PUBLICATION %s SET (publish_via_partition_root = false)", cfg.Publication, t, ident(cfg.Publication))
+		}
+		if !member && !listed {
+			missing = append(missing, in)
+		}
+	}
+	return missing, nil
 }
 
 func pubHint(err error) error {

@@ -36,7 +36,11 @@ func Check(ctx context.Context, connString string, cfg Config) (source.Report, e
 			return rep, rep.Fail("table "+t.String(), err)
 		}
 		rep.Tables = append(rep.Tables, info.table)
-		rep.Pass("table "+t.String(), fmt.Sprintf("%d columns, primary key (%s)", len(info.table.Columns), strings.Join(info.keyNames(), ", ")))
+		detail := fmt.Sprintf("%d columns, primary key (%s)", len(info.table.Columns), strings.Join(info.keyNames(), ", "))
+		if info.partitioned {
+			detail += fmt.Sprintf(", partitioned: %d partitions, captured through the table's cloned trigger", len(info.parts))
+		}
+		rep.Pass("table "+t.String(), detail)
 	}
 	missing, err := missingObjects(ctx, conn, schema, tables)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluice-cdc/sluice/source/internal/pgcatalog"
 	"github.com/sluice-cdc/sluice/source/internal/pgcopy"
 	"github.com/sluice-cdc/sluice/tablecopy"
 )
@@ -143,10 +144,14 @@ func (r *Reader) exportSnapshot(ctx context.Context, workers int) (_ []tablecopy
 	}
 	// The stream has no checkpoint: a recorded position (and a note that
 	// it was lost) is that of an earlier, interrupted copy, and the new
-	// copy replaces it.
-	if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (stream, pos) VALUES ($1, $2)
-		ON CONFLICT (stream) DO UPDATE SET pos = excluded.pos, registered_at = now(), acked_at = NULL, lost = NULL`, table),
-		r.stream, pos.token()); err != nil {
+	// copy replaces it, with the record of the partitions it copies.
+	parts, _, _, err := pgcatalog.Reconcile(ctx, tx, r.partitionedTables(), pgcatalog.Record{})
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (stream, pos, partitions) VALUES ($1, $2, $3)
+		ON CONFLICT (stream) DO UPDATE SET pos = excluded.pos, registered_at = now(), acked_at = NULL, lost = NULL, partitions = excluded.partitions`, table),
+		r.stream, pos.token(), parts.Marshal()); err != nil {
 		return fail(err)
 	}
 	if old != nil {

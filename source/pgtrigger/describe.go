@@ -21,6 +21,9 @@ type tableInfo struct {
 	// parts are a partitioned table's partitions, at every level: a
 	// TRUNCATE of one fires only its own triggers.
 	parts []partition
+	// partitioned says the table is partitioned (it may have no
+	// partitions yet).
+	partitioned bool
 }
 
 // partition is one partition of a partitioned table.
@@ -125,6 +128,13 @@ func lookupTable(ctx context.Context, q queryer, db string, name sluice.TableNam
 	if info.parts, err = partitions(ctx, q, oid); err != nil {
 		return nil, fmt.Errorf("describe source table %s: %w", name, err)
 	}
+	// Leaves refuses a foreign partition, whose rows change on another
+	// server.
+	leaves, err := pgcatalog.Leaves(ctx, q, name, oid)
+	if err != nil {
+		return nil, err
+	}
+	info.partitioned = leaves != nil
 	keys, err := pgcatalog.PrimaryKey(ctx, q, name, oid)
 	if err != nil {
 		return nil, err

@@ -82,7 +82,9 @@ func normalize(tables []sluice.TableName) []sluice.TableName {
 // of json columns byte-exact. xid is the writing top-level transaction; the
 // reader uses it to cut the changelog into snapshot windows, hence its
 // index. op is I, U or D for a row, T for a TRUNCATE of the table and P
-// for a TRUNCATE of one of its partitions (key then names the partition).
+// for a TRUNCATE of one of its partitions (key then names the partition)
+// or, written by a reader, for a change of its partitions that stops the
+// stream (key then holds a pgcatalog.Event).
 func tableSQL(schema string) []string {
 	log := ident(schema, changelogTable)
 	return []string{
@@ -118,6 +120,10 @@ func tableSQL(schema string) []string {
 	acked_at timestamptz,
 	lost text
 )`, ident(schema, consumerTable)),
+		// partitions is the stream's record of the partitions of its
+		// partitioned tables (see partitions.go), JSON; NULL until the
+		// stream's first reader writes it.
+		fmt.Sprintf(`ALTER TABLE %s ADD COLUMN IF NOT EXISTS partitions text`, ident(schema, consumerTable)),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
 	one boolean PRIMARY KEY DEFAULT true CHECK (one),
 	xid xid8 NOT NULL,
@@ -184,7 +190,8 @@ func (f function) create(schema string) string {
 // emptied it, i.e. the table's latest change in this transaction is a T
 // (a TRUNCATE of the table fires its trigger first, then its partitions',
 // and holds every partition locked, so nothing can have been written to
-// the partition in between).
+// the partition in between). A partition detached since keeps its trigger,
+// but its TRUNCATE is no longer the table's, and appends nothing.
 //
 // The changelog's own BEFORE TRUNCATE trigger marks lost the consumers
 // whose positions do not cover every row about to go, and raises the
@@ -282,6 +289,9 @@ BEGIN
 	-- the trigger of one of its partitions.
 	IF TG_NARGS = 1 THEN
 		INSERT INTO %s (tbl, op) VALUES (TG_ARGV[0], 'T');
+	ELSIF NOT EXISTS (SELECT 1 FROM pg_partition_ancestors(TG_RELID) a WHERE a.relid = to_regclass(TG_ARGV[0])) THEN
+		-- Detached from the table since: its TRUNCATE is not the table's.
+		NULL;
 	ELSIF (SELECT c.op FROM %s c WHERE c.xid = pg_current_xact_id() AND c.tbl = TG_ARGV[0] ORDER BY c.id DESC LIMIT 1) IS DISTINCT FROM 'T' THEN
 		INSERT INTO %s (tbl, op, key) VALUES (TG_ARGV[0], 'P', json_build_object('partition', format('%%I.%%I', TG_TABLE_SCHEMA, TG_TABLE_NAME)));
 	END IF;
@@ -328,17 +338,26 @@ func Install(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice
 	// queue behind them: on a busy source that stalls the application. So
 	// when everything is in place, change nothing; and when something must
 	// change, give up after a few seconds with an error rather than stall.
-	if missing, err := missingObjects(ctx, conn, schema, tables); err != nil {
+	missing, err := missingObjects(ctx, conn, schema, tables)
+	if err != nil {
 		return err
 	} else if len(missing) == 0 {
 		return nil
 	}
+	// Only what is missing: the changelog's ALTER TABLE locks it against
+	// every captured write, and held while a trigger waits for an
+	// application's transaction that then writes to the changelog, it
+	// deadlocks with it (a partition created while sluice was stopped
+	// lacks only its TRUNCATE trigger).
+	withSchema := slices.ContainsFunc(missing, func(m string) bool {
+		return strings.HasPrefix(m, "table ") || strings.HasPrefix(m, "function ") || strings.HasPrefix(m, "trigger ")
+	})
 	// The install locks each table in turn while the application's
 	// transactions may hold one table and want another: PostgreSQL breaks
 	// such a deadlock by failing one side, and when that is the install it
 	// is retried, since the application's transaction has then gone ahead.
 	for attempt := 1; ; attempt++ {
-		err := install(ctx, conn, schema, tables)
+		err := install(ctx, conn, schema, tables, withSchema)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != deadlockDetected {
 			return err
@@ -360,8 +379,10 @@ const installAttempts = 5
 
 const deadlockDetected = "40P01"
 
-// install is one attempt of Install, in one transaction.
-func install(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice.TableName) error {
+// install is one attempt of Install, in one transaction: sluice's tables,
+// functions and the changelog's trigger when withSchema, then the tables'
+// triggers.
+func install(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice.TableName, withSchema bool) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("install sluice capture in schema %s: %w", schema, err)
@@ -374,22 +395,24 @@ func install(ctx context.Context, conn *pgx.Conn, schema string, tables []sluice
 	if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
 		return fmt.Errorf("install sluice capture in schema %s: %w", schema, err)
 	}
-	for _, q := range tableSQL(schema) {
-		if _, err := tx.Exec(ctx, q); err != nil {
-			return fmt.Errorf("install sluice changelog in schema %s: %w", schema, lockHint(err))
+	if withSchema {
+		for _, q := range tableSQL(schema) {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("install sluice changelog in schema %s: %w", schema, lockHint(err))
+			}
 		}
-	}
-	for _, f := range functions(schema) {
-		if _, err := tx.Exec(ctx, f.create(schema)); err != nil {
-			return fmt.Errorf("install function %s.%s in schema %s: %w", schema, f.name, schema, lockHint(err))
+		for _, f := range functions(schema) {
+			if _, err := tx.Exec(ctx, f.create(schema)); err != nil {
+				return fmt.Errorf("install function %s.%s in schema %s: %w", schema, f.name, schema, lockHint(err))
+			}
 		}
-	}
-	logOID, err := regclass(ctx, tx, ident(schema, changelogTable))
-	if err != nil {
-		return err
-	}
-	if err := ensureTrigger(ctx, tx, logOID, ident(schema, changelogTable), logTruncTrigger, ident(schema, logTruncFunc), nil, beforeTruncateEvent); err != nil {
-		return err
+		logOID, err := regclass(ctx, tx, ident(schema, changelogTable))
+		if err != nil {
+			return err
+		}
+		if err := ensureTrigger(ctx, tx, logOID, ident(schema, changelogTable), logTruncTrigger, ident(schema, logTruncFunc), nil, beforeTruncateEvent); err != nil {
+			return err
+		}
 	}
 	db := tx.Conn().Config().Database
 	for _, t := range tables {
@@ -651,7 +674,7 @@ func missingObjects(ctx context.Context, q queryer, schema string, tables []slui
 	err := q.QueryRow(ctx, `SELECT ARRAY[
 			to_regclass($1) IS NOT NULL
 				AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname IN ('at', 'nulls') AND NOT attisdropped) = 2,
-			EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'lost' AND NOT attisdropped),
+			(SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname IN ('lost', 'partitions') AND NOT attisdropped) = 2,
 			to_regclass($3) IS NOT NULL]`,
 		ident(schema, changelogTable), ident(schema, consumerTable), ident(schema, prunedTable)).Scan(&have)
 	if err != nil {
@@ -704,12 +727,16 @@ func missingObjects(ctx context.Context, q queryer, schema string, tables []slui
 			if ok, err := triggerCurrent(ctx, q, p.oid, truncateTriggerName(schema), ident(schema, truncateFunc), truncateArgs(t, true)); err != nil {
 				return nil, err
 			} else if !ok {
-				missing = append(missing, "TRUNCATE trigger "+truncateTriggerName(schema)+" on partition "+p.name+" of "+t.String())
+				missing = append(missing, partitionTriggerMissing+truncateTriggerName(schema)+" on "+p.name+" of "+t.String())
 			}
 		}
 	}
 	return missing, nil
 }
+
+// partitionTriggerMissing begins missingObjects' entry for a partition
+// without sluice's TRUNCATE trigger.
+const partitionTriggerMissing = "partition TRUNCATE trigger "
 
 // triggerCurrent reports whether trigger name on rel exists, calls fn with
 // args and is enabled.

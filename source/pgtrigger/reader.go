@@ -66,6 +66,7 @@ import (
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/source"
+	"github.com/sluice-cdc/sluice/source/internal/pgcatalog"
 )
 
 // Config configures a Reader.
@@ -134,6 +135,10 @@ type Reader struct {
 	// legacyNulls holds the json columns already warned about: a row image
 	// showed null in them with no record of which null it was, see fixJSON.
 	legacyNulls map[string]bool
+
+	// lastPartCheck is when Read last compared the partitions of the
+	// partitioned tables with the stream's record (see partitions.go).
+	lastPartCheck time.Time
 
 	ackMu      sync.Mutex // guards the fields below
 	ackConn    *pgx.Conn
@@ -209,6 +214,12 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 		r.conn.Close(context.Background())
 		return nil, err
 	}
+	// A partition that changed while no reader ran is written into the
+	// changelog before the stream reads that far.
+	if err := r.checkPartitions(ctx); err != nil {
+		r.conn.Close(context.Background())
+		return nil, err
+	}
 	r.buildQueries()
 	r.log.Info("pgtrigger reader open", "tables", len(r.tables), "schema", cfg.Schema, "from", r.pos.sluice().String())
 	return r, nil
@@ -270,6 +281,18 @@ func (r *Reader) connect(ctx context.Context) (*pgx.Conn, error) {
 // capture trigger exist and are current, installing them if allowed.
 func (r *Reader) check(ctx context.Context) error {
 	db := r.connCfg.Database
+	// Before the install: a partition's capture trigger is its table's.
+	all := make([]pgcatalog.Partitioned, len(r.cfg.Tables))
+	for i, t := range r.cfg.Tables {
+		oid, _, err := pgcatalog.Table(ctx, r.conn, db, t)
+		if err != nil {
+			return err
+		}
+		all[i] = pgcatalog.Partitioned{Name: t, OID: oid}
+	}
+	if err := pgcatalog.RefuseNested(ctx, r.conn, all); err != nil {
+		return err
+	}
 	if r.cfg.Install {
 		if err := Install(ctx, r.conn, r.cfg.Schema, r.cfg.Tables); err != nil {
 			return err
@@ -325,11 +348,14 @@ func (r *Reader) check(ctx context.Context) error {
 		}
 	}
 	// The rest (TRUNCATE triggers, the consumer table, current functions)
-	// an install by an older sluice lacks.
+	// an install by an older sluice lacks. A partition may be created at
+	// any moment, since the install too: its TRUNCATE trigger is
+	// checkPartitions' to give, when the reader opens and while it runs.
 	missing, err := missingObjects(ctx, r.conn, r.cfg.Schema, r.cfg.Tables)
 	if err != nil {
 		return err
 	}
+	missing = slices.DeleteFunc(missing, func(m string) bool { return strings.HasPrefix(m, partitionTriggerMissing) })
 	if len(missing) > 0 {
 		return fmt.Errorf("sluice's capture in schema %s of database %s lacks %s (installed by an older sluice?): %s",
 			r.cfg.Schema, db, strings.Join(missing, ", "), fix)
@@ -401,7 +427,7 @@ UNION ALL
 SELECT c.id, c.xid::text, c.t, c.op,
 	CASE WHEN c.data IS NOT NULL THEN ARRAY[%s] END,
 	CASE WHEN c.key IS NOT NULL AND c.op <> 'P' THEN ARRAY[%s] END,
-	%s, %s, c.at, NULL, CASE WHEN c.op = 'P' THEN c.key ->> 'partition' END
+	%s, %s, c.at, NULL, CASE WHEN c.op = 'P' THEN c.key::text END
 FROM page c
 	LEFT JOIN LATERAL json_populate_record(NULL::%s, c.data) r ON true
 	LEFT JOIN LATERAL json_populate_record(NULL::%s, CASE WHEN c.op <> 'P' THEN c.key END) k ON true
@@ -440,6 +466,9 @@ func (r *Reader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
 		}
 		r.conn = conn
 		r.log.Info("pgtrigger reader reconnected")
+	}
+	if err := r.watchPartitions(ctx); err != nil {
+		return nil, err
 	}
 	deadline := time.Now().Add(r.cfg.PollInterval)
 	tick := min(pollEvery, r.cfg.PollInterval)
@@ -596,9 +625,18 @@ func (r *Reader) change(info *tableInfo, id int64, op string, data, key []pgtype
 		c.Op = sluice.OpTruncate
 		return c, nil
 	case "P":
+		// The TRUNCATE trigger names the partition; a reader that found
+		// the partitions changed writes the event.
+		e, err := pgcatalog.ParseEvent(note.String)
+		if err != nil {
+			return c, fmt.Errorf("changelog row %d of source table %s: %w", id, t.Name, err)
+		}
+		if e.Kind != "" {
+			return c, fmt.Errorf("%w (changelog row %d)", e.Err(), id)
+		}
 		return c, &sluice.TableError{Table: t.Name, Err: fmt.Errorf(
 			"partition %s of source table %s was truncated (changelog row %d): the target cannot truncate part of a table, and the stream cannot go on without it: "+
-				"re-sync %s on the target from a fresh copy, then start the stream from the copy's position: %w", note.String, t.Name, id, t.Name, ErrPartialTruncate)}
+				"re-sync %s on the target from a fresh copy, then start the stream from the copy's position: %w", e.Partition, t.Name, id, t.Name, ErrPartialTruncate)}
 	default:
 		return c, fmt.Errorf("changelog row %d of source table %s: unknown op %q", id, t.Name, op)
 	}

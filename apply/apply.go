@@ -32,6 +32,11 @@ type Batch struct {
 	// applies one change at a time (see Compact). No table is in both
 	// Tables and Ordered.
 	Ordered []sluice.Change
+	// Cascades holds, aligned with Ordered (or nil), the statements that
+	// carry out the foreign-key actions each ordered change fired on the
+	// source, which the target runs right before the change (see
+	// Cascades.Attach).
+	Cascades [][]Cascade
 	// Changes counts the source changes the batch carries (before
 	// compaction; progress markers do not count), Rows the row operations
 	// left after it.

@@ -33,11 +33,15 @@ import (
 // compacted changes broke a constraint.
 const orderedFor = 5 * time.Minute
 
-// orderedTables is the set of tables applied in source order, each until a
-// time.
+// orderedTables is the set of tables applied in source order: each until
+// a time, and those of always for good.
 type orderedTables struct {
-	mu    sync.Mutex
-	until map[sluice.TableName]time.Time
+	// always holds the tables whose source foreign-key actions the target
+	// carries out (Config.Cascades): only in source order does each
+	// change find the rows its actions change as the source had them.
+	always func(sluice.TableName) bool
+	mu     sync.Mutex
+	until  map[sluice.TableName]time.Time
 	// gen counts the calls to add: a batch compacted ahead (prepare) under
 	// an older generation may compact a table that must now go in order.
 	gen uint64
@@ -52,6 +56,9 @@ func (o *orderedTables) generation() uint64 {
 
 // has reports whether t's changes are applied in source order now.
 func (o *orderedTables) has(t sluice.TableName) bool {
+	if o.always != nil && o.always(t) {
+		return true
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	u, ok := o.until[t]

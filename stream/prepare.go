@@ -141,8 +141,9 @@ func (p *prepared) sizeFor(first uint64, want int, z Sizer) int {
 
 // batch returns the compaction of cs, the changes numbered from first:
 // p's, with what it lacks of cs added, when p starts there and holds no
-// more than cs (ahead is then true), else compacted now. Call finish
-// first.
+// more than cs (ahead is then true), else compacted now; with the
+// foreign-key actions its ordered changes fired (Config.Cascades). Call
+// finish first.
 func (s *Stream) batch(p *prepared, first uint64, cs []sluice.Change) (b *apply.Batch, ahead bool) {
 	if p != nil && p.first == first && p.n <= len(cs) && p.n > 0 {
 		p.finish()
@@ -151,10 +152,14 @@ func (s *Stream) batch(p *prepared, first uint64, cs []sluice.Change) (b *apply.
 			s.stats.CompactedAhead++
 			s.mu.Unlock()
 			p.comp.Add(cs[p.n:])
-			return p.comp.Batch(), true
+			b = p.comp.Batch()
+			s.cfg.Cascades.Attach(b)
+			return b, true
 		}
 	}
-	return apply.Compact(cs, s.ordered.has), false
+	b = apply.Compact(cs, s.ordered.has)
+	s.cfg.Cascades.Attach(b)
+	return b, false
 }
 
 // backlogSizer is a Sizer that sizes the first batches from what is

@@ -82,6 +82,12 @@ type Config struct {
 	// keep their order), and tables joined by foreign keys (a parent and
 	// its child). Other tables' changes are routed by primary key.
 	Groups map[sluice.TableName]string
+	// Cascades, when set, carries out on the target the foreign-key
+	// actions of a source whose log omits the rows they change (MySQL,
+	// MariaDB): the tables they join are applied in source order, and each
+	// batch carries the statements of the actions its changes fired.
+	// Groups must keep those tables in one lane.
+	Cascades *apply.Cascades
 	// Routing fingerprints the routing (Groups and the hash) for the
 	// lanes' checkpoints: after a crash, a lane's committed changes past
 	// the watermark can be told apart only under the same routing.
@@ -239,6 +245,9 @@ func New(cfg Config) *Stream {
 	}
 	s := &Stream{cfg: cfg, log: log, q: newQueue(cfg.MaxQueueBytes), beats: make([]atomic.Int64, loops),
 		ackWake: make(chan struct{}, 1)}
+	if !cfg.Cascades.Empty() {
+		s.ordered.always = cfg.Cascades.InOrder
+	}
 	s.stats = Stats{
 		Stream:    cfg.ID,
 		Position:  cfg.Start.Position,

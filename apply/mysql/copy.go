@@ -13,8 +13,9 @@ package mysql
 //
 // # Session
 //
-// A copy session runs with foreign_key_checks = 0 while it writes (a child
-// table's chunk may be written before its parent's), restored afterwards.
+// A copy session runs with foreign_key_checks = 0, as every session of
+// the target does (a child table's chunk may be written before its
+// parent's, and a re-copied chunk's range delete must fire no action).
 // The range predicates and digests come from internal/keyrange, which spells
 // literals for the default sql_mode (backslash escapes on) so that a MySQL
 // source and target build the same SQL; the target's session otherwise runs
@@ -93,14 +94,6 @@ func isNoTable(err error) bool {
 // statements always fits.
 func (t *Target) copyLimit() int {
 	return max(min(maxCopyStatement, t.maxPacket/2), 1024)
-}
-
-// fkRestore is the foreign_key_checks value of the session outside a copy.
-func (t *Target) fkRestore() string {
-	if t.cfg.DisableForeignKeyChecks {
-		return "0"
-	}
-	return "1"
 }
 
 // needsEscapes tells whether keyrange's literals for r mean something else
@@ -191,30 +184,19 @@ func (s *copySession) flush(ctx context.Context) error {
 	return queryAll(ctx, s.t.conn, q, scan)
 }
 
-// begin starts the copy transaction: foreign key checks off, then START
-// TRANSACTION (implicit with autocommit = 0).
+// begin starts the copy transaction: START TRANSACTION (implicit with
+// autocommit = 0).
 func (s *copySession) begin(ctx context.Context) error {
-	if !s.t.cfg.DisableForeignKeyChecks {
-		if err := s.exec(ctx, "SET foreign_key_checks = 0"); err != nil {
-			return err
-		}
-	}
 	if s.t.implicitTx {
 		return nil
 	}
 	return s.exec(ctx, "START TRANSACTION")
 }
 
-// commit queues COMMIT and the session's restored settings and sends what
-// is pending.
+// commit queues COMMIT and sends what is pending.
 func (s *copySession) commit(ctx context.Context) error {
 	if err := s.exec(ctx, "COMMIT"); err != nil {
 		return err
-	}
-	if !s.t.cfg.DisableForeignKeyChecks {
-		if err := s.exec(ctx, "SET foreign_key_checks = 1"); err != nil {
-			return err
-		}
 	}
 	return s.flush(ctx)
 }
@@ -231,7 +213,7 @@ func (s *copySession) abort(ctx context.Context, cause error) {
 		s.t.discard()
 		return
 	}
-	restore := "SET SESSION sql_mode = '" + sqlMode + "', foreign_key_checks = " + s.t.fkRestore()
+	restore := "SET SESSION sql_mode = '" + sqlMode + "'"
 	var err error
 	if s.multi {
 		_, err = s.t.conn.ExecContext(ctx, "ROLLBACK;\n"+restore)

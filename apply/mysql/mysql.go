@@ -36,17 +36,21 @@
 //
 // # Foreign keys and triggers on the target
 //
-// Lanes reorder changes across tables (a child row may arrive before its
-// parent, a parent may be deleted before its children), so with foreign key
-// checks on, a batch can fail with a foreign key error that a later batch
-// would have resolved; it is then reported, not retried. Set
-// Config.DisableForeignKeyChecks to run the applier's session with
-// foreign_key_checks = 0: constraints are not checked for sluice's writes
-// (and ON DELETE/ON UPDATE actions do not run), which is right when the
-// source enforces them. Triggers on the target fire for sluice's writes: an
-// upsert fires the INSERT triggers, or on a duplicate key the UPDATE
-// triggers; a delete fires the DELETE triggers. Tables with nullable unique
-// secondary keys may see an extra UPDATE per changed row (see below).
+// Every session runs with foreign_key_checks = 0 (a session variable: no
+// privilege needed), so the target's foreign keys neither check sluice's
+// writes nor run their ON DELETE/ON UPDATE actions. A compacted batch
+// applies its tables one after another, a child before its parent or a
+// key change as a delete and an insert, which checks or actions would
+// turn into errors or into deletes of rows the batch does not touch; and
+// the actions are carried out otherwise: a PostgreSQL source's log holds
+// the rows its actions changed, and for a MySQL source, whose log does
+// not, the batch carries the statements that do what the source's InnoDB
+// did (apply.Cascades), which plan writes right before the change that
+// fired them (cascade.go). Triggers on the target fire for sluice's
+// writes: an upsert fires the INSERT triggers, or on a duplicate key the
+// UPDATE triggers; a delete fires the DELETE triggers. Tables with
+// nullable unique secondary keys may see an extra UPDATE per changed row
+// (see below).
 //
 // # Unique secondary keys
 //
@@ -102,9 +106,6 @@ type Config struct {
 	// MultiStatements says whether the server accepts multi-statement
 	// packets; nil detects it at Open by trying.
 	MultiStatements *bool
-	// DisableForeignKeyChecks runs the applier's session with
-	// foreign_key_checks = 0 (see the package doc).
-	DisableForeignKeyChecks bool
 	// AllowCollationMerge accepts key columns (the source's primary key,
 	// the target's unique indexes) whose target collation holds as equal
 	// values the source keeps apart: case-, accent- or
@@ -226,9 +227,7 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 	}
 	dc.Params["time_zone"] = "'+00:00'"
 	dc.Params["sql_mode"] = "'" + sqlMode + "'"
-	if cfg.DisableForeignKeyChecks {
-		dc.Params["foreign_key_checks"] = "0"
-	}
+	dc.Params["foreign_key_checks"] = "0" // see the package doc
 	t := &Target{cfg: cfg, log: cfg.Logger, dcfg: dc, addr: dc.Addr, server: "MySQL",
 		tables: map[sluice.TableName]*tableDesc{}}
 	dc.DialFunc = t.wire.dial(cfg.Dial)
@@ -765,7 +764,10 @@ func (e *stepError) Error() string {
 		s := e.stmts[e.step-1]
 		var me *mysql.MySQLError
 		if s.keyCheck && errors.As(e.err, &me) && me.Number == 1242 {
-			return "apply " + s.what + ": no row has the old key on the target, so the target differs from the source (a row the source had is missing): " + e.err.Error()
+			// keyChangeCheck raises 1242 itself: a statement of a
+			// multi-statement packet has no other way to fail.
+			return "apply " + s.what + ": no row has the old key on the target, so the target differs from the source (a row the source had is missing, " +
+				"or something on the target, such as a trigger, moved it): the check after the key change found no row moved and failed on purpose with " + e.err.Error()
 		}
 		if s.guard && errors.As(e.err, &me) && me.Number == 1048 {
 			return "apply " + s.what + ": a row collides on a unique key with a row of the table that this batch does not touch " +
@@ -994,7 +996,8 @@ func classify(err error, lost bool) error {
 // its deletes, then (for a table with nullable unique secondary keys) the
 // release of the unique values that change, then its upserts grouped by
 // the set of columns present; then the ordered changes, one statement each,
-// in source order.
+// in source order, each after the foreign-key actions it fired on the
+// source (cascade.go).
 func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]statement, error) {
 	limit := t.maxPacket - 256
 	if perRow {
@@ -1027,6 +1030,11 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 		d, err := t.describe(ctx, c.Table)
 		if err != nil {
 			return nil, err
+		}
+		if i < len(b.Cascades) && len(b.Cascades[i]) > 0 {
+			if stmts, err = t.appendCascades(stmts, d, c, b.Cascades[i]); err != nil {
+				return nil, err
+			}
 		}
 		switch c.Op {
 		case sluice.OpInsert:

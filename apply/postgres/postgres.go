@@ -750,7 +750,8 @@ func classify(err error, connLost bool) error {
 
 // plan turns a batch into statements: per compacted table its truncate,
 // its deletes, then its upserts grouped by the set of columns present;
-// then the ordered changes, one statement each, in source order.
+// then the ordered changes, one statement each, in source order, each
+// after the foreign-key actions it fired on the source (cascade.go).
 func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]statement, error) {
 	var stmts []statement
 	for _, tb := range b.Tables {
@@ -775,6 +776,11 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 		d, err := t.describe(ctx, c.Table)
 		if err != nil {
 			return nil, err
+		}
+		if i < len(b.Cascades) && len(b.Cascades[i]) > 0 {
+			if stmts, err = t.appendCascades(stmts, d, c, b.Cascades[i]); err != nil {
+				return nil, err
+			}
 		}
 		switch c.Op {
 		case sluice.OpInsert:

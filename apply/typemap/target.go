@@ -225,6 +225,22 @@ func (t *Target) convert(ctx context.Context, b *apply.Batch) (*apply.Batch, err
 		}
 		out.Ordered[i] = oc
 	}
+	if b.Cascades != nil {
+		// The foreign-key actions name tables as the source does; their
+		// values come from the ordered changes, converted above.
+		name := func(n sluice.TableName) sluice.TableName {
+			if !t.keepSchema {
+				n.Schema = ""
+			}
+			return n
+		}
+		out.Cascades = make([][]apply.Cascade, len(b.Cascades))
+		for i, steps := range b.Cascades {
+			for _, c := range steps {
+				out.Cascades[i] = append(out.Cascades[i], c.Map(name))
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -315,6 +331,15 @@ func (t *Target) MeasuredRTT() (time.Duration, bool) {
 		return m.MeasuredRTT()
 	}
 	return 0, false
+}
+
+// ChecksForeignKeys is the inner target's, where it has one: whether the
+// target's foreign keys check, and act on, sluice's writes.
+func (t *Target) ChecksForeignKeys() bool {
+	if c, ok := t.Inner.(interface{ ChecksForeignKeys() bool }); ok {
+		return c.ChecksForeignKeys()
+	}
+	return false
 }
 
 // Fence is the inner target's, where it has one (see the targets' Fence).

@@ -157,7 +157,18 @@ func preflightStream(ctx context.Context, s config.Stream, log *slog.Logger) (pr
 	if err != nil {
 		return rep, exitPreflightSource
 	}
-	if err := preflightTarget(ctx, s, srcEng, src.Tables, log, &rep); err != nil {
+	// The source's foreign-key actions sluice carries out (a MySQL
+	// source's: its log omits the rows they change), as sync start plans
+	// them.
+	cascades, err := apply.NewCascades(src.ForeignKeys, src.Tables)
+	if err != nil {
+		return fail("source foreign keys", err, exitPreflightSource)
+	}
+	if !cascades.Empty() {
+		rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "source foreign keys",
+			Detail: "the source's log omits the rows their actions change: sync start carries them out on the target, applying the tables they join in source order: " + cascades.Summary()})
+	}
+	if err := preflightTarget(ctx, s, srcEng, src.Tables, cascades, log, &rep); err != nil {
 		return rep, exitPreflightTarget
 	}
 	rep.OK = true
@@ -167,13 +178,14 @@ func preflightStream(ctx context.Context, s config.Stream, log *slog.Logger) (pr
 // preflightTargetT is what preflight needs of a target.
 type preflightTargetT interface {
 	Preflight(ctx context.Context, tables []*sluice.Table) error
+	ForeignKeys(ctx context.Context, name sluice.TableName) ([]sluice.TableName, error)
 	Close(ctx context.Context) error
 }
 
 // preflightTarget opens the target with CheckOnly (no checkpoint table is
 // created) and runs its preflight on the source's tables, through the
 // cross-engine type map where sync start would use it.
-func preflightTarget(ctx context.Context, s config.Stream, srcEng daemon.Engine, tables []*sluice.Table, log *slog.Logger, rep *preflightReport) error {
+func preflightTarget(ctx context.Context, s config.Stream, srcEng daemon.Engine, tables []*sluice.Table, cascades *apply.Cascades, log *slog.Logger, rep *preflightReport) error {
 	fail := func(obj string, err error) error {
 		rep.Checks = append(rep.Checks, source.Check{Object: obj, Detail: err.Error()})
 		return err
@@ -196,7 +208,7 @@ func preflightTarget(ctx context.Context, s config.Stream, srcEng daemon.Engine,
 		}
 		tgt, checkpoint = wrapTarget(t, srcEng, eng), "sluice.checkpoints"
 	case daemon.EngineMySQL:
-		t, err := mysqltarget.Open(ctx, s.Target, mysqltarget.Config{Mode: mode, DisableForeignKeyChecks: s.DisableFKChecks, AllowCollationMerge: s.AllowCollationMerge, Logger: log, CheckOnly: true})
+		t, err := mysqltarget.Open(ctx, s.Target, mysqltarget.Config{Mode: mode, AllowCollationMerge: s.AllowCollationMerge, Logger: log, CheckOnly: true})
 		if err != nil {
 			return fail("target", err)
 		}
@@ -208,6 +220,9 @@ func preflightTarget(ctx context.Context, s config.Stream, srcEng daemon.Engine,
 	rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "target " + daemon.MaskURL(s.Target), Detail: "connected"})
 	if err := tgt.Preflight(ctx, tables); err != nil {
 		return fail("target tables", err)
+	}
+	if err := daemon.CheckCascadeTarget(ctx, tgt, cascades); err != nil {
+		return fail("target foreign keys", err)
 	}
 	for _, t := range tables {
 		rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "target table " + t.Name.String(), Detail: "columns, types, keys and collations fit the source"})

@@ -65,7 +65,9 @@ var randomizedSources = []randomizedSource{
 // form, never the text both servers print). The workload holds key
 // changes and chains of them, keys reused inside a transaction, TOASTed
 // values left unchanged, unique-value swaps, NULL transitions, a composite
-// key and every type pair's edge values. A failure prints the seed, the
+// key, every type pair's edge values, and a graph of tables joined by
+// foreign keys of every action (the same on both sides), whose parents it
+// deletes and renumbers so that the actions fire. A failure prints the seed, the
 // pair, the lanes, every differing row and the source statements that
 // touched it; SLUICE_TEST_SEED=<seed> replays it.
 func TestRandomized(t *testing.T) {
@@ -97,7 +99,7 @@ func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed ui
 	start := time.Now()
 	w := wlgen.Generate(wlgen.Config{
 		Seed: seed, Source: wlgen.Engine(src.engine), Target: wlgen.Engine(to), Txs: n, MaxStmts: 8,
-		Without: randomizedWithout(),
+		Without: randomizedWithout(), ForeignKeys: true,
 	})
 	s, d := newEndpoint(t, src.engine), newEndpoint(t, to)
 	for _, e := range []*endpoint{s, d} {

@@ -134,6 +134,8 @@ type gen struct {
 	steps  map[string]int
 	uniq   int // numbers unique values, so that they never repeat
 	agenda []agendaItem
+	// fk is the foreign-key graph's model (Config.ForeignKeys), or nil.
+	fk *fkGraph
 }
 
 type agendaItem struct {
@@ -159,6 +161,9 @@ func newGen(cfg Config) *gen {
 		}
 		g.models = append(g.models, m)
 		g.byName[t.Name] = m
+	}
+	if cfg.ForeignKeys {
+		g.fk = newFKGraph(g)
 	}
 	// The agenda makes even a small workload take every step on every
 	// table it applies to: steps are tried in a seeded order until each
@@ -191,6 +196,10 @@ func (g *gen) tx(index int) Tx {
 	for _, m := range g.models {
 		m.graveyard = append(m.graveyard, m.freed...)
 		m.freed = nil
+	}
+	if g.fk != nil {
+		tx.Stmts = append(tx.Stmts, g.fk.tx(g)...)
+		g.fk.endTx()
 	}
 	return tx
 }
@@ -276,7 +285,7 @@ type step struct {
 	run    func(g *gen, m *tableModel) []Stmt
 }
 
-func (s *step) applies(t *Table) bool { return !s.items || t.Name == ItemsTable }
+func (s *step) applies(t *Table) bool { return !t.fkGraph && (!s.items || t.Name == ItemsTable) }
 
 // steps lists the generator's steps; the first is insert, which is always
 // runnable.

@@ -55,6 +55,10 @@ type Table struct {
 	Name    string
 	Columns []Column
 	Key     []int // indexes in Columns, in key order
+	// ForeignKeys are the table's foreign keys (fk.go); fkGraph marks the
+	// tables of the foreign-key graph, which only its steps write.
+	ForeignKeys []ForeignKey
+	fkGraph     bool
 }
 
 // Col returns the index of the named column, or -1.
@@ -188,6 +192,9 @@ func (s *Schema) DDL(e Engine) []string {
 			keys[j] = t.Columns[k].Name
 		}
 		defs = append(defs, "PRIMARY KEY ("+strings.Join(keys, ", ")+")")
+		for _, f := range t.ForeignKeys {
+			defs = append(defs, fkDDL(t, f))
+		}
 		out[i] = fmt.Sprintf("CREATE TABLE %s (%s)", t.Name, strings.Join(defs, ", "))
 	}
 	return out

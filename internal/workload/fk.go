@@ -77,6 +77,10 @@ const (
 // cascade.
 const fkMaxDepth = 5
 
+// fkMaxRows stops a table's inserts, so that a long workload's graph
+// stays small enough to model (and its deletes keep cascading).
+const fkMaxRows = 120
+
 // fkTables returns the graph's tables, parents first.
 func fkTables() []*Table {
 	id := func(n string) Column { return Column{Name: n, Type: Int64, NotNull: true} }
@@ -183,13 +187,21 @@ func (f *fkGraph) next(g *gen) []Stmt {
 	return f.insertCustomer(g)
 }
 
-// endTx moves the keys freed in a transaction to the graveyard.
+// endTx moves the keys freed in a transaction to the graveyard, which
+// keeps the latest fkGraveyard: a key is claimed by a scan of it.
 func (f *fkGraph) endTx() {
 	for _, m := range f.models {
 		m.graveyard = append(m.graveyard, m.freed...)
+		if n := len(m.graveyard); n > fkGraveyard {
+			m.graveyard = append(m.graveyard[:0], m.graveyard[n-fkGraveyard:]...)
+		}
 		m.freed = nil
 	}
 }
+
+// fkGraveyard is how many deleted keys a table of the graph keeps for
+// reuse.
+const fkGraveyard = 32
 
 // fkSteps are the graph's steps; fkStepNames lists them for Without.
 var fkSteps = []fkStep{
@@ -286,6 +298,9 @@ func (f *fkGraph) cascadeRenumberLine(l, nl []any) {
 
 // Statements.
 
+// full reports whether m holds enough rows that its inserts stop.
+func (f *fkGraph) full(m *tableModel) bool { return f.populated && len(m.keys) >= fkMaxRows }
+
 func (f *fkGraph) insert(g *gen, m *tableModel, row []any, name string) Stmt {
 	m.add(row)
 	return Stmt{Op: Insert, Table: m.t, Cols: allCols(m.t), Vals: row, Step: name}
@@ -341,12 +356,15 @@ func (f *fkGraph) populate(g *gen) []Stmt {
 }
 
 func (f *fkGraph) insertCustomer(g *gen) []Stmt {
+	if f.full(f.c) {
+		return nil
+	}
 	return []Stmt{f.insert(g, f.c, []any{f.freshID(g, f.c)[0], f.text(g, f.c, cName)}, "fk-insert-customer")}
 }
 
 func (f *fkGraph) insertOrder(g *gen) []Stmt {
 	c := f.randomKey(g, f.c)
-	if c == nil {
+	if c == nil || f.full(f.o) {
 		return nil
 	}
 	return []Stmt{f.insert(g, f.o, []any{f.freshID(g, f.o)[0], c[0], f.text(g, f.o, oNote)}, "fk-insert-order")}
@@ -364,7 +382,7 @@ func (f *fkGraph) lineNo(g *gen, o any) any {
 
 func (f *fkGraph) insertLine(g *gen) []Stmt {
 	o := f.randomKey(g, f.o)
-	if o == nil {
+	if o == nil || f.full(f.l) {
 		return nil
 	}
 	var product any
@@ -376,6 +394,9 @@ func (f *fkGraph) insertLine(g *gen) []Stmt {
 }
 
 func (f *fkGraph) insertNote(g *gen) []Stmt {
+	if f.full(f.n) {
+		return nil
+	}
 	row := []any{f.freshID(g, f.n)[0], nil, nil, f.text(g, f.n, nBody)}
 	if l := f.randomKey(g, f.l); l != nil && !oneIn(g.r, 5) {
 		row[nOrder], row[nLine] = l[0], l[1]
@@ -402,6 +423,9 @@ func (f *fkGraph) height(t []any) int {
 }
 
 func (f *fkGraph) insertTree(g *gen) []Stmt {
+	if f.full(f.t) {
+		return nil
+	}
 	row := []any{f.freshID(g, f.t)[0], nil, nil, f.text(g, f.t, tName)}
 	if p := f.randomKey(g, f.t); p != nil && f.depth(p) < fkMaxDepth && !oneIn(g.r, 4) {
 		row[tParent] = p[0]
@@ -634,4 +658,16 @@ func (f *fkGraph) customerAgain(g *gen) []Stmt {
 	out := []Stmt{{Op: Delete, Table: f.c.t, Key: c, Step: name}, f.insert(g, f.c, []any{c[0], f.text(g, f.c, cName)}, name)}
 	o := f.insert(g, f.o, []any{f.newID(g, f.o)[0], c[0], f.text(g, f.o, oNote)}, name)
 	return append(out, o, f.insert(g, f.l, []any{o.Vals[oID], int64(1), nil, int64(1)}, name))
+}
+
+// GraphTableNames lists the foreign-key graph's tables (none without
+// Config.ForeignKeys), parents first.
+func (s *Schema) GraphTableNames() []string {
+	var out []string
+	for _, t := range s.Tables {
+		if t.fkGraph {
+			out = append(out, t.Name)
+		}
+	}
+	return out
 }

@@ -38,6 +38,25 @@ func fkShopDDL(e daemon.Engine) []string {
 
 var fkShopTables = []string{"customers", "orders", "order_lines", "order_notes"}
 
+// fkPair is a source mode (randomizedSources' name) into a target, with
+// lanes up to lanes.
+type fkPair struct {
+	src   string
+	to    daemon.Engine
+	lanes int
+}
+
+func (p fkPair) String() string { return fmt.Sprintf("%s_to_%s_lanes_%d", p.src, p.to, p.lanes) }
+
+func (p fkPair) source() randomizedSource {
+	for _, s := range randomizedSources {
+		if s.name == p.src {
+			return s
+		}
+	}
+	panic("no source mode " + p.src)
+}
+
 // fkShopTxs is the writer: customers with orders, lines and notes, then
 // customer deletes that cascade to their orders and lines (and null the
 // notes), order renumbering that cascades to lines and notes, a customer
@@ -78,23 +97,15 @@ func fkShopTxs() [][]stmt {
 // target's ON DELETE CASCADE). The randomized workload (TestRandomized)
 // takes foreign keys through every pair and lane count.
 func TestForeignKeyCascades(t *testing.T) {
-	byName := map[string]randomizedSource{}
-	for _, s := range randomizedSources {
-		byName[s.name] = s
-	}
-	for i, tc := range []struct {
-		src   string
-		to    daemon.Engine
-		lanes int
-	}{
+	for i, tc := range []fkPair{
 		{"maria_binlog", daemon.EnginePostgres, 1},
 		{"maria_trigger", daemon.EngineMySQL, 3},
 		{"pg_logical", daemon.EngineMySQL, 1},
 		{"pg_trigger", daemon.EngineMySQL, 3},
 	} {
-		t.Run(fmt.Sprintf("%s_to_%s_lanes_%d", tc.src, tc.to, tc.lanes), func(t *testing.T) {
+		t.Run(tc.String(), func(t *testing.T) {
 			t.Parallel()
-			runFKShop(t, byName[tc.src], tc.to, tc.lanes, fmt.Sprintf("fkshop%d", i))
+			runFKShop(t, tc.source(), tc.to, tc.lanes, fmt.Sprintf("fkshop%d", i))
 		})
 	}
 }
@@ -154,21 +165,13 @@ func runFKShop(t *testing.T, src randomizedSource, to daemon.Engine, lanes int, 
 // pair and every fault.
 func TestForeignKeysKill9(t *testing.T) {
 	bin := buildSluice(t)
-	byName := map[string]randomizedSource{}
-	for _, s := range randomizedSources {
-		byName[s.name] = s
-	}
-	for i, tc := range []struct {
-		src   string
-		to    daemon.Engine
-		lanes int
-	}{
+	for i, tc := range []fkPair{
 		{"maria_binlog", daemon.EnginePostgres, 1},
 		{"pg_logical", daemon.EngineMySQL, 3},
 	} {
-		t.Run(fmt.Sprintf("%s_to_%s_lanes_%d", tc.src, tc.to, tc.lanes), func(t *testing.T) {
+		t.Run(tc.String(), func(t *testing.T) {
 			t.Parallel()
-			runFKKill(t, bin, byName[tc.src], tc.to, tc.lanes, fmt.Sprintf("fkkill%d", i), wlgen.Seed(t, uint64(20261206+i)))
+			runFKKill(t, bin, tc.source(), tc.to, tc.lanes, fmt.Sprintf("fkkill%d", i), wlgen.Seed(t, uint64(20261206+i)))
 		})
 	}
 }

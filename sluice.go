@@ -259,6 +259,10 @@ type Change struct {
 	// Pos is where a reader resumes to read the changes after this one:
 	// once Pos is checkpointed, this change and every earlier one are applied.
 	Pos Position
+	// FKChecksOff marks a change a source session made with its foreign
+	// key checks off (MySQL's foreign_key_checks = 0, which the binlog
+	// records with each rows event): it fired no foreign-key action.
+	FKChecksOff bool
 }
 
 // NewKey returns the key the row has after the change: the old key for a

@@ -340,9 +340,9 @@ func (cs *Cascades) Empty() bool { return cs == nil || len(cs.refs) == 0 }
 
 // For returns the statements, deepest first, that carry out the actions
 // change c fired on the source, to be run right before c; nil when it
-// fired none.
+// fired none (a session with foreign key checks off fires none).
 func (cs *Cascades) For(c *sluice.Change) []Cascade {
-	if cs == nil || (c.Op != sluice.OpDelete && c.Op != sluice.OpUpdate) || len(cs.refs[c.Table.Name]) == 0 {
+	if cs == nil || (c.Op != sluice.OpDelete && c.Op != sluice.OpUpdate) || c.FKChecksOff || len(cs.refs[c.Table.Name]) == 0 {
 		return nil
 	}
 	name := c.Table.Name

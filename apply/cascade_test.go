@@ -98,6 +98,8 @@ func TestCascadesPlan(t *testing.T) {
 		{"customer renumbered", shop, shopTables, sluice.Change{Table: customers, Op: sluice.OpUpdate, Key: row("4"), Row: row("400", "x")},
 			[]string{"set orders.customer_id=id<customers"}},
 		{"customer renamed", shop, shopTables, sluice.Change{Table: customers, Op: sluice.OpUpdate, Key: row("4"), Row: row("4", "y")}, nil},
+		{"customer deleted by a session with foreign key checks off", shop, shopTables,
+			sluice.Change{Table: customers, Op: sluice.OpDelete, Key: row("2"), FKChecksOff: true}, nil},
 		{"customer inserted", shop, shopTables, sluice.Change{Table: customers, Op: sluice.OpInsert, Row: row("9", "z")}, nil},
 		{"order renumbered: lines, their notes by composite key, order notes", shop, shopTables,
 			sluice.Change{Table: orders, Op: sluice.OpUpdate, Key: row("31"), Row: row("5031", "3")},

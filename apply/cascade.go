@@ -42,9 +42,11 @@ import (
 //     change in the log, so such paths are not planned.
 //
 // A change applies its cascades correctly only when the target holds
-// exactly the source's rows when it runs, so every change of the tables a
-// foreign key with an action joins is applied in source order (Ordered),
-// and the lanes keep them in one lane.
+// exactly the source's rows when it runs, so a batch is cut after each
+// change that fires an action (Compactor.Cut = Fires): the changes before
+// it are compacted and applied first, it follows with its actions, and the
+// changes after it are compacted apart. The lanes keep the tables a
+// foreign key joins in one lane.
 
 // maxCascadeDepth is the deepest row a cascade reaches below the change's
 // row: InnoDB refuses a cascade at FK_MAX_CASCADE_DEL = 15 ancestors, so
@@ -125,6 +127,13 @@ type CascadeArgs struct {
 	Set, News []sluice.Value
 	// Old is the change's row's primary key before the change.
 	Old sluice.Row
+	// Ref holds, when the last link of the path references columns of
+	// the change's primary key, their values before the change (from
+	// Old): the target then finds the rows by them, not by joining the
+	// changed row, so that the statement does its work whether that row
+	// is on the target or not (a batch applied again after an unknown
+	// commit outcome meets it deleted already). Nil otherwise.
+	Ref []sluice.Value
 }
 
 // Args returns the values of the statement for change ch, which must be
@@ -168,6 +177,15 @@ func (c Cascade) Args(ch *sluice.Change) (CascadeArgs, error) {
 	if len(a.Old) != len(ch.Table.Key) {
 		return fail("the key has %d values, want %d", len(a.Old), len(ch.Table.Key))
 	}
+	keys := ch.Table.KeyNames()
+	for _, rc := range c.Path[len(c.Path)-1].RefColumns {
+		k := slices.Index(keys, rc)
+		if k < 0 {
+			a.Ref = nil
+			break
+		}
+		a.Ref = append(a.Ref, a.Old[k])
+	}
 	return a, nil
 }
 
@@ -210,9 +228,8 @@ type Cascades struct {
 	// whose both tables the stream carries.
 	refs map[sluice.TableName][]fkLink
 	// keys holds each streamed table's primary key columns.
-	keys    map[sluice.TableName][]string
-	ordered map[sluice.TableName]bool
-	groups  [][2]sluice.TableName
+	keys   map[sluice.TableName][]string
+	groups [][2]sluice.TableName
 
 	mu    sync.Mutex
 	plans map[string][]Cascade
@@ -226,8 +243,7 @@ type Cascades struct {
 // the rows they change would stay on the target); SET DEFAULT; a graph
 // whose actions take more than maxCascades statements for one change.
 func NewCascades(fks []sluice.ForeignKey, tables []*sluice.Table) (*Cascades, error) {
-	cs := &Cascades{refs: map[sluice.TableName][]fkLink{}, keys: map[sluice.TableName][]string{},
-		ordered: map[sluice.TableName]bool{}, plans: map[string][]Cascade{}}
+	cs := &Cascades{refs: map[sluice.TableName][]fkLink{}, keys: map[sluice.TableName][]string{}, plans: map[string][]Cascade{}}
 	byName := map[sluice.TableName]*sluice.Table{}
 	for _, t := range tables {
 		byName[t.Name] = t
@@ -269,7 +285,6 @@ func NewCascades(fks []sluice.ForeignKey, tables []*sluice.Table) (*Cascades, er
 		}
 		cs.refs[f.RefTable] = append(cs.refs[f.RefTable], fkLink{fk: f,
 			link: CascadeLink{Table: f.Table, Columns: f.Columns, RefTable: f.RefTable, RefColumns: f.RefColumns}})
-		cs.ordered[f.Table], cs.ordered[f.RefTable] = true, true
 	}
 	// The most statements a change can take: a delete, and an update of
 	// every referenced column.
@@ -291,10 +306,9 @@ func NewCascades(fks []sluice.ForeignKey, tables []*sluice.Table) (*Cascades, er
 	return cs, nil
 }
 
-// InOrder reports whether the table's changes must be applied in source
-// order: a foreign key with an action joins it to another streamed table
-// (or to itself).
-func (cs *Cascades) InOrder(t sluice.TableName) bool { return cs != nil && cs.ordered[t] }
+// Fires reports whether change c fired a foreign-key action on the
+// source: the batch is cut after it (Compactor.Cut).
+func (cs *Cascades) Fires(c *sluice.Change) bool { return len(cs.For(c)) > 0 }
 
 // Joined lists the pairs of distinct streamed tables a source foreign key
 // joins, with an action or without: the lanes keep each pair in one lane.
@@ -383,19 +397,21 @@ func (cs *Cascades) For(c *sluice.Change) []Cascade {
 	return cs.plan(name, false, changed)
 }
 
-// Attach fills b.Cascades for b's ordered changes; it leaves it nil when
-// none fired an action.
+// Attach fills the Cascades of b's parts for their ordered changes; it
+// leaves them nil where none fired an action.
 func (cs *Cascades) Attach(b *Batch) {
 	if cs.Empty() {
 		return
 	}
-	b.Cascades = nil
-	for i := range b.Ordered {
-		if p := cs.For(&b.Ordered[i]); len(p) > 0 {
-			if b.Cascades == nil {
-				b.Cascades = make([][]Cascade, len(b.Ordered))
+	for _, part := range b.Parts() {
+		part.Cascades = nil
+		for i := range part.Ordered {
+			if p := cs.For(&part.Ordered[i]); len(p) > 0 {
+				if part.Cascades == nil {
+					part.Cascades = make([][]Cascade, len(part.Ordered))
+				}
+				part.Cascades[i] = p
 			}
-			b.Cascades[i] = p
 		}
 	}
 }

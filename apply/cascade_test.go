@@ -140,7 +140,7 @@ func TestCascadesPlan(t *testing.T) {
 	}
 }
 
-func TestCascadesOrderedAndJoined(t *testing.T) {
+func TestCascadesFiresAndJoined(t *testing.T) {
 	customers := fkTable("customers", []int{0}, "id")
 	orders := fkTable("orders", []int{0}, "id", "customer_id")
 	audit := fkTable("audit", []int{0}, "id", "order_id")
@@ -153,18 +153,24 @@ func TestCascadesOrderedAndJoined(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		table string
-		want  bool
-	}{{"customers", true}, {"orders", true}, {"audit", false}, {"other", false}} {
-		if got := cs.InOrder(sluice.TableName{Schema: "shop", Name: tc.table}); got != tc.want {
-			t.Errorf("InOrder(%s) = %v, want %v", tc.table, got, tc.want)
+		c    sluice.Change
+		want bool
+	}{
+		{sluice.Change{Table: customers, Op: sluice.OpDelete, Key: row("1")}, true},
+		{sluice.Change{Table: customers, Op: sluice.OpUpdate, Key: row("1"), Row: row("2")}, false}, // ON UPDATE NO ACTION
+		{sluice.Change{Table: customers, Op: sluice.OpInsert, Row: row("1")}, false},
+		{sluice.Change{Table: orders, Op: sluice.OpDelete, Key: row("1")}, false}, // audit restricts
+		{sluice.Change{Table: other, Op: sluice.OpDelete, Key: row("1")}, false},
+	} {
+		if got := cs.Fires(&tc.c); got != tc.want {
+			t.Errorf("Fires(%s of %s) = %v, want %v", tc.c.Op, tc.c.Table.Name, got, tc.want)
 		}
 	}
 	if got := fmt.Sprint(cs.Joined()); got != "[[shop.orders shop.customers] [shop.audit shop.orders]]" {
 		t.Errorf("Joined() = %s", got)
 	}
 	var nilCS *Cascades
-	if nilCS.InOrder(customers.Name) || !nilCS.Empty() || nilCS.For(&sluice.Change{Table: customers, Op: sluice.OpDelete}) != nil {
+	if !nilCS.Empty() || nilCS.For(&sluice.Change{Table: customers, Op: sluice.OpDelete}) != nil || nilCS.Joined() != nil {
 		t.Error("a nil Cascades plans nothing")
 	}
 }
@@ -204,6 +210,9 @@ func TestCascadesRefused(t *testing.T) {
 	}
 }
 
+// TestCascadesAttach: a batch is cut after each change that fires an
+// action, which goes last in its part's Ordered with its statements; the
+// changes before and after it are compacted in their parts.
 func TestCascadesAttach(t *testing.T) {
 	customers := fkTable("customers", []int{0}, "id")
 	orders := fkTable("orders", []int{0}, "id", "customer_id")
@@ -211,22 +220,37 @@ func TestCascadesAttach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := Compact([]sluice.Change{
+	c := NewCompactor(nil)
+	c.Cut = cs.Fires
+	c.Add([]sluice.Change{
 		{Table: orders, Op: sluice.OpInsert, Row: row("1", "5")},
+		{Table: orders, Op: sluice.OpUpdate, Key: row("1"), Row: row("1", "6")},
 		{Table: customers, Op: sluice.OpDelete, Key: row("5")},
-	}, cs.InOrder)
+		{Table: orders, Op: sluice.OpInsert, Row: row("2", "5")},
+		{Table: customers, Op: sluice.OpInsert, Row: row("5")},
+	})
+	b := c.Batch()
 	cs.Attach(b)
-	if len(b.Tables) != 0 || len(b.Ordered) != 2 || len(b.Cascades) != 2 || b.Cascades[0] != nil || len(b.Cascades[1]) != 1 {
-		t.Fatalf("batch: %d tables, ordered %v, cascades %v", len(b.Tables), b.Ordered, b.Cascades)
+	parts := b.Parts()
+	if len(parts) != 2 || b.Changes != 5 || b.Rows != 4 {
+		t.Fatalf("%d parts, %d changes, %d rows; want 2, 5, 4", len(parts), b.Changes, b.Rows)
 	}
-	mapped := b.Cascades[1][0].Map(func(n sluice.TableName) sluice.TableName { n.Schema = ""; return n })
+	first, second := parts[0], parts[1]
+	if len(first.Tables) != 1 || fmt.Sprint(first.Tables[0].Upserts) != "[[1 6]]" || len(first.Ordered) != 1 ||
+		first.Ordered[0].Op != sluice.OpDelete || len(first.Cascades) != 1 || len(first.Cascades[0]) != 1 {
+		t.Fatalf("first part: tables %v, ordered %v, cascades %v", first.Tables, first.Ordered, first.Cascades)
+	}
+	if len(second.Tables) != 2 || len(second.Ordered) != 0 || second.Cascades != nil {
+		t.Fatalf("second part: tables %v, ordered %v, cascades %v", second.Tables, second.Ordered, second.Cascades)
+	}
+	mapped := first.Cascades[0][0].Map(func(n sluice.TableName) sluice.TableName { n.Schema = ""; return n })
 	if got := mapped.Path[0].Table.String() + "<" + mapped.Path[0].RefTable.String(); got != "orders<customers" {
 		t.Errorf("mapped path %s", got)
 	}
-	if b.Cascades[1][0].Path[0].Table.Schema != "shop" {
+	if first.Cascades[0][0].Path[0].Table.Schema != "shop" {
 		t.Error("Map changed the original")
 	}
-	if got := b.Cascades[1][0].String(); got != "ON DELETE CASCADE of foreign key o (shop.orders → shop.customers)" {
+	if got := first.Cascades[0][0].String(); got != "ON DELETE CASCADE of foreign key o (shop.orders → shop.customers)" {
 		t.Errorf("String() = %q", got)
 	}
 }

@@ -222,7 +222,20 @@ func runFKKill(t *testing.T, bin string, src randomizedSource, to daemon.Engine,
 		"--poll-interval", "50ms", "--max-lanes", fmt.Sprint(lanes), "--log-format", "json"}
 	dropSlotAtCleanup(t, s, id, tables)
 
-	proc := startSluice(t, bin, args...)
+	var procs []*sluiceProc
+	start := func() *sluiceProc {
+		p := startSluice(t, bin, args...)
+		procs = append(procs, p)
+		return p
+	}
+	logs := func() string {
+		var b strings.Builder
+		for i, p := range procs {
+			fmt.Fprintf(&b, "\n--- log of sluice run %d:\n%s", i+1, p.logText())
+		}
+		return b.String()
+	}
+	proc := start()
 	deadline := time.Now().Add(90 * time.Second)
 	for countDone(t, d, id) < 2 {
 		select {
@@ -261,10 +274,10 @@ func runFKKill(t *testing.T, bin string, src randomizedSource, to daemon.Engine,
 		}
 		written <- nil
 	}()
-	proc = startSluice(t, bin, args...)
+	proc = start()
 	waitStatus(t, proc, dir, 90*time.Second, "the hand-off", func(st daemon.Status) bool { return st.Running && st.Copy == nil && st.Applied > 0 })
 	kill("while streaming")
-	proc = startSluice(t, bin, args...)
+	proc = start()
 	if err := <-written; err != nil {
 		t.Fatal(err)
 	}
@@ -280,11 +293,11 @@ func runFKKill(t *testing.T, bin string, src randomizedSource, to daemon.Engine,
 		select {
 		case err := <-proc.done:
 			proc.done <- err
-			t.Fatalf("sluice exited (%v) before the target equalled the source: %s\nlog:\n%s", err, diffs, proc.logText())
+			t.Fatalf("sluice exited (%v) before the target equalled the source: %s%s", err, diffs, logs())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("seed %d: the target did not equal the source within 90 s: %s%s\nlog:\n%s", seed, diffs, w.TraceDiffs(diffs), proc.logText())
+			t.Fatalf("seed %d: the target did not equal the source within 90 s: %s%s%s", seed, diffs, w.TraceDiffs(diffs), logs())
 		}
 		time.Sleep(200 * time.Millisecond) // polling interval
 	}

@@ -33,15 +33,11 @@ import (
 // compacted changes broke a constraint.
 const orderedFor = 5 * time.Minute
 
-// orderedTables is the set of tables applied in source order: each until
-// a time, and those of always for good.
+// orderedTables is the set of tables applied in source order, each until a
+// time.
 type orderedTables struct {
-	// always holds the tables whose source foreign-key actions the target
-	// carries out (Config.Cascades): only in source order does each
-	// change find the rows its actions change as the source had them.
-	always func(sluice.TableName) bool
-	mu     sync.Mutex
-	until  map[sluice.TableName]time.Time
+	mu    sync.Mutex
+	until map[sluice.TableName]time.Time
 	// gen counts the calls to add: a batch compacted ahead (prepare) under
 	// an older generation may compact a table that must now go in order.
 	gen uint64
@@ -56,9 +52,6 @@ func (o *orderedTables) generation() uint64 {
 
 // has reports whether t's changes are applied in source order now.
 func (o *orderedTables) has(t sluice.TableName) bool {
-	if o.always != nil && o.always(t) {
-		return true
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	u, ok := o.until[t]
@@ -97,15 +90,19 @@ func (s *Stream) reorder(b *apply.Batch, err error) error {
 		return err
 	}
 	tables := ce.Tables
+	var batchTables []*apply.TableBatch
+	for _, part := range b.Parts() {
+		batchTables = append(batchTables, part.Tables...)
+	}
 	if len(tables) == 0 {
 		// A deferred constraint fails at COMMIT, naming no statement:
 		// every table of the batch may be concerned.
-		for _, tb := range b.Tables {
+		for _, tb := range batchTables {
 			tables = append(tables, tb.Table.Name)
 		}
 	}
 	var compacted []sluice.TableName
-	for _, tb := range b.Tables {
+	for _, tb := range batchTables {
 		if slices.Contains(tables, tb.Table.Name) && !slices.Contains(compacted, tb.Table.Name) {
 			compacted = append(compacted, tb.Table.Name)
 		}

@@ -46,7 +46,7 @@ type prepared struct {
 // prepare compacts cs, numbered from first, on a goroutine of its own. cs
 // must not change until the batch is used or dropped.
 func (s *Stream) prepare(first uint64, cs []sluice.Change) *prepared {
-	p := &prepared{first: first, n: len(cs), gen: s.ordered.generation(), comp: apply.NewCompactor(s.ordered.has),
+	p := &prepared{first: first, n: len(cs), gen: s.ordered.generation(), comp: s.newCompactor(),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
@@ -65,7 +65,7 @@ const prepareChunk = 512
 // changes or maxBytes of them (the lane's byte cap per batch, as
 // bytePrefix counts it), or until it is stopped (see finish).
 func (s *Stream) prepareLane(ctx context.Context, q *laneQueue, first uint64, most int, maxBytes int64) *prepared {
-	p := &prepared{first: first, gen: s.ordered.generation(), comp: apply.NewCompactor(s.ordered.has),
+	p := &prepared{first: first, gen: s.ordered.generation(), comp: s.newCompactor(),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
@@ -157,9 +157,22 @@ func (s *Stream) batch(p *prepared, first uint64, cs []sluice.Change) (b *apply.
 			return b, true
 		}
 	}
-	b = apply.Compact(cs, s.ordered.has)
+	c := s.newCompactor()
+	c.Add(cs)
+	b = c.Batch()
 	s.cfg.Cascades.Attach(b)
 	return b, false
+}
+
+// newCompactor returns a compactor for the stream's next batch: the tables
+// applied in source order for now are, and it cuts the batch after each
+// change whose foreign-key actions the target carries out.
+func (s *Stream) newCompactor() *apply.Compactor {
+	c := apply.NewCompactor(s.ordered.has)
+	if !s.cfg.Cascades.Empty() {
+		c.Cut = s.cfg.Cascades.Fires
+	}
+	return c
 }
 
 // backlogSizer is a Sizer that sizes the first batches from what is

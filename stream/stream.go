@@ -84,9 +84,9 @@ type Config struct {
 	Groups map[sluice.TableName]string
 	// Cascades, when set, carries out on the target the foreign-key
 	// actions of a source whose log omits the rows they change (MySQL,
-	// MariaDB): the tables they join are applied in source order, and each
-	// batch carries the statements of the actions its changes fired.
-	// Groups must keep those tables in one lane.
+	// MariaDB): a batch is cut after each change that fired one (see
+	// apply.Compactor.Cut) and carries the statements of its actions.
+	// Groups must keep the tables they join in one lane.
 	Cascades *apply.Cascades
 	// Routing fingerprints the routing (Groups and the hash) for the
 	// lanes' checkpoints: after a crash, a lane's committed changes past
@@ -245,9 +245,6 @@ func New(cfg Config) *Stream {
 	}
 	s := &Stream{cfg: cfg, log: log, q: newQueue(cfg.MaxQueueBytes), beats: make([]atomic.Int64, loops),
 		ackWake: make(chan struct{}, 1)}
-	if !cfg.Cascades.Empty() {
-		s.ordered.always = cfg.Cascades.InOrder
-	}
 	s.stats = Stats{
 		Stream:    cfg.ID,
 		Position:  cfg.Start.Position,

@@ -9,22 +9,24 @@ import (
 )
 
 // A MySQL source's foreign-key actions (apply.Cascades) are written as
-// multi-table statements that join the rows they change back to the
-// changed row by its old primary key, right before the change itself:
+// multi-table statements that join the rows they change back along the
+// path of foreign keys, right before the change itself, and find them by
+// the changed row's old key values:
 //
 //	DELETE `x0` FROM `db`.`order_lines` AS `x0`
 //	JOIN `db`.`orders` AS `x1` ON `x0`.`order_id` = `x1`.`id`
-//	JOIN `db`.`customers` AS `x2` ON `x1`.`customer_id` = `x2`.`id`
-//	WHERE `x2`.`id` = 7
+//	WHERE `x1`.`customer_id` = 7
 //
-// A self-reference is a join of the table with itself under other
-// aliases, which MySQL and MariaDB accept in a multi-table DELETE or
-// UPDATE (error 1093 concerns subqueries reading the table written).
+// A path whose last foreign key references columns outside the changed
+// row's primary key joins that row too, by its old key. A self-reference
+// is a join of the table with itself under other aliases, which MySQL and
+// MariaDB accept in a multi-table DELETE or UPDATE (error 1093 concerns
+// subqueries reading the table written).
 
 // cascadeSpec is one cascade statement as the SQL builder needs it.
 type cascadeSpec struct {
-	// tables are the quoted tables of the path: tables[0] holds the rows
-	// the statement changes, the last one the changed row.
+	// tables are the quoted tables the statement joins: tables[0] holds
+	// the rows it changes, each next one the rows they reference.
 	tables []string
 	// joins[i] joins tables[i] (its columns cols) to tables[i+1] (refCols).
 	joins  []cascadeJoin
@@ -32,12 +34,13 @@ type cascadeSpec struct {
 	// set are columns of tables[0] and vals their new values.
 	set  []sqlColumn
 	vals []sluice.Value
-	// key is the changed table's primary key, old its values before the
-	// change.
-	key []sqlColumn
-	old sluice.Row
-	// ifChanged are columns of the changed table: the statement changes
-	// rows only if the changed row's values in them differ from news.
+	// where are columns of the last table and is their values: the rows
+	// the statement reaches from there.
+	where []sqlColumn
+	is    []sluice.Value
+	// ifChanged are columns of the last table (the changed row's): the
+	// statement changes rows only if the row's values in them differ from
+	// news.
 	ifChanged []sqlColumn
 	news      []sluice.Value
 }
@@ -85,12 +88,12 @@ func buildCascade(s cascadeSpec) string {
 			writeValue(&b, c.Kind, s.vals[i])
 		}
 	}
-	root := alias(len(s.tables) - 1)
+	last := alias(len(s.tables) - 1)
 	b.WriteString("\nWHERE ")
-	writeConds(&b, root, s.key, s.old, " = ")
+	writeConds(&b, last, s.where, s.is, " = ")
 	if len(s.ifChanged) > 0 {
 		b.WriteString(" AND NOT (")
-		writeConds(&b, root, s.ifChanged, s.news, " <=> ")
+		writeConds(&b, last, s.ifChanged, s.news, " <=> ")
 		b.WriteString(")")
 	}
 	return b.String()
@@ -112,32 +115,42 @@ func writeConds(b *strings.Builder, alias string, cols []sqlColumn, vals []sluic
 // before c's own.
 func (t *Target) appendCascades(stmts []statement, d *tableDesc, c *sluice.Change, steps []apply.Cascade) ([]statement, error) {
 	for _, step := range steps {
-		args, err := step.Args(c)
+		a, err := step.Args(c)
 		if err != nil {
 			return nil, err
 		}
-		s := cascadeSpec{delete: step.Delete, key: d.key, old: args.Old, vals: args.Set, news: args.News}
-		var child *tableDesc
-		for i, l := range step.Path {
+		s := cascadeSpec{delete: step.Delete, vals: a.Set}
+		var descs []*tableDesc
+		for _, l := range step.Path {
 			ld := t.tables[l.Table]
 			if ld == nil {
 				return nil, fmt.Errorf("apply %s for the %s in %s: table %s is not among the stream's tables on the target", step, c.Op, d.display, l.Table)
 			}
-			if i == 0 {
-				child = ld
-			}
+			descs = append(descs, ld)
 			s.tables = append(s.tables, ld.ident)
 			s.joins = append(s.joins, cascadeJoin{cols: l.Columns, refCols: l.RefColumns})
 		}
-		s.tables = append(s.tables, d.ident)
+		last := step.Path[len(step.Path)-1]
+		if a.Ref != nil {
+			// The rows referencing the changed row, by its old values.
+			s.joins = s.joins[:len(s.joins)-1]
+			for _, col := range last.Columns {
+				s.where = append(s.where, descs[len(descs)-1].column(col))
+			}
+			s.is = a.Ref
+		} else {
+			s.tables = append(s.tables, d.ident)
+			s.where, s.is = d.key, a.Old
+			for i, col := range step.IfChanged {
+				s.ifChanged = append(s.ifChanged, d.column(col))
+				s.news = append(s.news, a.News[i])
+			}
+		}
 		for _, set := range step.Set {
-			s.set = append(s.set, child.column(set.Column))
+			s.set = append(s.set, descs[0].column(set.Column))
 		}
-		for _, col := range step.IfChanged {
-			s.ifChanged = append(s.ifChanged, d.column(col))
-		}
-		stmts = append(stmts, statement{table: child.src, sql: buildCascade(s),
-			what: fmt.Sprintf("%s for the %s of %s in %s", step, c.Op, d.src.FormatKey(args.Old), d.display)})
+		stmts = append(stmts, statement{table: descs[0].src, sql: buildCascade(s),
+			what: fmt.Sprintf("%s for the %s of %s in %s", step, c.Op, d.src.FormatKey(a.Old), d.display)})
 	}
 	return stmts, nil
 }

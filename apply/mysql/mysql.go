@@ -826,9 +826,11 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		}
 	}
 	if se != nil && se.step < 0 {
-		names := make([]string, 0, len(b.Tables))
-		for _, tb := range b.Tables {
-			names = append(names, tb.Table.Name.String())
+		var names []string
+		for _, part := range b.Parts() {
+			for _, tb := range part.Tables {
+				names = append(names, tb.Table.Name.String())
+			}
 		}
 		se.candidates = " to tables " + strings.Join(names, ", ")
 	}
@@ -997,13 +999,24 @@ func classify(err error, lost bool) error {
 // release of the unique values that change, then its upserts grouped by
 // the set of columns present; then the ordered changes, one statement each,
 // in source order, each after the foreign-key actions it fired on the
-// source (cascade.go).
+// source (cascade.go); part after part (apply.Batch.Next).
 func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]statement, error) {
+	var stmts []statement
+	for _, part := range b.Parts() {
+		var err error
+		if stmts, err = t.planPart(ctx, stmts, part, perRow); err != nil {
+			return nil, err
+		}
+	}
+	return stmts, nil
+}
+
+// planPart appends the statements of one part of a batch (see plan).
+func (t *Target) planPart(ctx context.Context, stmts []statement, b *apply.Batch, perRow bool) ([]statement, error) {
 	limit := t.maxPacket - 256
 	if perRow {
 		limit = 0 // one row per statement
 	}
-	var stmts []statement
 	for _, tb := range b.Tables {
 		d, err := t.describe(ctx, tb.Table)
 		if err != nil {
@@ -1031,7 +1044,8 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 		if err != nil {
 			return nil, err
 		}
-		if i < len(b.Cascades) && len(b.Cascades[i]) > 0 {
+		fired := i < len(b.Cascades) && len(b.Cascades[i]) > 0
+		if fired {
 			if stmts, err = t.appendCascades(stmts, d, c, b.Cascades[i]); err != nil {
 				return nil, err
 			}
@@ -1040,9 +1054,18 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 		case sluice.OpInsert:
 			stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, 0)
 		case sluice.OpUpdate:
-			if c.Key != nil && !apply.KeysEqual(c.Key, c.Table.KeyOf(c.Row)) {
+			switch {
+			case c.Key != nil && !apply.KeysEqual(c.Key, c.Table.KeyOf(c.Row)) && fired && !apply.HasUnchanged(c.Row):
+				// A key change whose actions sluice carried out just
+				// before: a delete and an insert, as compaction writes
+				// it, which a batch applied again survives (its actions
+				// too find their rows by the old key's values).
+				if stmts, err = d.appendDeletes(stmts, []sluice.Row{c.Key}, 0); err == nil {
+					stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, 0)
+				}
+			case c.Key != nil && !apply.KeysEqual(c.Key, c.Table.KeyOf(c.Row)):
 				stmts, err = d.appendKeyChange(stmts, c.Key, c.Row)
-			} else {
+			default:
 				stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, 0)
 			}
 		case sluice.OpDelete:

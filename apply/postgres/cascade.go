@@ -12,12 +12,15 @@ import (
 
 // A MySQL source's foreign-key actions (apply.Cascades) are written as a
 // DELETE … USING or an UPDATE … FROM that joins the rows they change back
-// to the changed row by its old primary key, right before the change
-// itself:
+// along the path of foreign keys, right before the change itself, and
+// finds them by the changed row's old key values:
 //
 //	DELETE FROM "shop"."order_lines" AS "x0"
-//	USING "shop"."orders" AS "x1", "shop"."customers" AS "x2"
-//	WHERE "x0"."order_id" = "x1"."id" AND "x1"."customer_id" = "x2"."id" AND "x2"."id" = $1::text::"pg_catalog"."int8"
+//	USING "shop"."orders" AS "x1"
+//	WHERE "x0"."order_id" = "x1"."id" AND "x1"."customer_id" = $1::text::"pg_catalog"."int8"
+//
+// A path whose last foreign key references columns outside the changed
+// row's primary key joins that row too, by its old key.
 //
 // The batch runs with session_replication_role = replica where the user
 // may set it, so the target's own foreign keys do not act a second time;
@@ -27,8 +30,8 @@ import (
 
 // cascadeSpec is one cascade statement as the SQL builder needs it.
 type cascadeSpec struct {
-	// tables are the quoted tables of the path: tables[0] holds the rows
-	// the statement changes, the last one the changed row.
+	// tables are the quoted tables the statement joins: tables[0] holds
+	// the rows it changes, each next one the rows they reference.
 	tables []string
 	// joins[i] joins tables[i] (its columns cols) to tables[i+1] (refCols).
 	joins  []cascadeJoin
@@ -37,11 +40,12 @@ type cascadeSpec struct {
 	// others take the next parameter each).
 	set     []sqlColumn
 	setNull []bool
-	// key is the changed table's primary key (one parameter each, after
-	// set's); ifChanged are columns of the changed table (a parameter
-	// each, after key's): the statement changes rows only if the changed
-	// row's values in them differ from the parameters.
-	key       []sqlColumn
+	// where are columns of the last table (a parameter each, after
+	// set's): the rows the statement reaches from there. ifChanged are
+	// columns of the last table (the changed row's; a parameter each,
+	// after where's): the statement changes rows only if the row's values
+	// in them differ from the parameters.
+	where     []sqlColumn
 	ifChanged []sqlColumn
 }
 
@@ -58,7 +62,10 @@ func buildCascade(s cascadeSpec) string {
 		return "$" + itoa(n) + "::text::" + c.cast()
 	}
 	if s.delete {
-		fmt.Fprintf(&b, "DELETE FROM %s AS %s\nUSING ", s.tables[0], alias(0))
+		fmt.Fprintf(&b, "DELETE FROM %s AS %s", s.tables[0], alias(0))
+		if len(s.tables) > 1 {
+			b.WriteString("\nUSING ")
+		}
 	} else {
 		fmt.Fprintf(&b, "UPDATE %s AS %s\nSET ", s.tables[0], alias(0))
 		for i, c := range s.set {
@@ -73,7 +80,9 @@ func buildCascade(s cascadeSpec) string {
 				b.WriteString(param(c))
 			}
 		}
-		b.WriteString("\nFROM ")
+		if len(s.tables) > 1 {
+			b.WriteString("\nFROM ")
+		}
 	}
 	for i := 1; i < len(s.tables); i++ {
 		if i > 1 {
@@ -87,12 +96,12 @@ func buildCascade(s cascadeSpec) string {
 			fmt.Fprintf(&b, "%s.%s = %s.%s AND ", alias(i), ident(j.cols[k]), alias(i+1), ident(j.refCols[k]))
 		}
 	}
-	root := alias(len(s.tables) - 1)
-	for i, c := range s.key {
+	last := alias(len(s.tables) - 1)
+	for i, c := range s.where {
 		if i > 0 {
 			b.WriteString(" AND ")
 		}
-		fmt.Fprintf(&b, "%s.%s = %s", root, ident(c.Name), param(c))
+		fmt.Fprintf(&b, "%s.%s = %s", last, ident(c.Name), param(c))
 	}
 	if len(s.ifChanged) > 0 {
 		b.WriteString(" AND (")
@@ -100,7 +109,7 @@ func buildCascade(s cascadeSpec) string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			fmt.Fprintf(&b, "%s.%s", root, ident(c.Name))
+			fmt.Fprintf(&b, "%s.%s", last, ident(c.Name))
 		}
 		b.WriteString(") IS DISTINCT FROM (")
 		for i, c := range s.ifChanged {
@@ -124,36 +133,44 @@ func (t *Target) appendCascades(stmts []statement, d *tableDesc, c *sluice.Chang
 			return nil, err
 		}
 		s := cascadeSpec{delete: step.Delete}
-		var child *tableDesc
-		for i, l := range step.Path {
+		var descs []*tableDesc
+		for _, l := range step.Path {
 			ld := t.tables[l.Table]
 			if ld == nil {
 				return nil, fmt.Errorf("apply %s for the %s in %s: table %s is not among the stream's tables on the target", step, c.Op, d.display, l.Table)
 			}
-			if i == 0 {
-				child = ld
-			}
+			descs = append(descs, ld)
 			s.tables = append(s.tables, ld.ident)
 			s.joins = append(s.joins, cascadeJoin{cols: l.Columns, refCols: l.RefColumns})
 		}
-		s.tables = append(s.tables, d.ident)
 		var args []any
 		for i, set := range step.Set {
-			s.set = append(s.set, child.column(set.Column))
+			s.set = append(s.set, descs[0].column(set.Column))
 			s.setNull = append(s.setNull, set.From == "")
 			if set.From != "" {
 				args = append(args, textArg(a.Set[i]))
 			}
 		}
-		for i, k := range d.src.Key {
-			s.key = append(s.key, d.cols[k])
-			args = append(args, textArg(a.Old[i]))
+		last := step.Path[len(step.Path)-1]
+		if a.Ref != nil {
+			// The rows referencing the changed row, by its old values.
+			s.joins = s.joins[:len(s.joins)-1]
+			for i, col := range last.Columns {
+				s.where = append(s.where, descs[len(descs)-1].column(col))
+				args = append(args, textArg(a.Ref[i]))
+			}
+		} else {
+			s.tables = append(s.tables, d.ident)
+			for i, k := range d.src.Key {
+				s.where = append(s.where, d.cols[k])
+				args = append(args, textArg(a.Old[i]))
+			}
+			for i, col := range step.IfChanged {
+				s.ifChanged = append(s.ifChanged, d.column(col))
+				args = append(args, textArg(a.News[i]))
+			}
 		}
-		for i, col := range step.IfChanged {
-			s.ifChanged = append(s.ifChanged, d.column(col))
-			args = append(args, textArg(a.News[i]))
-		}
-		stmts = append(stmts, statement{table: child.src, sql: buildCascade(s), args: args,
+		stmts = append(stmts, statement{table: descs[0].src, sql: buildCascade(s), args: args,
 			what: fmt.Sprintf("%s for the %s of %s in %s", step, c.Op, d.src.FormatKey(a.Old), d.display)})
 	}
 	return stmts, nil

@@ -181,8 +181,27 @@ func (t *Target) ApplyAfter(ctx context.Context, b *apply.Batch, cp sluice.Check
 	return t.sourceNames(c.ApplyAfter(ctx, out, cp, after, written))
 }
 
-// convert returns b with its tables mapped and its values converted.
+// convert returns b with its tables mapped and its values converted, part
+// after part.
 func (t *Target) convert(ctx context.Context, b *apply.Batch) (*apply.Batch, error) {
+	var first, prev *apply.Batch
+	for _, part := range b.Parts() {
+		out, err := t.convertPart(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		if prev == nil {
+			first = out
+		} else {
+			prev.Next = out
+		}
+		prev = out
+	}
+	return first, nil
+}
+
+// convertPart converts one part of a batch.
+func (t *Target) convertPart(ctx context.Context, b *apply.Batch) (*apply.Batch, error) {
 	out := &apply.Batch{Changes: b.Changes, Rows: b.Rows, Last: b.Last, Tables: make([]*apply.TableBatch, len(b.Tables))}
 	for i, tb := range b.Tables {
 		m, err := t.mapTable(ctx, tb.Table)

@@ -63,6 +63,19 @@ func (b *Batch) Parts() []*Batch {
 	return out
 }
 
+// AppendParts appends to out what plan makes of each of b's parts, in the
+// order a target applies them: how a target turns a batch into its
+// statements.
+func AppendParts[S any](out []S, b *Batch, plan func(out []S, part *Batch) ([]S, error)) ([]S, error) {
+	for _, part := range b.Parts() {
+		var err error
+		if out, err = plan(out, part); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // TableBatch is the compacted work for one table, applied in this order:
 // the truncate, the deletes, the upserts.
 type TableBatch struct {

@@ -754,14 +754,9 @@ func classify(err error, connLost bool) error {
 // after the foreign-key actions it fired on the source (cascade.go); part
 // after part (apply.Batch.Next).
 func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]statement, error) {
-	var stmts []statement
-	for _, part := range b.Parts() {
-		var err error
-		if stmts, err = t.planPart(ctx, stmts, part, perRow); err != nil {
-			return nil, err
-		}
-	}
-	return stmts, nil
+	return apply.AppendParts(nil, b, func(stmts []statement, part *apply.Batch) ([]statement, error) {
+		return t.planPart(ctx, stmts, part, perRow)
+	})
 }
 
 // planPart appends the statements of one part of a batch (see plan).

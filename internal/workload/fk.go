@@ -602,8 +602,8 @@ func (f *fkGraph) moveBranch(g *gen) []Stmt {
 	if t == nil {
 		return nil
 	}
-	var inBranch func(k []any) bool
-	inBranch = func(k []any) bool {
+	// inBranch reports whether t is k or one of k's ancestors.
+	inBranch := func(k []any) bool {
 		for p := k; p != nil; {
 			if eq(p[0], t[0]) {
 				return true

@@ -214,6 +214,60 @@ func (t *Table) FormatKey(k Row) string {
 	return b.String()
 }
 
+// FKAction is what a foreign key does to the rows that reference a row
+// when that row is deleted or its referenced columns change.
+type FKAction uint8
+
+const (
+	// FKNoAction is NO ACTION or RESTRICT: the source refuses the change
+	// while rows reference the row, so it changes no other row.
+	FKNoAction FKAction = iota
+	// FKCascade deletes the referencing rows (ON DELETE) or gives them
+	// the referenced columns' new values (ON UPDATE).
+	FKCascade
+	// FKSetNull sets the referencing columns to NULL.
+	FKSetNull
+	// FKSetDefault sets the referencing columns to their defaults.
+	FKSetDefault
+)
+
+func (a FKAction) String() string {
+	switch a {
+	case FKNoAction:
+		return "NO ACTION"
+	case FKCascade:
+		return "CASCADE"
+	case FKSetNull:
+		return "SET NULL"
+	case FKSetDefault:
+		return "SET DEFAULT"
+	}
+	return fmt.Sprintf("fkaction(%d)", uint8(a))
+}
+
+// ForeignKey is a foreign key as the source's catalog defines it: Columns
+// of Table reference RefColumns of RefTable (its primary key or a unique
+// key), in that order.
+type ForeignKey struct {
+	// Name is the constraint's name.
+	Name               string
+	Table              TableName
+	Columns            []string
+	RefTable           TableName
+	RefColumns         []string
+	OnDelete, OnUpdate FKAction
+}
+
+// Acts reports whether the foreign key changes other rows when a
+// referenced row is deleted or its referenced columns change.
+func (f ForeignKey) Acts() bool { return f.OnDelete != FKNoAction || f.OnUpdate != FKNoAction }
+
+// String names the constraint for messages, e.g. "foreign key
+// orders_customer_fk of shop.orders (customer_id) → shop.customers (id)".
+func (f ForeignKey) String() string {
+	return fmt.Sprintf("foreign key %s of %s (%s) → %s (%s)", f.Name, f.Table, strings.Join(f.Columns, ", "), f.RefTable, strings.Join(f.RefColumns, ", "))
+}
+
 // Change is one row change read from a source.
 type Change struct {
 	Table *Table
@@ -232,6 +286,10 @@ type Change struct {
 	Pos Position
 	// Schema says what an OpSchema change did to the table's definition.
 	Schema *SchemaChange
+	// FKChecksOff marks a change a source session made with its foreign
+	// key checks off (MySQL's foreign_key_checks = 0, which the binlog
+	// records with each rows event): it fired no foreign-key action.
+	FKChecksOff bool
 }
 
 // SchemaChange is a change of a table's definition on the source, as a

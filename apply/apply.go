@@ -25,16 +25,27 @@ type Target interface {
 // transaction: most tables' changes compacted to the final state of each row
 // key (Tables), and the changes of tables whose order matters applied one at
 // a time in source order (Ordered). A target applies Tables first, then
-// Ordered.
+// Ordered, then the batch's Next part the same way.
 type Batch struct {
 	Tables []*TableBatch
 	// Ordered holds, in source order, every change of the tables the batch
-	// applies one change at a time (see Compact). No table is in both
-	// Tables and Ordered.
+	// applies one change at a time (see Compact), and last the change that
+	// cut the batch before Next, if any. No table is in both Tables and
+	// Ordered but for that change's.
 	Ordered []sluice.Change
+	// Cascades holds, aligned with Ordered (or nil), the statements that
+	// carry out the foreign-key actions each ordered change fired on the
+	// source, which the target runs right before the change (see
+	// Cascades.Attach).
+	Cascades [][]Cascade
+	// Next is the part of the batch that follows this one, nil for the
+	// last: a batch is cut into parts after each change that must find the
+	// target as the source had it right before it (Compactor.Cut), and
+	// each part is compacted on its own.
+	Next *Batch
 	// Changes counts the source changes the batch carries (before
 	// compaction; progress markers do not count), Rows the row operations
-	// left after it.
+	// left after it; both are the whole batch's, on its first part.
 	Changes int
 	Rows    int
 	// Last is the position of the batch's last change: once the batch is
@@ -50,6 +61,29 @@ type Batch struct {
 	DDL    []string
 }
 
+// Parts returns the batch's parts in the order a target applies them: b
+// and the parts that follow it.
+func (b *Batch) Parts() []*Batch {
+	var out []*Batch
+	for p := b; p != nil; p = p.Next {
+		out = append(out, p)
+	}
+	return out
+}
+
+// AppendParts appends to out what plan makes of each of b's parts, in the
+// order a target applies them: how a target turns a batch into its
+// statements.
+func AppendParts[S any](out []S, b *Batch, plan func(out []S, part *Batch) ([]S, error)) ([]S, error) {
+	for _, part := range b.Parts() {
+		var err error
+		if out, err = plan(out, part); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // TableBatch is the compacted work for one table, applied in this order:
 // the truncate, the moves, the deletes, the upserts.
 type TableBatch struct {
@@ -61,8 +95,8 @@ type TableBatch struct {
 	// values unsent (PostgreSQL's unchanged TOAST columns), in source
 	// order: each moves the row at its old key (Change.Key) to its new
 	// image in place, keeping the values it does not carry. No change of
-	// the batch before a move touched either of its keys but another move;
-	// Deletes and Upserts hold what came after.
+	// the batch's part before a move touched either of its keys but
+	// another move; Deletes and Upserts hold what came after.
 	Moves []sluice.Change
 	// Deletes holds the keys (aligned with Table.Key) of rows that end the
 	// batch absent.
@@ -86,11 +120,11 @@ type keyState struct {
 // An update that changes a row's primary key while leaving values unsent
 // (PostgreSQL's unchanged TOAST columns) that no earlier image in the
 // batch supplies must move the row in place: only the row on the target
-// holds those values. When no earlier change of the batch but another such
-// move touched its old or its new key, it goes to TableBatch.Moves, which
-// the target applies before the table's deletes and upserts: the target
-// then holds the row where the source had it before the changes after the
-// move, which are compacted as usual.
+// holds those values. When no earlier change of the batch's part but
+// another such move touched its old or its new key, it goes to
+// TableBatch.Moves, which the target applies before the table's deletes
+// and upserts: the target then holds the row where the source had it
+// before the changes after the move, which are compacted as usual.
 //
 // The changes of a table go to Batch.Ordered, uncompacted, when inOrder
 // says so (the caller saw the table's compacted changes break a constraint:
@@ -123,11 +157,29 @@ func Compact(changes []sluice.Change, inOrder func(sluice.TableName) bool) *Batc
 // would return. A Compactor is not safe for concurrent use.
 type Compactor struct {
 	inOrder func(sluice.TableName) bool
-	b       Batch
+	// Cut, when set, names the changes after which the batch is cut into
+	// a new part (Batch.Next): the change goes, uncompacted, last in its
+	// part's Ordered, and the changes after it are compacted apart from
+	// those before. Set it before the first Add.
+	Cut func(*sluice.Change) bool
+	b   Batch
 	// runs are the changes added, kept for Batch.Ordered: a table can turn
 	// ordered at any change, and then all of its changes are applied in
 	// order, the earlier ones included.
-	runs   [][]sluice.Change
+	runs [][]sluice.Change
+	// parts are the batch's parts so far: the last one takes the changes
+	// added next.
+	parts   []*part
+	n       int // changes added, progress markers included
+	ordered map[sluice.TableName]bool
+	// asked caches inOrder per table: it takes a lock, and a batch has
+	// tens of thousands of changes of a handful of tables.
+	asked  map[sluice.TableName]bool
+	keyBuf []byte
+}
+
+// part is the compaction of the changes between two cuts.
+type part struct {
 	states map[string]*keyState
 	order  []*keyState
 	// A reader hands out a new *Table when a table's definition changes:
@@ -136,52 +188,48 @@ type Compactor struct {
 	tableOrder map[*sluice.Table]int
 	tables     []*sluice.Table
 	truncated  map[sluice.TableName]bool
-	ordered    map[sluice.TableName]bool
 	// moves are each table's moves in place (see TableBatch.Moves).
 	moves map[*sluice.Table][]sluice.Change
-	// asked caches inOrder per table: it takes a lock, and a batch has
-	// tens of thousands of changes of a handful of tables.
-	asked  map[sluice.TableName]bool
-	keyBuf []byte
+	// cut is the index (among the changes added) of the change that ends
+	// the part; -1 for the last part.
+	cut int
+}
+
+func newPart() *part {
+	return &part{states: map[string]*keyState{}, tableOrder: map[*sluice.Table]int{}, truncated: map[sluice.TableName]bool{}, cut: -1}
 }
 
 // NewCompactor returns an empty Compactor; inOrder is as for Compact.
 func NewCompactor(inOrder func(sluice.TableName) bool) *Compactor {
-	return &Compactor{inOrder: inOrder, states: map[string]*keyState{}, tableOrder: map[*sluice.Table]int{},
-		truncated: map[sluice.TableName]bool{}, ordered: map[sluice.TableName]bool{}, asked: map[sluice.TableName]bool{}}
+	return &Compactor{inOrder: inOrder, parts: []*part{newPart()},
+		ordered: map[sluice.TableName]bool{}, asked: map[sluice.TableName]bool{}}
 }
 
 // Len is how many changes were added (progress markers included).
-func (c *Compactor) Len() int {
-	n := 0
-	for _, r := range c.runs {
-		n += len(r)
-	}
-	return n
-}
+func (c *Compactor) Len() int { return c.n }
 
-func (c *Compactor) touchTable(t *sluice.Table) {
-	if _, ok := c.tableOrder[t]; !ok {
-		c.tableOrder[t] = len(c.tables)
-		c.tables = append(c.tables, t)
+func (p *part) touchTable(t *sluice.Table) {
+	if _, ok := p.tableOrder[t]; !ok {
+		p.tableOrder[t] = len(p.tables)
+		p.tables = append(p.tables, t)
 	}
 }
 
-// state is the key's state in the batch, nil when no change of the batch
+// state is the key's state in part p, nil when no change of the part
 // (but a move in place) touched it.
-func (c *Compactor) state(t *sluice.Table, key sluice.Row) *keyState {
+func (c *Compactor) state(p *part, t *sluice.Table, key sluice.Row) *keyState {
 	c.keyBuf = appendKey(c.keyBuf[:0], t, key)
-	return c.states[string(c.keyBuf)]
+	return p.states[string(c.keyBuf)]
 }
 
-func (c *Compactor) touch(t *sluice.Table, key sluice.Row) *keyState {
-	c.touchTable(t)
+func (c *Compactor) touch(p *part, t *sluice.Table, key sluice.Row) *keyState {
+	p.touchTable(t)
 	c.keyBuf = appendKey(c.keyBuf[:0], t, key)
-	st, ok := c.states[string(c.keyBuf)]
+	st, ok := p.states[string(c.keyBuf)]
 	if !ok {
 		st = &keyState{table: t, key: key}
-		c.states[string(c.keyBuf)] = st
-		c.order = append(c.order, st)
+		p.states[string(c.keyBuf)] = st
+		p.order = append(p.order, st)
 	}
 	st.table = t
 	return st
@@ -198,6 +246,7 @@ func (c *Compactor) Add(changes []sluice.Change) {
 	c.b.Last = changes[len(changes)-1].Pos
 	for i := range changes {
 		ch := &changes[i]
+		c.n++
 		if ch.Op == sluice.OpProgress {
 			continue
 		}
@@ -215,12 +264,18 @@ func (c *Compactor) Add(changes []sluice.Change) {
 				}
 			}
 		}
+		p := c.parts[len(c.parts)-1]
+		if c.Cut != nil && c.Cut(ch) {
+			p.cut = c.n - 1
+			c.parts = append(c.parts, newPart())
+			continue
+		}
 		if c.ordered[name] {
 			continue
 		}
 		switch ch.Op {
 		case sluice.OpInsert:
-			st := c.touch(ch.Table, ch.Table.KeyOf(ch.Row))
+			st := c.touch(p, ch.Table, ch.Table.KeyOf(ch.Row))
 			st.deleted = false
 			st.image = ch.Row
 		case sluice.OpUpdate:
@@ -229,49 +284,49 @@ func (c *Compactor) Add(changes []sluice.Change) {
 			if oldKey == nil {
 				oldKey = newKey
 			}
-			if !KeysEqual(oldKey, newKey) && hasUnchanged(ch.Row) && c.state(ch.Table, oldKey) == nil && c.state(ch.Table, newKey) == nil {
-				c.touchTable(ch.Table)
-				if c.moves == nil {
-					c.moves = map[*sluice.Table][]sluice.Change{}
+			if !KeysEqual(oldKey, newKey) && HasUnchanged(ch.Row) && c.state(p, ch.Table, oldKey) == nil && c.state(p, ch.Table, newKey) == nil {
+				p.touchTable(ch.Table)
+				if p.moves == nil {
+					p.moves = map[*sluice.Table][]sluice.Change{}
 				}
-				c.moves[ch.Table] = append(c.moves[ch.Table], *ch)
+				p.moves[ch.Table] = append(p.moves[ch.Table], *ch)
 				continue
 			}
 			var prev sluice.Row
 			if !KeysEqual(oldKey, newKey) {
-				old := c.touch(ch.Table, oldKey)
+				old := c.touch(p, ch.Table, oldKey)
 				prev = old.image
 				old.deleted = true
 				old.image = nil
 			}
-			st := c.touch(ch.Table, newKey)
+			st := c.touch(p, ch.Table, newKey)
 			if prev == nil && KeysEqual(oldKey, newKey) {
 				prev = st.image
 			}
 			img := fillUnchanged(ch.Row, prev)
-			if !KeysEqual(oldKey, newKey) && hasUnchanged(img) {
+			if !KeysEqual(oldKey, newKey) && HasUnchanged(img) {
 				c.ordered[name] = true
 				continue
 			}
 			st.deleted = false
 			st.image = img
 		case sluice.OpDelete:
-			st := c.touch(ch.Table, ch.Key)
+			st := c.touch(p, ch.Table, ch.Key)
 			st.deleted = true
 			st.image = nil
 		case sluice.OpTruncate:
-			c.touchTable(ch.Table)
-			c.truncated[name] = true
-			for t := range c.moves {
+			p.touchTable(ch.Table)
+			p.truncated[name] = true
+			for t := range p.moves {
 				if t.Name == name {
-					delete(c.moves, t)
+					delete(p.moves, t)
 				}
 			}
-			for _, st := range c.order {
+			for _, st := range p.order {
 				if st.table.Name == name && !st.gone {
 					st.gone = true
 					c.keyBuf = appendKey(c.keyBuf[:0], st.table, st.key)
-					delete(c.states, string(c.keyBuf))
+					delete(p.states, string(c.keyBuf))
 				}
 			}
 		}
@@ -281,52 +336,79 @@ func (c *Compactor) Add(changes []sluice.Change) {
 // Batch returns the batch of every change added. Call it once, after the
 // last Add.
 func (c *Compactor) Batch() *Batch {
-	b := &c.b
-	for _, run := range c.runs {
-		for i := range run {
-			if ch := &run[i]; ch.Op != sluice.OpProgress && ch.Op != sluice.OpSchema && c.ordered[ch.Table.Name] {
-				b.Ordered = append(b.Ordered, *ch)
-				b.Rows++
-			}
+	out := make([]*Batch, len(c.parts))
+	for i := range out {
+		out[i] = &Batch{}
+		if i > 0 {
+			out[i-1].Next = out[i]
 		}
 	}
-	tbs := make([]*TableBatch, len(c.tables))
-	truncated := c.truncated
-	for i, t := range c.tables {
-		tbs[i] = &TableBatch{Table: t, Moves: c.moves[t]}
-		b.Rows += len(tbs[i].Moves)
+	b := &c.b
+	out[0].Changes, out[0].Last, out[0].Schema = b.Changes, b.Last, b.Schema
+	rows := 0
+	at, pi := 0, 0
+	for _, run := range c.runs {
+		for i := range run {
+			ch := &run[i]
+			cut := at == c.parts[pi].cut
+			if ch.Op != sluice.OpProgress && ch.Op != sluice.OpSchema && (cut || c.ordered[ch.Table.Name]) {
+				out[pi].Ordered = append(out[pi].Ordered, *ch)
+				rows++
+			}
+			if cut {
+				pi++
+			}
+			at++
+		}
+	}
+	for i, p := range c.parts {
+		rows += c.partTables(out[i], p)
+	}
+	out[0].Rows = rows
+	return out[0]
+}
+
+// partTables fills pb.Tables from part p's compaction and returns how many
+// row operations it holds.
+func (c *Compactor) partTables(pb *Batch, p *part) int {
+	rows := 0
+	tbs := make([]*TableBatch, len(p.tables))
+	truncated := p.truncated
+	for i, t := range p.tables {
+		tbs[i] = &TableBatch{Table: t, Moves: p.moves[t]}
+		rows += len(tbs[i].Moves)
 		// The truncate goes with the table's first TableBatch, so that it
 		// runs before every row the batch leaves in the table.
 		if truncated[t.Name] {
 			tbs[i].Truncate = true
 			delete(truncated, t.Name)
-			b.Rows++
+			rows++
 		}
 	}
-	for _, st := range c.order {
+	for _, st := range p.order {
 		if st.gone || c.ordered[st.table.Name] {
 			continue
 		}
-		tb := tbs[c.tableOrder[st.table]]
+		tb := tbs[p.tableOrder[st.table]]
 		switch {
 		case st.deleted:
 			tb.Deletes = append(tb.Deletes, st.key)
-			b.Rows++
+			rows++
 		case st.image != nil:
 			tb.Upserts = append(tb.Upserts, st.image)
-			b.Rows++
+			rows++
 		}
 	}
 	for _, tb := range tbs {
 		if c.ordered[tb.Table.Name] {
-			b.Rows -= len(tb.Moves) // in Ordered, with the table's other changes
+			rows -= len(tb.Moves) // in Ordered, with the table's other changes
 			continue
 		}
 		if tb.Truncate || len(tb.Moves)+len(tb.Deletes)+len(tb.Upserts) > 0 {
-			b.Tables = append(b.Tables, tb)
+			pb.Tables = append(pb.Tables, tb)
 		}
 	}
-	return b
+	return rows
 }
 
 // fillUnchanged returns img with its Unchanged values taken from prev, when
@@ -350,7 +432,8 @@ func fillUnchanged(img, prev sluice.Row) sluice.Row {
 	return out
 }
 
-func hasUnchanged(r sluice.Row) bool {
+// HasUnchanged reports whether r holds a value the source did not send.
+func HasUnchanged(r sluice.Row) bool {
 	for _, v := range r {
 		if v.Unchanged {
 			return true

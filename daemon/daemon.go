@@ -57,8 +57,9 @@ type StreamOptions struct {
 	// key, the target's unique indexes) whose collation holds as equal
 	// values the source keeps apart (see postgres.Config).
 	AllowCollationMerge bool
-	// DisableFKChecks runs a MySQL target's applier session with
-	// foreign_key_checks = 0.
+	// DisableFKChecks is accepted for configurations written before a
+	// MySQL target's applier session always ran with foreign_key_checks =
+	// 0; it changes nothing and is logged as such.
 	DisableFKChecks bool
 	// BatchSize is the first batch size, or the fixed one with NoAutoTune.
 	BatchSize  int
@@ -576,10 +577,14 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	if _, err := resolveMode(srcEngine, o.SourceMode, sluice.Position{}); err != nil {
 		return recordErr(ctx, store, o, Fail(ExitUsage, err))
 	}
+	if o.DisableFKChecks {
+		log.Warn("--disable-fk-checks changes nothing any more: a MySQL target's applier session always runs with foreign_key_checks = 0 "+
+			"(the README's Guarantees say how sluice treats foreign keys); drop it from the command line or configuration", "stream", o.ID)
+	}
 	// Every connection to the target (first lane, further lanes, the
 	// stall diagnosis) is opened the same way.
 	topts := targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,
-		MultiStatements: o.MultiStatements, DisableFKChecks: o.DisableFKChecks, AllowCollationMerge: o.AllowCollationMerge, Logger: log,
+		MultiStatements: o.MultiStatements, AllowCollationMerge: o.AllowCollationMerge, Logger: log,
 		Prefetch: apply.Prefetch{Stream: o.ID, Tables: sourceTableNames(srcEngine, o.Tables)}}
 	// The stream's own connection takes the stream's next generation on
 	// the target (its fence) before it reads the checkpoints; the other
@@ -635,6 +640,12 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		return recordErr(ctx, store, o, Fail(ExitSource, err))
 	}
 	defer rd.Close()
+	// A MySQL source's foreign-key actions are carried out by sluice
+	// (cascade.go); what it cannot follow is refused here.
+	cascades, err := streamCascades(rd, rd.Tables())
+	if err != nil {
+		return recordErr(ctx, store, o, Fail(ExitSource, err))
+	}
 	rd = sourceSide{rd}
 	tables := rd.Tables()
 	if err := tgt.Preflight(ctx, tables); err != nil {
@@ -656,6 +667,13 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		}
 	}
 	warned.flush()
+	if err := CheckCascadeTarget(ctx, tgt, cascades); err != nil {
+		return recordErr(ctx, store, o, Fail(ExitTarget, err))
+	}
+	if !cascades.Empty() {
+		log.Info("the source's log omits the rows its foreign-key actions change: sluice carries them out on the target, applying the tables they join in source order",
+			"stream", o.ID, "foreign_keys", cascades.Summary())
+	}
 	if o.KillBudget, err = killBudget(ctx, log, o, tgt); err != nil {
 		return recordErr(ctx, store, o, err)
 	}
@@ -684,7 +702,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	var groups map[sluice.TableName]string
 	var routing string
 	if o.MaxLanes > 1 || slices.ContainsFunc(res.lanes, func(cp sluice.Checkpoint) bool { return cp.Lanes > 1 }) {
-		groups, routing, err = routeGroups(ctx, tgt, tables, srcEngine == EnginePostgres && tgtEngine == EnginePostgres)
+		groups, routing, err = routeGroups(ctx, tgt, tables, srcEngine == EnginePostgres && tgtEngine == EnginePostgres, cascades.Joined())
 		if err != nil {
 			return recordErr(ctx, store, o, err)
 		}
@@ -750,6 +768,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		NewTarget:           newTarget,
 		NewSizer:            newSizer,
 		Groups:              groups,
+		Cascades:            cascades,
 		Routing:             routing,
 		Recovery:            rec,
 		Covers:              coversOfKind[start.Position.Kind],

@@ -209,8 +209,6 @@ type targetOptions struct {
 	SourceEngine Engine
 	// MultiStatements is "auto", "on" or "off" (MySQL targets).
 	MultiStatements string
-	// DisableFKChecks runs a MySQL target session with foreign_key_checks=0.
-	DisableFKChecks bool
 	// AllowCollationMerge accepts target key columns whose collation holds
 	// as equal values the source keeps apart.
 	AllowCollationMerge bool
@@ -259,7 +257,7 @@ func openTarget(ctx context.Context, o targetOptions) (target, error) {
 		}
 		tgt = t
 	case EngineMySQL:
-		cfg := mysqltarget.Config{Mode: mode, DisableForeignKeyChecks: o.DisableFKChecks, AllowCollationMerge: o.AllowCollationMerge, Logger: o.Logger, Prefetch: o.Prefetch}
+		cfg := mysqltarget.Config{Mode: mode, AllowCollationMerge: o.AllowCollationMerge, Logger: o.Logger, Prefetch: o.Prefetch}
 		switch o.MultiStatements {
 		case "", "auto":
 		case "on", "off":

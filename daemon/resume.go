@@ -149,9 +149,12 @@ type groupTarget interface {
 
 // routeGroups puts in one group the tables whose changes must go to one
 // lane: a table with unique keys besides its primary key, and tables
-// joined by foreign keys (into one group). It returns each grouped table's
-// group and the routing's fingerprint.
-func routeGroups(ctx context.Context, tgt groupTarget, tables []*sluice.Table, sameSchema bool) (map[sluice.TableName]string, string, error) {
+// joined by foreign keys (into one group): the target's, and the source's
+// that joined names (for a source whose foreign-key actions sluice carries
+// out, apply.Cascades.Joined), whose actions must find the rows they
+// change as the source had them. It returns each grouped table's group
+// and the routing's fingerprint.
+func routeGroups(ctx context.Context, tgt groupTarget, tables []*sluice.Table, sameSchema bool, joined [][2]sluice.TableName) (map[sluice.TableName]string, string, error) {
 	parent := map[sluice.TableName]sluice.TableName{}
 	var find func(sluice.TableName) sluice.TableName
 	find = func(t sluice.TableName) sluice.TableName {
@@ -186,6 +189,13 @@ func routeGroups(ctx context.Context, tgt groupTarget, tables []*sluice.Table, s
 				}
 			}
 		}
+	}
+	for _, j := range joined {
+		a, b := find(j[0]), find(j[1])
+		if a != b {
+			parent[a] = b
+		}
+		grouped[j[0]], grouped[j[1]] = true, true
 	}
 	groups := map[sluice.TableName]string{}
 	var lines []string

@@ -471,6 +471,33 @@ var badCases = []badCase{
 		want: []string{"public.t changed at", "column v's type narrowed from character varying(40) to character varying(10)", "TYPE character varying(10)", "keeps the wider type"},
 	},
 	{
+		// InnoDB logs no row its foreign-key actions change: sluice carries
+		// them out, but the parent's deletes would never reach it.
+		name: "a MariaDB table whose foreign key cascades from a table not streamed", engine: daemon.EngineMySQL, code: daemon.ExitSource,
+		setup: func(t *testing.T, c *badEnv) []string {
+			c.exec(t, c.src, "CREATE TABLE parent (id int PRIMARY KEY)",
+				"ALTER TABLE t ADD COLUMN parent_id int, ADD CONSTRAINT t_parent_fk FOREIGN KEY (parent_id) REFERENCES parent (id) ON DELETE CASCADE")
+			c.exec(t, c.dst, "ALTER TABLE t ADD COLUMN parent_id int")
+			return syncArgs(c)
+		},
+		want: []string{"t_parent_fk", "ON DELETE CASCADE", "parent", "add", "to the stream's tables"},
+	},
+	{
+		// The target's own action would run a second time.
+		name: "a target foreign key with an action, and a user who may not set session_replication_role", engine: daemon.EnginePostgres, code: daemon.ExitTarget,
+		setup: func(t *testing.T, c *badEnv) []string {
+			c.exec(t, c.src, "CREATE TABLE p (id int PRIMARY KEY)", "ALTER TABLE t ADD COLUMN p_id int REFERENCES p ON DELETE CASCADE")
+			c.exec(t, c.dst, "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'noreplica') THEN CREATE ROLE noreplica LOGIN PASSWORD 'noreplica-pw'; END IF; END $$",
+				"CREATE TABLE p (id int PRIMARY KEY)", "ALTER TABLE t ADD COLUMN p_id int CONSTRAINT t_p_fk REFERENCES p ON DELETE CASCADE",
+				"GRANT SELECT, INSERT, UPDATE, DELETE ON t, p TO noreplica", "GRANT CREATE, USAGE ON SCHEMA public TO noreplica", "GRANT CREATE ON DATABASE "+pgDBName(t, c.dst)+" TO noreplica")
+			a := syncArgs(c)
+			a[5] = withURL(t, c.dst.url, func(u *url.URL) { u.User = url.UserPassword("noreplica", "noreplica-pw") })
+			a[7] = "t,p"
+			return a
+		},
+		want: []string{"t_p_fk", "ON DELETE CASCADE", "session_replication_role", "GRANT SET ON PARAMETER session_replication_role", "drop the action"},
+	},
+	{
 		name: "a second sluice on the same state dir", engine: daemon.EnginePostgres, code: daemon.ExitState,
 		setup: func(t *testing.T, c *badEnv) []string {
 			// The first streams another table, so that t stays empty.

@@ -80,9 +80,11 @@ var randomizedSources = []randomizedSource{
 // form, never the text both servers print). The workload holds key
 // changes and chains of them, keys reused inside a transaction, TOASTed
 // values left unchanged, unique-value swaps, NULL transitions, a composite
-// key and every type pair's edge values. A MariaDB source's run then goes
-// on in a session that logs partial rows or statements (randomizedSession,
-// runSessionForm). A failure prints the seed, the
+// key, every type pair's edge values, and a graph of tables joined by
+// foreign keys of every action (the same on both sides), whose parents it
+// deletes and renumbers so that the actions fire. A MariaDB source's run
+// then goes on in a session that logs partial rows or statements
+// (randomizedSession, runSessionForm). A failure prints the seed, the
 // pair, the lanes, every differing row and the source statements that
 // touched it; SLUICE_TEST_SEED=<seed> replays it.
 func TestRandomized(t *testing.T) {
@@ -126,7 +128,7 @@ func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed ui
 	}
 	w := wlgen.Generate(wlgen.Config{
 		Seed: seed, Source: wlgen.Engine(src.engine), Target: wlgen.Engine(to), Txs: n + tail, MaxStmts: 8, Corpus: true,
-		Without: randomizedWithout(),
+		Without: randomizedWithout(), ForeignKeys: true,
 	})
 	// The transactions up to from run in full rows, the others in form
 	// (from is the first after the n whose first statement form logs

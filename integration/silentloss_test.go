@@ -558,11 +558,11 @@ func TestToastKeyChangesKill9Lanes(t *testing.T) {
 }
 
 // TestForeignKeysAcrossLanes: parents and children joined by a foreign key
-// on the target (checks on), applied by four lanes. Lanes once put a parent
-// and its child on different connections, and a compacted batch could bring
-// a child before its parent: the foreign key failed, and the stream stopped.
-// Tables joined by a foreign key now go to one lane together, and a batch
-// that breaks the key in compacted order is applied in source order.
+// (on both sides), applied by four lanes. Lanes once put a parent and its
+// child on different connections, and a compacted batch could bring a
+// child before its parent: the foreign key failed, and the stream stopped.
+// Tables joined by a foreign key now go to one lane together (and a MySQL
+// target's sessions no longer check foreign keys at all).
 func TestForeignKeysAcrossLanes(t *testing.T) {
 	ctx := context.Background()
 	src, dst := newEndpoint(t, daemon.EngineMySQL), newEndpoint(t, daemon.EngineMySQL)

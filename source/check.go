@@ -22,6 +22,10 @@ type Check struct {
 type Report struct {
 	Checks []Check         `json:"checks"`
 	Tables []*sluice.Table `json:"-"`
+	// ForeignKeys are the source's foreign keys of the tables, or
+	// referencing them, where sluice carries out their actions (sources
+	// whose log omits the rows the actions change).
+	ForeignKeys []sluice.ForeignKey `json:"-"`
 }
 
 // Pass records a check that passed.

@@ -90,15 +90,19 @@ func (s *Stream) reorder(b *apply.Batch, err error) error {
 		return err
 	}
 	tables := ce.Tables
+	var batchTables []*apply.TableBatch
+	for _, part := range b.Parts() {
+		batchTables = append(batchTables, part.Tables...)
+	}
 	if len(tables) == 0 {
 		// A deferred constraint fails at COMMIT, naming no statement:
 		// every table of the batch may be concerned.
-		for _, tb := range b.Tables {
+		for _, tb := range batchTables {
 			tables = append(tables, tb.Table.Name)
 		}
 	}
 	var compacted []sluice.TableName
-	for _, tb := range b.Tables {
+	for _, tb := range batchTables {
 		if slices.Contains(tables, tb.Table.Name) && !slices.Contains(compacted, tb.Table.Name) {
 			compacted = append(compacted, tb.Table.Name)
 		}

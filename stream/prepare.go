@@ -46,7 +46,7 @@ type prepared struct {
 // prepare compacts cs, numbered from first, on a goroutine of its own. cs
 // must not change until the batch is used or dropped.
 func (s *Stream) prepare(first uint64, cs []sluice.Change) *prepared {
-	p := &prepared{first: first, n: len(cs), gen: s.ordered.generation(), comp: apply.NewCompactor(s.ordered.has),
+	p := &prepared{first: first, n: len(cs), gen: s.ordered.generation(), comp: s.newCompactor(),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
@@ -65,7 +65,7 @@ const prepareChunk = 512
 // changes or maxBytes of them (the lane's byte cap per batch, as
 // bytePrefix counts it), or until it is stopped (see finish).
 func (s *Stream) prepareLane(ctx context.Context, q *laneQueue, first uint64, most int, maxBytes int64) *prepared {
-	p := &prepared{first: first, gen: s.ordered.generation(), comp: apply.NewCompactor(s.ordered.has),
+	p := &prepared{first: first, gen: s.ordered.generation(), comp: s.newCompactor(),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
@@ -141,8 +141,9 @@ func (p *prepared) sizeFor(first uint64, want int, z Sizer) int {
 
 // batch returns the compaction of cs, the changes numbered from first:
 // p's, with what it lacks of cs added, when p starts there and holds no
-// more than cs (ahead is then true), else compacted now. Call finish
-// first.
+// more than cs (ahead is then true), else compacted now; with the
+// foreign-key actions its ordered changes fired (Config.Cascades). Call
+// finish first.
 func (s *Stream) batch(p *prepared, first uint64, cs []sluice.Change) (b *apply.Batch, ahead bool) {
 	if p != nil && p.first == first && p.n <= len(cs) && p.n > 0 {
 		p.finish()
@@ -151,10 +152,27 @@ func (s *Stream) batch(p *prepared, first uint64, cs []sluice.Change) (b *apply.
 			s.stats.CompactedAhead++
 			s.mu.Unlock()
 			p.comp.Add(cs[p.n:])
-			return p.comp.Batch(), true
+			b = p.comp.Batch()
+			s.cfg.Cascades.Attach(b)
+			return b, true
 		}
 	}
-	return apply.Compact(cs, s.ordered.has), false
+	c := s.newCompactor()
+	c.Add(cs)
+	b = c.Batch()
+	s.cfg.Cascades.Attach(b)
+	return b, false
+}
+
+// newCompactor returns a compactor for the stream's next batch: the tables
+// applied in source order for now are, and it cuts the batch after each
+// change whose foreign-key actions the target carries out.
+func (s *Stream) newCompactor() *apply.Compactor {
+	c := apply.NewCompactor(s.ordered.has)
+	if !s.cfg.Cascades.Empty() {
+		c.Cut = s.cfg.Cascades.Fires
+	}
+	return c
 }
 
 // backlogSizer is a Sizer that sizes the first batches from what is

@@ -82,6 +82,12 @@ type Config struct {
 	// keep their order), and tables joined by foreign keys (a parent and
 	// its child). Other tables' changes are routed by primary key.
 	Groups map[sluice.TableName]string
+	// Cascades, when set, carries out on the target the foreign-key
+	// actions of a source whose log omits the rows they change (MySQL,
+	// MariaDB): a batch is cut after each change that fired one (see
+	// apply.Compactor.Cut) and carries the statements of its actions.
+	// Groups must keep the tables they join in one lane.
+	Cascades *apply.Cascades
 	// Routing fingerprints the routing (Groups and the hash) for the
 	// lanes' checkpoints: after a crash, a lane's committed changes past
 	// the watermark can be told apart only under the same routing.

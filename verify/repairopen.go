@@ -15,7 +15,6 @@ import (
 // RepairOptions are the stream's target settings a repair writes with.
 type RepairOptions struct {
 	AllowCollationMerge bool
-	DisableFKChecks     bool
 }
 
 // OpenRepair opens the target at targetRaw for a repair, as sync start
@@ -37,7 +36,7 @@ func OpenRepair(ctx context.Context, sourceRaw, targetRaw string, source Side, o
 	case "postgres":
 		inner, err = postgres.Open(ctx, targetRaw, postgres.Config{Mode: apply.Pipelined, AllowCollationMerge: o.AllowCollationMerge, Logger: log, CheckOnly: true})
 	case "mysql":
-		inner, err = mysqltarget.Open(ctx, targetRaw, mysqltarget.Config{Mode: apply.Pipelined, DisableForeignKeyChecks: o.DisableFKChecks,
+		inner, err = mysqltarget.Open(ctx, targetRaw, mysqltarget.Config{Mode: apply.Pipelined,
 			AllowCollationMerge: o.AllowCollationMerge, Logger: log, CheckOnly: true})
 	default:
 		return RepairConfig{}, nil, fmt.Errorf("--target %s: not a PostgreSQL or MySQL connection string", connstr.Mask(targetRaw))

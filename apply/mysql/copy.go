@@ -13,13 +13,13 @@ package mysql
 //
 // # Session
 //
-// A copy session runs with foreign_key_checks = 0 while it writes (a child
-// table's chunk may be written before its parent's, and no foreign-key
-// action fires on a resume's range delete), restored afterwards. Each copy
-// transaction of a stream whose generation this process took reads the
-// fence row first (fence.go), into a variable so that the transaction's one
-// result stays its done record's: a killed process's late chunk fails
-// there and commits nothing.
+// A copy session runs with foreign_key_checks = 0, as every session of
+// the target does (a child table's chunk may be written before its
+// parent's, and a re-copied chunk's range delete must fire no action).
+// Each copy transaction of a stream whose generation this process took
+// reads the fence row first (fence.go), into a variable so that the
+// transaction's one result stays its done record's: a killed process's
+// late chunk fails there and commits nothing.
 // The range predicates and digests come from internal/keyrange, which spells
 // literals for the default sql_mode (backslash escapes on) so that a MySQL
 // source and target build the same SQL; the target's session otherwise runs
@@ -98,14 +98,6 @@ func isNoTable(err error) bool {
 // statements always fits.
 func (t *Target) copyLimit() int {
 	return max(min(maxCopyStatement, t.maxPacket/2), 1024)
-}
-
-// fkRestore is the foreign_key_checks value of the session outside a copy.
-func (t *Target) fkRestore() string {
-	if t.cfg.DisableForeignKeyChecks {
-		return "0"
-	}
-	return "1"
 }
 
 // needsEscapes tells whether keyrange's literals for r mean something else
@@ -196,15 +188,9 @@ func (s *copySession) flush(ctx context.Context) error {
 	return queryAll(ctx, s.t.conn, q, scan)
 }
 
-// begin starts the copy transaction of stream: foreign key checks off,
-// then START TRANSACTION (implicit with autocommit = 0) and the fence
-// check.
+// begin starts the copy transaction of stream: START TRANSACTION
+// (implicit with autocommit = 0) and the fence check.
 func (s *copySession) begin(ctx context.Context, stream string) error {
-	if !s.t.cfg.DisableForeignKeyChecks {
-		if err := s.exec(ctx, "SET foreign_key_checks = 0"); err != nil {
-			return err
-		}
-	}
 	if !s.t.implicitTx {
 		if err := s.exec(ctx, "START TRANSACTION"); err != nil {
 			return err
@@ -223,16 +209,10 @@ func (s *copySession) fence(ctx context.Context, stream string) error {
 	return s.exec(ctx, fenceCheckInto(stream, s.t.gen, "@sluice_fence"))
 }
 
-// commit queues COMMIT and the session's restored settings and sends what
-// is pending.
+// commit queues COMMIT and sends what is pending.
 func (s *copySession) commit(ctx context.Context) error {
 	if err := s.exec(ctx, "COMMIT"); err != nil {
 		return err
-	}
-	if !s.t.cfg.DisableForeignKeyChecks {
-		if err := s.exec(ctx, "SET foreign_key_checks = 1"); err != nil {
-			return err
-		}
 	}
 	return s.flush(ctx)
 }
@@ -249,7 +229,7 @@ func (s *copySession) abort(ctx context.Context, cause error) {
 		s.t.discard()
 		return
 	}
-	restore := "SET SESSION sql_mode = '" + sqlMode + "', foreign_key_checks = " + s.t.fkRestore()
+	restore := "SET SESSION sql_mode = '" + sqlMode + "'"
 	var err error
 	if s.multi {
 		_, err = s.t.conn.ExecContext(ctx, "ROLLBACK;\n"+restore)

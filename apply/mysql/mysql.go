@@ -36,17 +36,21 @@
 //
 // # Foreign keys and triggers on the target
 //
-// Lanes reorder changes across tables (a child row may arrive before its
-// parent, a parent may be deleted before its children), so with foreign key
-// checks on, a batch can fail with a foreign key error that a later batch
-// would have resolved; it is then reported, not retried. Set
-// Config.DisableForeignKeyChecks to run the applier's session with
-// foreign_key_checks = 0: constraints are not checked for sluice's writes
-// (and ON DELETE/ON UPDATE actions do not run), which is right when the
-// source enforces them. Triggers on the target fire for sluice's writes: an
-// upsert fires the INSERT triggers, or on a duplicate key the UPDATE
-// triggers; a delete fires the DELETE triggers. Tables with nullable unique
-// secondary keys may see an extra UPDATE per changed row (see below).
+// Every session runs with foreign_key_checks = 0 (a session variable: no
+// privilege needed), so the target's foreign keys neither check sluice's
+// writes nor run their ON DELETE/ON UPDATE actions. A compacted batch
+// applies its tables one after another, a child before its parent or a
+// key change as a delete and an insert, which checks or actions would
+// turn into errors or into deletes of rows the batch does not touch; and
+// the actions are carried out otherwise: a PostgreSQL source's log holds
+// the rows its actions changed, and for a MySQL source, whose log does
+// not, the batch carries the statements that do what the source's InnoDB
+// did (apply.Cascades), which plan writes right before the change that
+// fired them (cascade.go). Triggers on the target fire for sluice's
+// writes: an upsert fires the INSERT triggers, or on a duplicate key the
+// UPDATE triggers; a delete fires the DELETE triggers. Tables with
+// nullable unique secondary keys may see an extra UPDATE per changed row
+// (see below).
 //
 // # Unique secondary keys
 //
@@ -102,9 +106,6 @@ type Config struct {
 	// MultiStatements says whether the server accepts multi-statement
 	// packets; nil detects it at Open by trying.
 	MultiStatements *bool
-	// DisableForeignKeyChecks runs the applier's session with
-	// foreign_key_checks = 0 (see the package doc).
-	DisableForeignKeyChecks bool
 	// AllowCollationMerge accepts key columns (the source's primary key,
 	// the target's unique indexes) whose target collation holds as equal
 	// values the source keeps apart: case-, accent- or
@@ -227,9 +228,7 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 	}
 	dc.Params["time_zone"] = "'+00:00'"
 	dc.Params["sql_mode"] = "'" + sqlMode + "'"
-	if cfg.DisableForeignKeyChecks {
-		dc.Params["foreign_key_checks"] = "0"
-	}
+	dc.Params["foreign_key_checks"] = "0" // see the package doc
 	t := &Target{cfg: cfg, log: cfg.Logger, dcfg: dc, addr: dc.Addr, server: "MySQL",
 		tables: map[sluice.TableName]*tableDesc{}}
 	dc.DialFunc = t.wire.dial(cfg.Dial)
@@ -783,7 +782,10 @@ func (e *stepError) Error() string {
 		s := e.stmts[e.step-1]
 		var me *mysql.MySQLError
 		if s.keyCheck && errors.As(e.err, &me) && me.Number == 1242 {
-			return "apply " + s.what + ": no row has the old key on the target, so the target differs from the source (a row the source had is missing): " + e.err.Error()
+			// keyChangeCheck raises 1242 itself: a statement of a
+			// multi-statement packet has no other way to fail.
+			return "apply " + s.what + ": no row has the old key on the target, so the target differs from the source (a row the source had is missing, " +
+				"or something on the target, such as a trigger, moved it): the check after the key change found no row moved and failed on purpose with " + e.err.Error()
 		}
 		if s.guard && errors.As(e.err, &me) && me.Number == 1048 {
 			return "apply " + s.what + ": a row collides on a unique key with a row of the table that this batch does not touch " +
@@ -842,9 +844,11 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		}
 	}
 	if se != nil && se.step < 0 {
-		names := make([]string, 0, len(b.Tables))
-		for _, tb := range b.Tables {
-			names = append(names, tb.Table.Name.String())
+		var names []string
+		for _, part := range b.Parts() {
+			for _, tb := range part.Tables {
+				names = append(names, tb.Table.Name.String())
+			}
 		}
 		se.candidates = " to tables " + strings.Join(names, ", ")
 	}
@@ -1013,13 +1017,20 @@ func classify(err error, lost bool) error {
 // with nullable unique secondary keys) the
 // release of the unique values that change, then its upserts grouped by
 // the set of columns present; then the ordered changes, one statement each,
-// in source order.
+// in source order, each after the foreign-key actions it fired on the
+// source (cascade.go); part after part (apply.Batch.Next).
 func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]statement, error) {
+	return apply.AppendParts(nil, b, func(stmts []statement, part *apply.Batch) ([]statement, error) {
+		return t.planPart(ctx, stmts, part, perRow)
+	})
+}
+
+// planPart appends the statements of one part of a batch (see plan).
+func (t *Target) planPart(ctx context.Context, stmts []statement, b *apply.Batch, perRow bool) ([]statement, error) {
 	limit := t.maxPacket - 256
 	if perRow {
 		limit = 0 // one row per statement
 	}
-	var stmts []statement
 	for _, tb := range b.Tables {
 		d, err := t.describe(ctx, tb.Table)
 		if err != nil {
@@ -1052,13 +1063,28 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 		if err != nil {
 			return nil, err
 		}
+		fired := i < len(b.Cascades) && len(b.Cascades[i]) > 0
+		if fired {
+			if stmts, err = t.appendCascades(stmts, d, c, b.Cascades[i]); err != nil {
+				return nil, err
+			}
+		}
 		switch c.Op {
 		case sluice.OpInsert:
 			stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, 0)
 		case sluice.OpUpdate:
-			if c.Key != nil && !apply.KeysEqual(c.Key, c.Table.KeyOf(c.Row)) {
+			switch {
+			case c.Key != nil && !apply.KeysEqual(c.Key, c.Table.KeyOf(c.Row)) && fired && !apply.HasUnchanged(c.Row):
+				// A key change whose actions sluice carried out just
+				// before: a delete and an insert, as compaction writes
+				// it, which a batch applied again survives (its actions
+				// too find their rows by the old key's values).
+				if stmts, err = d.appendDeletes(stmts, []sluice.Row{c.Key}, 0); err == nil {
+					stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, 0)
+				}
+			case c.Key != nil && !apply.KeysEqual(c.Key, c.Table.KeyOf(c.Row)):
 				stmts, err = d.appendKeyChange(stmts, c.Key, c.Row)
-			} else {
+			default:
 				stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, 0)
 			}
 		case sluice.OpDelete:

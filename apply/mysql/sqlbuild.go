@@ -530,8 +530,11 @@ func buildKeyChange(table string, key []sqlColumn, cols []sqlColumn, present []i
 }
 
 // keyChangeCheck fails unless the statement right before it changed one
-// row. (DO would swallow the subquery's error; SELECT … INTO does not, and
-// returns no result set.)
+// row, with error 1242 (Subquery returns more than 1 row), which it raises
+// itself: MySQL has no SIGNAL outside stored programs, and a statement of
+// a multi-statement packet must fail for the packet to stop. (DO would
+// swallow the subquery's error; SELECT … INTO does not, and returns no
+// result set.) The key change's error says so (stepError).
 const keyChangeCheck = "SELECT IF(ROW_COUNT() = 1, 0, (SELECT 1 UNION ALL SELECT 2)) INTO @sluice_moved"
 
 // buildTruncate empties a table inside the batch's transaction: TRUNCATE

@@ -769,9 +769,16 @@ func classify(err error, connLost bool) error {
 // plan turns a batch into statements: per compacted table its truncate,
 // its moves in place (one statement each), its deletes, then its upserts
 // grouped by the set of columns present; then the ordered changes, one
-// statement each, in source order.
+// statement each, in source order, each after the foreign-key actions it
+// fired on the source (cascade.go); part after part (apply.Batch.Next).
 func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]statement, error) {
-	var stmts []statement
+	return apply.AppendParts(nil, b, func(stmts []statement, part *apply.Batch) ([]statement, error) {
+		return t.planPart(ctx, stmts, part, perRow)
+	})
+}
+
+// planPart appends the statements of one part of a batch (see plan).
+func (t *Target) planPart(ctx context.Context, stmts []statement, b *apply.Batch, perRow bool) ([]statement, error) {
 	for _, tb := range b.Tables {
 		d, err := t.describe(ctx, tb.Table)
 		if err != nil {
@@ -802,15 +809,30 @@ func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]state
 		if err != nil {
 			return nil, err
 		}
+		fired := i < len(b.Cascades) && len(b.Cascades[i]) > 0
+		if fired {
+			if stmts, err = t.appendCascades(stmts, d, c, b.Cascades[i]); err != nil {
+				return nil, err
+			}
+		}
 		switch c.Op {
 		case sluice.OpInsert:
 			stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, true)
 		case sluice.OpUpdate:
-			if c.Key != nil && !apply.KeysEqual(c.Key, c.Table.KeyOf(c.Row)) {
+			switch {
+			case c.Key != nil && !apply.KeysEqual(c.Key, c.Table.KeyOf(c.Row)) && fired && !apply.HasUnchanged(c.Row):
+				// A key change whose actions sluice carried out just
+				// before: a delete and an insert, as compaction writes
+				// it, which a batch applied again survives (its actions
+				// too find their rows by the old key's values).
+				if stmts, err = d.appendDeletes(stmts, []sluice.Row{c.Key}, true); err == nil {
+					stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, true)
+				}
+			case c.Key != nil && !apply.KeysEqual(c.Key, c.Table.KeyOf(c.Row)):
 				var st statement
 				st, err = d.keyChangeStatement(c.Key, c.Row)
 				stmts = append(stmts, st)
-			} else {
+			default:
 				stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, true)
 			}
 		case sluice.OpDelete:

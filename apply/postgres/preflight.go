@@ -89,7 +89,9 @@ func scanColumn(rows pgx.Rows, schema, relname *string) (targetColumn, error) {
 // Preflight checks, before any data moves, that every table exists on the
 // target with the source's primary key, columns whose types hold the
 // source's values exactly and key columns whose collations keep apart every
-// key the source keeps apart. It reports every problem it finds, each
+// key the source keeps apart, and, where batches cannot run with
+// session_replication_role = replica, no foreign key between them with an
+// action (checkActingForeignKeys). It reports every problem it finds, each
 // naming the table or column and the fix.
 func (t *Target) Preflight(ctx context.Context, tables []*sluice.Table) error {
 	return t.preflight(ctx, tables, t.allowCollationMerge())
@@ -111,6 +113,11 @@ func (t *Target) preflight(ctx context.Context, tables []*sluice.Table, allowMer
 			continue
 		}
 		if _, err := t.loadWith(ctx, tbl, allowMerge); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 && !t.replicaRole {
+		if err := t.checkActingForeignKeys(ctx, tables); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -184,8 +184,27 @@ func (t *Target) ApplyAfter(ctx context.Context, b *apply.Batch, cp sluice.Check
 	return t.sourceNames(c.ApplyAfter(ctx, out, cp, after, written))
 }
 
-// convert returns b with its tables mapped and its values converted.
+// convert returns b with its tables mapped and its values converted, part
+// after part.
 func (t *Target) convert(ctx context.Context, b *apply.Batch) (*apply.Batch, error) {
+	var first, prev *apply.Batch
+	for _, part := range b.Parts() {
+		out, err := t.convertPart(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		if prev == nil {
+			first = out
+		} else {
+			prev.Next = out
+		}
+		prev = out
+	}
+	return first, nil
+}
+
+// convertPart converts one part of a batch.
+func (t *Target) convertPart(ctx context.Context, b *apply.Batch) (*apply.Batch, error) {
 	out := &apply.Batch{Changes: b.Changes, Rows: b.Rows, Last: b.Last, Schema: b.Schema, DDL: b.DDL, Tables: make([]*apply.TableBatch, len(b.Tables))}
 	for i, tb := range b.Tables {
 		m, err := t.mapTable(ctx, tb.Table)
@@ -224,6 +243,22 @@ func (t *Target) convert(ctx context.Context, b *apply.Batch) (*apply.Batch, err
 		}
 		if out.Ordered[i], err = m.change(c); err != nil {
 			return nil, err
+		}
+	}
+	if b.Cascades != nil {
+		// The foreign-key actions name tables as the source does; their
+		// values come from the ordered changes, converted above.
+		name := func(n sluice.TableName) sluice.TableName {
+			if !t.keepSchema {
+				n.Schema = ""
+			}
+			return n
+		}
+		out.Cascades = make([][]apply.Cascade, len(b.Cascades))
+		for i, steps := range b.Cascades {
+			for _, c := range steps {
+				out.Cascades[i] = append(out.Cascades[i], c.Map(name))
+			}
 		}
 	}
 	return out, nil
@@ -334,6 +369,15 @@ func (t *Target) MeasuredRTT() (time.Duration, bool) {
 		return m.MeasuredRTT()
 	}
 	return 0, false
+}
+
+// ChecksForeignKeys is the inner target's, where it has one: whether the
+// target's foreign keys check, and act on, sluice's writes.
+func (t *Target) ChecksForeignKeys() bool {
+	if c, ok := t.Inner.(interface{ ChecksForeignKeys() bool }); ok {
+		return c.ChecksForeignKeys()
+	}
+	return false
 }
 
 // Fence is the inner target's, where it has one (see the targets' Fence).

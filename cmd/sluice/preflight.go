@@ -164,11 +164,22 @@ func preflightStream(ctx context.Context, s config.Stream, log *slog.Logger) (pr
 	if err != nil {
 		return rep, exitPreflightSource
 	}
+	// The source's foreign-key actions sluice carries out (a MySQL
+	// source's: its log omits the rows they change), as sync start plans
+	// them.
+	cascades, err := apply.NewCascades(src.ForeignKeys, src.Tables)
+	if err != nil {
+		return fail("source foreign keys", err, exitPreflightSource)
+	}
+	if !cascades.Empty() {
+		rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "source foreign keys",
+			Detail: "the source's log omits the rows their actions change: sync start carries them out on the target, applying the tables they join in source order: " + cascades.Summary()})
+	}
 	checked, err := preflightSchema(ctx, s, src.Tables, creates, &rep)
 	if err != nil {
 		return rep, daemon.ExitCode(err)
 	}
-	if err := preflightTarget(ctx, s, srcEng, checked, log, &rep); err != nil {
+	if err := preflightTarget(ctx, s, srcEng, checked, cascades, log, &rep); err != nil {
 		return rep, exitPreflightTarget
 	}
 	rep.OK = true
@@ -225,13 +236,14 @@ func preflightSchema(ctx context.Context, s config.Stream, tables []*sluice.Tabl
 // preflightTargetT is what preflight needs of a target.
 type preflightTargetT interface {
 	Preflight(ctx context.Context, tables []*sluice.Table) error
+	ForeignKeys(ctx context.Context, name sluice.TableName) ([]sluice.TableName, error)
 	Close(ctx context.Context) error
 }
 
 // preflightTarget opens the target with CheckOnly (no checkpoint table is
 // created) and runs its preflight on the source's tables, through the
 // cross-engine type map where sync start would use it.
-func preflightTarget(ctx context.Context, s config.Stream, srcEng daemon.Engine, tables []*sluice.Table, log *slog.Logger, rep *preflightReport) error {
+func preflightTarget(ctx context.Context, s config.Stream, srcEng daemon.Engine, tables []*sluice.Table, cascades *apply.Cascades, log *slog.Logger, rep *preflightReport) error {
 	fail := func(obj string, err error) error {
 		rep.Checks = append(rep.Checks, source.Check{Object: obj, Detail: err.Error()})
 		return err
@@ -254,7 +266,7 @@ func preflightTarget(ctx context.Context, s config.Stream, srcEng daemon.Engine,
 		}
 		tgt, checkpoint = wrapTarget(t, srcEng, eng), "sluice.checkpoints"
 	case daemon.EngineMySQL:
-		t, err := mysqltarget.Open(ctx, s.Target, mysqltarget.Config{Mode: mode, DisableForeignKeyChecks: s.DisableFKChecks, AllowCollationMerge: s.AllowCollationMerge, Logger: log, CheckOnly: true})
+		t, err := mysqltarget.Open(ctx, s.Target, mysqltarget.Config{Mode: mode, AllowCollationMerge: s.AllowCollationMerge, Logger: log, CheckOnly: true})
 		if err != nil {
 			return fail("target", err)
 		}
@@ -266,6 +278,9 @@ func preflightTarget(ctx context.Context, s config.Stream, srcEng daemon.Engine,
 	rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "target " + daemon.MaskURL(s.Target), Detail: "connected"})
 	if err := tgt.Preflight(ctx, tables); err != nil {
 		return fail("target tables", err)
+	}
+	if err := daemon.CheckCascadeTarget(ctx, tgt, cascades); err != nil {
+		return fail("target foreign keys", err)
 	}
 	for _, t := range tables {
 		rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "target table " + t.Name.String(), Detail: "columns, types, keys and collations fit the source"})

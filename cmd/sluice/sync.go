@@ -76,7 +76,7 @@ func syncStartFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-auto-tune", EnvVars: env("NO_AUTO_TUNE"), Usage: "pin the batch size to --apply-batch-size; the cost model is still measured and reported"},
 		&cli.StringFlag{Name: "apply-mode", Value: "pipelined", EnvVars: env("APPLY_MODE"), Usage: "pipelined: a batch is one transaction in one round trip; per-row: one statement per round trip, as naive appliers do (for comparison)"},
 		&cli.StringFlag{Name: "multi-statements", Value: "auto", EnvVars: env("MULTI_STATEMENTS"), Usage: "MySQL targets: send each batch as one multi-statement packet (auto detects whether the server allows it; on; off)"},
-		&cli.BoolFlag{Name: "disable-fk-checks", EnvVars: env("DISABLE_FK_CHECKS"), Usage: "MySQL targets: run the applier session with foreign_key_checks=0 (batches reorder changes across tables)"},
+		&cli.BoolFlag{Name: "disable-fk-checks", EnvVars: env("DISABLE_FK_CHECKS"), Usage: "no effect, kept so that older configurations start: a MySQL target's applier session always runs with foreign_key_checks=0"},
 		&cli.BoolFlag{Name: "allow-collation-merge", EnvVars: env("ALLOW_COLLATION_MERGE"), Usage: "accept target key columns whose collation treats as equal values the source keeps apart (case, accents, trailing spaces): such rows become one on the target; only when the source never holds two of them"},
 		&cli.StringFlag{Name: "controller", Value: "model", EnvVars: env("CONTROLLER"), Usage: "batch-size controller: model (sized from the fitted cost of a batch, under the kill budget) or aimd (naive additive increase, halve on a slow or killed batch; for comparison)"},
 		&cli.IntFlag{Name: "min-lanes", Value: 1, EnvVars: env("MIN_LANES"), Usage: "fewest lanes (concurrent target connections) applying changes"},

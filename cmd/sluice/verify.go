@@ -214,7 +214,7 @@ func (p *progressLine) done() {
 // target opened as sync start opens it.
 func repairTarget(ctx context.Context, cfg verify.Config, s config.Stream, rep *verify.Report) (*verify.RepairReport, error) {
 	rc, closeTarget, err := verify.OpenRepair(ctx, s.Source, s.Target, cfg.Source,
-		verify.RepairOptions{AllowCollationMerge: s.AllowCollationMerge, DisableFKChecks: s.DisableFKChecks})
+		verify.RepairOptions{AllowCollationMerge: s.AllowCollationMerge})
 	if err != nil {
 		return nil, fmt.Errorf("--repair: %w", err)
 	}

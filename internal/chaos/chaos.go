@@ -1,6 +1,7 @@
 // Package chaos runs sluice's fault scenarios: for a source mode × target
 // engine it runs the built binary (`sluice sync start`, as an operator
-// would) under a live, seeded, randomized workload (internal/workload) and
+// would) under a live, seeded, randomized workload (internal/workload, with
+// its graph of tables joined by foreign keys of every action) and
 // injects faults — kill -9 at random moments (the first ones during the
 // initial copy), target and source crashes, link blackholes through the
 // project's proxy, a transaction-killer storm, a read-only target and a

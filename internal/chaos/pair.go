@@ -207,7 +207,7 @@ func (pr *pairRun) setup(ctx context.Context) error {
 	go func() {
 		generated <- wlgen.Generate(wlgen.Config{
 			Seed: pr.seed, Source: wlgen.Engine(pr.spec.Src), Target: wlgen.Engine(pr.spec.Dst),
-			Txs: pr.cfg.Txs, MaxStmts: 8,
+			Txs: pr.cfg.Txs, MaxStmts: 8, ForeignKeys: true,
 		})
 	}()
 	defer func() {

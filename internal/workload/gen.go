@@ -134,6 +134,8 @@ type gen struct {
 	steps  map[string]int
 	uniq   int // numbers unique values, so that they never repeat
 	agenda []agendaItem
+	// fk is the foreign-key graph's model (Config.ForeignKeys), or nil.
+	fk *fkGraph
 }
 
 type agendaItem struct {
@@ -164,6 +166,9 @@ func newGen(cfg Config) *gen {
 		}
 		g.models = append(g.models, m)
 		g.byName[t.Name] = m
+	}
+	if cfg.ForeignKeys {
+		g.fk = newFKGraph(g)
 	}
 	// The agenda makes even a small workload take every step on every
 	// table it applies to: steps are tried in a seeded order until each
@@ -196,6 +201,10 @@ func (g *gen) tx(index int) Tx {
 	for _, m := range g.models {
 		m.graveyard = append(m.graveyard, m.freed...)
 		m.freed = nil
+	}
+	if g.fk != nil {
+		tx.Stmts = append(tx.Stmts, g.fk.tx(g)...)
+		g.fk.endTx()
 	}
 	return tx
 }
@@ -285,6 +294,9 @@ type step struct {
 }
 
 func (s *step) applies(t *Table) bool {
+	if t.fkGraph {
+		return false // only the graph's own steps write it (fk.go)
+	}
 	if t.Name == CorpusTable {
 		// The corpus table is for values, which inserts and updates
 		// carry; the other steps have their tables, and a small workload

@@ -62,6 +62,10 @@ type Table struct {
 	// Partitioning, when set, makes the table partitioned on a
 	// PostgreSQL source (partition.go).
 	Partitioning *Partitioning
+	// ForeignKeys are the table's foreign keys (fk.go); fkGraph marks the
+	// tables of the foreign-key graph, which only its steps write.
+	ForeignKeys []ForeignKey
+	fkGraph     bool
 }
 
 // Col returns the index of the named column, or -1.
@@ -201,6 +205,9 @@ func (s *Schema) DDL(e Engine) []string {
 			keys[j] = t.Columns[k].Name
 		}
 		defs = append(defs, "PRIMARY KEY ("+strings.Join(keys, ", ")+")")
+		for _, f := range t.ForeignKeys {
+			defs = append(defs, fkDDL(t, f))
+		}
 		out = append(out, s.tableDDL(e, t, fmt.Sprintf("CREATE TABLE %s (%s)", t.Name, strings.Join(defs, ", ")))...)
 	}
 	for _, t := range s.Tables {

@@ -51,8 +51,12 @@ type Config struct {
 	// engine).
 	Corpus bool
 	// Without names steps to leave out ("uk-swap", "key-chain", …; see
-	// StepNames), to tell which kind of change a failure needs.
+	// StepNames; "fk-renumber-order", … of the foreign-key graph), to tell
+	// which kind of change a failure needs.
 	Without []string
+	// ForeignKeys adds the foreign-key graph (fk.go): tables joined by
+	// foreign keys of every action, whose transactions make them act.
+	ForeignKeys bool
 }
 
 // StepNames lists the generator's steps.
@@ -164,6 +168,11 @@ func Generate(cfg Config) *Workload {
 	}
 	for _, m := range g.models {
 		w.rows[m.t.Name] = len(m.keys)
+	}
+	if g.fk != nil {
+		for _, m := range g.fk.models {
+			w.rows[m.t.Name] = len(m.keys)
+		}
 	}
 	return w
 }

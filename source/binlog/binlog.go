@@ -77,6 +77,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/source"
+	"github.com/sluice-cdc/sluice/source/internal/myfk"
 )
 
 // Kind is the Position.Kind of binlog positions.
@@ -130,6 +131,10 @@ type Reader struct {
 	dbs    map[string]bool          // databases of the streamed tables, lower case (streamedDBs)
 	colls  map[uint64]collation     // collation id -> name and character set
 	start  sluice.Position
+
+	// fks are the foreign keys of the tables or referencing them: InnoDB
+	// logs no row their actions change (ForeignKeys).
+	fks []sluice.ForeignKey
 
 	out     chan batch // decoded changes, bounded
 	budget  *source.Budget
@@ -206,6 +211,9 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position
 	}
 	if err := r.describe(ctx); err != nil {
 		return fail(err)
+	}
+	if r.fks, err = myfk.Read(ctx, r.db, r.cfg.Tables); err != nil {
+		return fail(fmt.Errorf("binlog: %w", err))
 	}
 	start, err := r.startPosition(ctx, info, from)
 	if err != nil {
@@ -386,6 +394,12 @@ func connOf(c *gomysql.Config) (connInfo, error) {
 
 // Tables describes the streamed tables as they are now.
 func (r *Reader) Tables() []*sluice.Table { return r.tables }
+
+// ForeignKeys returns the source's foreign keys of the streamed tables,
+// or referencing them, as the reader found them at Open: InnoDB writes no
+// row event for a row its foreign-key actions change, so the target must
+// carry the actions out (apply.Cascades).
+func (r *Reader) ForeignKeys() []sluice.ForeignKey { return r.fks }
 
 // Start returns the position the reader started from, as a resume token:
 // the one it was opened at, or (with no position) the source's position

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/source"
+	"github.com/sluice-cdc/sluice/source/internal/myfk"
 )
 
 // Check runs the validations Open runs (log_bin, binlog_format,
@@ -48,6 +49,9 @@ func Check(ctx context.Context, dsnOrURL string, cfg Config) (source.Report, err
 	for _, t := range r.tables {
 		rep.Tables = append(rep.Tables, t)
 		rep.Pass("table "+t.Name.String(), fmt.Sprintf("%d columns, primary key (%s)", len(t.Columns), strings.Join(t.KeyNames(), ", ")))
+	}
+	if rep.ForeignKeys, err = myfk.Read(ctx, db, r.cfg.Tables); err != nil {
+		return rep, rep.Fail("foreign keys of "+source.TableList(r.cfg.Tables), err)
 	}
 	start, err := r.startPosition(ctx, info, sluice.Position{})
 	if err != nil {

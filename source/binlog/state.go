@@ -676,6 +676,12 @@ func buildTable(described *sluice.Table, defs []colDef, e *replication.TableMapE
 	return t, nil
 }
 
+// noForeignKeyChecks is the rows event flag of a session that ran with
+// foreign_key_checks = 0 (Rows_log_event::NO_FOREIGN_KEY_CHECKS_F): its
+// changes fired no foreign-key action, which a replica's InnoDB then
+// leaves alone too.
+const noForeignKeyChecks = 0x02
+
 func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replication.RowsEvent) error {
 	id := evID{pos: h.LogPos, sub: s.sub}
 	tm := s.byID[e.TableID]
@@ -744,7 +750,7 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 			s.live = map[string]bool{}
 		}
 		s.live[tm.name] = true
-		c := sluice.Change{Table: tm.table, Op: op, Time: at}
+		c := sluice.Change{Table: tm.table, Op: op, Time: at, FKChecksOff: e.Flags&noForeignKeyChecks != 0}
 		var err error
 		i := j * step
 		switch op {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/sluice-cdc/sluice/source"
+	"github.com/sluice-cdc/sluice/source/internal/myfk"
 )
 
 // Check runs the validations Open runs (every table's existence and
@@ -60,6 +61,9 @@ func Check(ctx context.Context, dsnOrURL string, cfg Config) (source.Report, err
 				missing = append(missing, "trigger "+triggerName(t.Name, e)+" on "+t.String())
 			}
 		}
+	}
+	if rep.ForeignKeys, err = myfk.Read(ctx, conn, tables); err != nil {
+		return rep, rep.Fail("foreign keys of "+source.TableList(tables), err)
 	}
 	obj := "capture in database " + logDB
 	if len(missing) == 0 {

@@ -119,6 +119,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/source"
+	"github.com/sluice-cdc/sluice/source/internal/myfk"
 )
 
 // Config configures a Reader.
@@ -177,6 +178,9 @@ type Reader struct {
 	// innoName is each streamed table's and the changelog's InnoDB name
 	// (encoded database, encoded table), by logName.
 	innoName map[string][2]string
+	// fks are the foreign keys of the tables or referencing them: InnoDB
+	// fires no trigger for a row their actions change (ForeignKeys).
+	fks []sluice.ForeignKey
 
 	mu    sync.Mutex // serialises Read and guards the fields below
 	pos   position
@@ -319,6 +323,10 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position
 		r.db.Close()
 		return nil, err
 	}
+	if r.fks, err = myfk.Read(ctx, r.db, r.cfg.Tables); err != nil {
+		r.db.Close()
+		return nil, fmt.Errorf("mytrigger source: %w", err)
+	}
 	if err := r.register(ctx); err != nil {
 		r.db.Close()
 		return nil, err
@@ -423,6 +431,12 @@ func (r *Reader) check(ctx context.Context) error {
 
 // Tables describes the streamed tables.
 func (r *Reader) Tables() []*sluice.Table { return r.tables }
+
+// ForeignKeys returns the source's foreign keys of the streamed tables,
+// or referencing them, as the reader found them at Open: InnoDB fires no
+// trigger for a row its foreign-key actions change, so the target must
+// carry the actions out (apply.Cascades).
+func (r *Reader) ForeignKeys() []sluice.ForeignKey { return r.fks }
 
 // Start returns the position the reader started from: the one it was
 // opened at, or for a reader opened without one the position before the

@@ -104,6 +104,12 @@ type StreamOptions struct {
 	// The systemd notify protocol needs no option: it is spoken whenever
 	// $NOTIFY_SOCKET is set, with watchdog pings under $WATCHDOG_USEC.
 	MetricsListen string
+	// ProgressInterval is how often, at most, a log reader of an idle
+	// stream hands out a progress marker (and a logical one asks the
+	// server for its position, a binlog one gets a heartbeat): the
+	// readers' defaults (5 s; 10 s for a logical reader's question) when
+	// zero. Tests shorten it.
+	ProgressInterval time.Duration
 }
 
 // RunStream runs one stream until ctx ends (it then finishes or rolls back

@@ -70,7 +70,7 @@ var reloadKeys = map[string]struct {
 }
 
 // notSettings are the StreamOptions fields that are not reloaded.
-var notSettings = []string{"ID", "Logger", "Progress", "OnStart"}
+var notSettings = []string{"ID", "Logger", "Progress", "OnStart", "ProgressInterval"}
 
 // optionsDiff is what changed between a stream's running and new options,
 // as config keys.

@@ -110,3 +110,22 @@ func TestWithReadWrite(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBehind: any two tokens give a distance that is never negative, or
+// none, and never a panic.
+func FuzzBehind(f *testing.F) {
+	for _, s := range [][3]string{
+		{"pglogical", "0/1000/0", "0/1800@0/1700.3"},
+		{"binlog", "file:bin.000003:400|x|@500:0", "file:bin.000003:1400"},
+		{"binlog", "mariadb:0-1-40,1-2-7", "mariadb:0-1-42"},
+		{"mytrigger", "17", "40"},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, kind, have, want string) {
+		n, _, ok := behind(sluice.Position{Kind: kind, Token: have}, sluice.Position{Kind: kind, Token: want})
+		if ok && n < 0 {
+			t.Fatalf("behind(%q, %q) = %v", have, want, n)
+		}
+	})
+}

@@ -27,6 +27,8 @@ type Forward struct {
 // makes on the new one and a switch back loses nothing.
 type ReversePlan struct {
 	ID string
+	// Forward is the forward stream's id.
+	Forward string
 	// Source and Target are its endpoints, passwords included (to start
 	// it); the config block masks them.
 	Source, Target                         string
@@ -59,7 +61,7 @@ func PlanReverse(f Forward, id string, sourceReadOnly bool) (ReversePlan, error)
 	if err != nil {
 		return ReversePlan{}, fmt.Errorf("--target: %w", err)
 	}
-	p := ReversePlan{ID: id, Source: f.Target, Target: f.Source, SourcePasswordFile: f.TargetPasswordFile, TargetPasswordFile: f.SourcePasswordFile}
+	p := ReversePlan{ID: id, Forward: f.ID, Source: f.Target, Target: f.Source, SourcePasswordFile: f.TargetPasswordFile, TargetPasswordFile: f.SourcePasswordFile}
 	for _, t := range f.Tables {
 		if t.Schema == "sluice" || strings.HasPrefix(t.Name, "sluice_") {
 			return ReversePlan{}, fmt.Errorf("table %s is sluice's own: a stream must not carry sluice's tables (checkpoints, fences, changelogs) back; drop it from the tables", t)
@@ -127,6 +129,7 @@ func withReadWrite(raw string) (string, error) {
 // masked.
 func (p ReversePlan) Config() string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "# run it only once stream %s is stopped: both at once would send each write back and forth\n", p.Forward)
 	b.WriteString("[[stream]]\n")
 	kv := func(k, v string) {
 		if v != "" {

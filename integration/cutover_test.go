@@ -167,13 +167,36 @@ func cutoverPair(t *testing.T, bin string, from, to daemon.Engine) {
 	if err := appWrites(ctx, src, r, 60, "live", true); err != nil {
 		t.Fatal(err)
 	}
+	args := []string{"--source", src.url, "--target", dst.url, "--tables", strings.Join(tables, ","), "--stream-id", id, "--quiet-window", "1s", "--catch-up", "60s"}
+	// The application still writes: not quiet.
+	wctx, stopWriter := context.WithCancel(ctx)
+	writing := make(chan error, 1)
+	go func() {
+		wr := rand.New(rand.NewPCG(r.Uint64(), 2))
+		var err error
+		for wctx.Err() == nil && err == nil {
+			err = appWrites(wctx, src, wr, 1, "busy", true)
+			time.Sleep(20 * time.Millisecond) // the application's pace
+		}
+		if wctx.Err() != nil {
+			err = nil
+		}
+		writing <- err
+	}()
+	out, errOut, code := runCutover(t, bin, args...)
+	stopWriter()
+	if err := <-writing; err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 || !strings.Contains(out, "the source is not quiet") {
+		t.Fatalf("cutover while the source is written: exit %d, want 1 saying the source is not quiet; stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
 	// The writers stopped. A row planted on the target is named, and
 	// nothing is primed.
 	if err := dst.exec(ctx, `UPDATE items SET name = 'planted' WHERE id = 7`); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--source", src.url, "--target", dst.url, "--tables", strings.Join(tables, ","), "--stream-id", id, "--quiet-window", "1s", "--catch-up", "60s"}
-	out, errOut, code := runCutover(t, bin, args...)
+	out, errOut, code = runCutover(t, bin, args...)
 	if code != 1 || !strings.Contains(out, "(id=7)") || !strings.Contains(out, "NOT READY") {
 		t.Fatalf("cutover with a planted difference: exit %d, want 1 naming (id=7); stdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
@@ -246,7 +269,7 @@ func cutoverPair(t *testing.T, bin string, from, to daemon.Engine) {
 		return startSluice(t, bin, "sync", "start", "--config", conf, "--log-format", "json")
 	}
 	proc := startReverse()
-	wctx, stopWriter := context.WithCancel(ctx)
+	wctx, stopWriter = context.WithCancel(ctx)
 	defer stopWriter()
 	written := make(chan error, 1)
 	go func() {

@@ -115,8 +115,9 @@ type StreamOptions struct {
 	// max_slot_wal_keep_size, or of SlotWALLimit (1 GiB) where the server
 	// sets none, and when it has had no reader for SlotInactiveWarn
 	// (10 min); a binlog stream's needed binlog when expiry may purge it
-	// within BinlogPurgeWarn (24 h), or when it is among the
-	// BinlogPurgeWarnFiles oldest (0: not checked).
+	// within BinlogPurgeWarn (24 h), or when fewer than
+	// BinlogPurgeWarnFiles older binlogs are left before it (0: not
+	// checked).
 	HealthInterval       time.Duration
 	SlotWALLimit         int64
 	SlotInactiveWarn     time.Duration

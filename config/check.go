@@ -81,6 +81,16 @@ func (s Stream) Check() error {
 	if s.MaxQueueBytes < 1 {
 		add(fmt.Errorf("--max-queue-bytes %d: must be at least 1: give bytes, e.g. --max-queue-bytes 67108864", s.MaxQueueBytes))
 	}
+	// The health settings' zero is their default.
+	add(notNegative("health-interval", s.HealthInterval, "30s"))
+	add(notNegative("slot-inactive-warn", s.SlotInactiveWarn, "10m"))
+	add(notNegative("binlog-purge-warn", s.BinlogPurgeWarn, "24h"))
+	if s.SlotWALLimit < 0 {
+		add(fmt.Errorf("--slot-wal-limit %d: must not be negative: give bytes, e.g. --slot-wal-limit 1073741824 (the retained WAL the slot warnings are fractions of where the server sets no max_slot_wal_keep_size)", s.SlotWALLimit))
+	}
+	if s.BinlogPurgeWarnFiles < 0 {
+		add(fmt.Errorf("--binlog-purge-warn-files %d: must not be negative: give a count of binlogs, e.g. --binlog-purge-warn-files 2 (0: no warning by count)", s.BinlogPurgeWarnFiles))
+	}
 	if s.NoAutoTune && s.ApplyBatchSize < 1 {
 		add(fmt.Errorf("--no-auto-tune needs --apply-batch-size N (N ≥ 1)"))
 	}

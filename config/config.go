@@ -115,6 +115,12 @@ type Settings struct {
 	MetricsListen       *string   `toml:"metrics_listen"`
 	LogLevel            *string   `toml:"log_level"`
 	LogFormat           *string   `toml:"log_format"`
+	// The health checks of what the source keeps for the stream.
+	HealthInterval       *Duration `toml:"health_interval"`
+	SlotWALLimit         *int64    `toml:"slot_wal_limit"`
+	SlotInactiveWarn     *Duration `toml:"slot_inactive_warn"`
+	BinlogPurgeWarn      *Duration `toml:"binlog_purge_warn"`
+	BinlogPurgeWarnFiles *int      `toml:"binlog_purge_warn_files"`
 }
 
 // daemonWide are the keys that belong to the process, not to one stream:
@@ -293,6 +299,12 @@ type Stream struct {
 	MetricsListen       string
 	LogLevel            string
 	LogFormat           string
+	// Health checks (same order as Settings).
+	HealthInterval       time.Duration
+	SlotWALLimit         int64
+	SlotInactiveWarn     time.Duration
+	BinlogPurgeWarn      time.Duration
+	BinlogPurgeWarnFiles int
 }
 
 // Resolve merges flags (and their environment variables), the file and the

@@ -111,6 +111,25 @@ type StreamOptions struct {
 	// The systemd notify protocol needs no option: it is spoken whenever
 	// $NOTIFY_SOCKET is set, with watchdog pings under $WATCHDOG_USEC.
 	MetricsListen string
+	// ProgressInterval is how often, at most, a log reader of an idle
+	// stream hands out a progress marker (and a logical one asks the
+	// server for its position, a binlog one gets a heartbeat): the
+	// readers' defaults (5 s; 10 s for a logical reader's question) when
+	// zero. Tests shorten it.
+	ProgressInterval time.Duration
+	// Health checks (health.go), every HealthInterval (30 s): a logical
+	// stream's slot is warned of at 70 % and 85 % of
+	// max_slot_wal_keep_size, or of SlotWALLimit (1 GiB) where the server
+	// sets none, and when it has had no reader for SlotInactiveWarn
+	// (10 min); a binlog stream's needed binlog when expiry may purge it
+	// within BinlogPurgeWarn (24 h), or when fewer than
+	// BinlogPurgeWarnFiles older binlogs are left before it (0: not
+	// checked).
+	HealthInterval       time.Duration
+	SlotWALLimit         int64
+	SlotInactiveWarn     time.Duration
+	BinlogPurgeWarn      time.Duration
+	BinlogPurgeWarnFiles int
 }
 
 // RunStream runs one stream until ctx ends (it then finishes or rolls back
@@ -258,7 +277,17 @@ func (p *process) start(ctx context.Context, o StreamOptions) *slot {
 	p.mu.Unlock()
 	go func() {
 		defer close(sl.done)
+		// The health checks run as long as the stream's supervisor, and
+		// end before the stream counts as stopped.
+		wctx, stopWatch := context.WithCancel(sctx)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			p.watchHealth(wctx, sl)
+		}()
 		sl.stopErr = p.supervise(sctx, sl)
+		stopWatch()
+		<-watched
 	}()
 	return sl
 }

@@ -76,7 +76,10 @@ type sourceOptions struct {
 	Stream       string
 	Tables       []sluice.TableName
 	PollInterval time.Duration
-	Install      bool
+	// Progress is the log readers' progress-marker interval (zero: their
+	// defaults).
+	Progress time.Duration
+	Install  bool
 	// FromNow lets a log-based reader start a stream that has no
 	// checkpoint at the source's current position.
 	FromNow bool
@@ -165,7 +168,7 @@ func openSource(ctx context.Context, o sourceOptions, from sluice.Position) (rea
 	case ModeLogical:
 		r, err := pglogical.Open(ctx, o.URL, pglogical.Config{
 			Tables: o.Tables, Stream: o.Stream, FromNow: o.FromNow, PollInterval: o.PollInterval, Logger: o.Logger,
-			AcceptSlotAhead: o.OldCheckpoint,
+			AcceptSlotAhead: o.OldCheckpoint, ProgressInterval: o.Progress, StatusInterval: o.Progress,
 		}, from)
 		if err != nil {
 			return nil, hint(err)
@@ -174,6 +177,7 @@ func openSource(ctx context.Context, o sourceOptions, from sluice.Position) (rea
 	case ModeBinlog:
 		r, err := binlog.Open(ctx, o.URL, binlog.Config{
 			Tables: o.Tables, FromNow: o.FromNow, PollInterval: o.PollInterval, Logger: o.Logger,
+			ProgressInterval: o.Progress, HeartbeatPeriod: o.Progress,
 		}, from)
 		if err != nil {
 			return nil, hint(err)
@@ -293,6 +297,21 @@ func ConnectPostgres(ctx context.Context, rawURL string) (*pgx.Conn, error) {
 	return conn, nil
 }
 
+// ConnectMySQL opens a pool for administrative commands on a MySQL or
+// MariaDB server, from a URL or a DSN. It connects lazily: the first
+// query says whether the server answers.
+func ConnectMySQL(rawURL string) (*sql.DB, error) {
+	cfg, err := mytrigger.ParseDSN(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("MySQL connection %s: %w", MaskURL(rawURL), err)
+	}
+	return sql.OpenDB(connector), nil
+}
+
 // InstallCapture installs trigger capture for tables on a source, as
 // `sluice source install` does.
 func InstallCapture(ctx context.Context, sourceURL string, tables []sluice.TableName) error {
@@ -361,15 +380,10 @@ func withTriggerSource(ctx context.Context, sourceURL string, pg func(*pgx.Conn)
 		defer conn.Close(ctx)
 		return pg(conn)
 	case EngineMySQL:
-		cfg, err := mytrigger.ParseDSN(sourceURL)
+		db, err := ConnectMySQL(sourceURL)
 		if err != nil {
 			return err
 		}
-		connector, err := mysql.NewConnector(cfg)
-		if err != nil {
-			return fmt.Errorf("--source: %w", err)
-		}
-		db := sql.OpenDB(connector)
 		defer db.Close()
 		return my(db)
 	}

@@ -81,6 +81,7 @@ func streamSourceOptions(o StreamOptions, log *slog.Logger, oldCheckpoint bool) 
 		FromNow:       o.FromNow,
 		Tables:        o.Tables,
 		PollInterval:  o.PollInterval,
+		Progress:      o.ProgressInterval,
 		Install:       true,
 		OldCheckpoint: oldCheckpoint,
 		Logger:        log,

@@ -69,10 +69,17 @@ var reloadKeys = map[string]struct {
 	"ShutdownTimeout":     {"shutdown_timeout", restartStream},
 	"TransientRetryFor":   {"transient_retry_for", restartStream},
 	"MetricsListen":       {"metrics_listen", restartProcess},
+	// The health checks' settings restart the stream like the others: a
+	// stream's health watch runs with its options.
+	"HealthInterval":       {"health_interval", restartStream},
+	"SlotWALLimit":         {"slot_wal_limit", restartStream},
+	"SlotInactiveWarn":     {"slot_inactive_warn", restartStream},
+	"BinlogPurgeWarn":      {"binlog_purge_warn", restartStream},
+	"BinlogPurgeWarnFiles": {"binlog_purge_warn_files", restartStream},
 }
 
 // notSettings are the StreamOptions fields that are not reloaded.
-var notSettings = []string{"ID", "Logger", "Progress", "OnStart"}
+var notSettings = []string{"ID", "Logger", "Progress", "OnStart", "ProgressInterval"}
 
 // optionsDiff is what changed between a stream's running and new options,
 // as config keys.

@@ -41,6 +41,8 @@ type Status struct {
 	LastError  string  `json:"last_error,omitempty"`
 	// Copy is the initial copy's progress while the stream copies.
 	Copy *CopyStatus `json:"copy,omitempty"`
+	// Health is the stream's last health check (health.go).
+	Health *HealthStatus `json:"health,omitempty"`
 	// RetryAt is when a failed stream is started again (daemons running
 	// several streams restart a failed one after a backoff).
 	RetryAt    time.Time `json:"retry_at,omitzero"`
@@ -97,13 +99,18 @@ func WriteCopyStatus(dir, id string, p tablecopy.Progress) error {
 }
 
 func writeStatusFile(dir string, v Status) error {
+	return writeJSONFile(statusPath(dir, v.Stream), v)
+}
+
+// writeJSONFile replaces the file at path with v as JSON, atomically,
+// creating its directory.
+func writeJSONFile(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	path := statusPath(dir, v.Stream)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("status dir: %w", err)
+		return fmt.Errorf("create %s: %w", filepath.Dir(path), err)
 	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
@@ -178,6 +185,9 @@ func ReadStatus(dir string) ([]Status, error) {
 	}
 	out := make([]Status, 0, len(byStream))
 	for _, s := range byStream {
+		if hs, ok := readHealthFile(dir, s.Stream); ok {
+			s.Health = hs
+		}
 		out = append(out, *s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Stream < out[j].Stream })

@@ -30,6 +30,7 @@ type Metrics struct {
 	mu      sync.Mutex
 	streams map[string]streamSource
 	copies  map[string]func() (tablecopy.Progress, bool)
+	health  map[string]func() (Health, bool)
 }
 
 type streamSource struct {

@@ -237,8 +237,9 @@ func (v *run) streamKind(ctx context.Context) error {
 	return nil
 }
 
-// targetName is where the stream writes a source table.
-func targetName(n sluice.TableName, from, to Dialect) sluice.TableName {
+// TargetName is where a stream writes a source table: under its own name,
+// in the schema it has on the source only from PostgreSQL to PostgreSQL.
+func TargetName(n sluice.TableName, from, to Dialect) sluice.TableName {
 	if from == PostgreSQL && to == PostgreSQL {
 		return n
 	}
@@ -247,7 +248,7 @@ func targetName(n sluice.TableName, from, to Dialect) sluice.TableName {
 
 func (v *run) table(ctx context.Context, name sluice.TableName) (*table, error) {
 	sd, td := v.cfg.Source.Dialect(), v.cfg.Target.Dialect()
-	tname := targetName(name, sd, td)
+	tname := TargetName(name, sd, td)
 	var tgt *sluice.Table
 	var terr error
 	described := make(chan struct{})

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-cdc/sluice/source/binlog"
 	"github.com/sluice-cdc/sluice/source/pglogical"
 	"github.com/sluice-cdc/sluice/source/pgtrigger"
+	"github.com/sluice-cdc/sluice/stream"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -243,5 +244,49 @@ func TestExitDataLost(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "fresh copy") {
 		t.Errorf("the error should say the target needs a fresh copy:\n%s", out)
+	}
+}
+
+// TestSyncStatusMaxLag: with --max-lag, sync status exits 1 naming each
+// stream whose lag is over it or that does not run, and 0 otherwise.
+func TestSyncStatusMaxLag(t *testing.T) {
+	dir := t.TempDir()
+	for _, s := range []struct {
+		id      string
+		lag     time.Duration
+		running bool
+	}{{"fresh", time.Second, true}, {"late", 90 * time.Second, true}, {"stopped", 0, false}} {
+		if err := daemon.WriteStatus(dir, stream.Stats{Stream: s.id, Lag: s.lag}, s.running); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		args     []string
+		code     int
+		named    []string
+		notNamed []string
+	}{
+		{[]string{}, 0, nil, nil},
+		{[]string{"--max-lag", "1m"}, 1, []string{"late (lag 90.0s)", "stopped (not running"}, []string{"fresh"}},
+		{[]string{"--max-lag", "2m", "--stream-id", "late"}, 0, nil, nil},
+		{[]string{"--max-lag", "1m", "--stream-id", "fresh"}, 0, nil, nil},
+		{[]string{"--max-lag", "1m", "--stream-id", "late", "--json"}, 1, []string{"late (lag 90.0s)"}, nil},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"sluice", "sync", "status", "--state-dir", dir}, tc.args...)
+		code := run(context.Background(), args, &stdout, &stderr)
+		if code != tc.code {
+			t.Errorf("%v: exit %d, want %d\n%s", tc.args, code, tc.code, stderr.String())
+		}
+		for _, s := range tc.named {
+			if !strings.Contains(stderr.String(), s) {
+				t.Errorf("%v: stderr %q does not name %q", tc.args, stderr.String(), s)
+			}
+		}
+		for _, s := range tc.notNamed {
+			if strings.Contains(stderr.String(), s) {
+				t.Errorf("%v: stderr %q names %q", tc.args, stderr.String(), s)
+			}
+		}
 	}
 }

@@ -142,6 +142,7 @@ func newApp() *cli.App {
 			sourceCommand(),
 			diagnoseCommand(),
 			verifyCommand(),
+			cutoverCommand(),
 			{
 				Name:  "version",
 				Usage: "print sluice's version and commit",

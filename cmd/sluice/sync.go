@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -46,6 +47,7 @@ func syncCommand() *cli.Command {
 					stateDirFlag(),
 					&cli.StringFlag{Name: "stream-id", EnvVars: env("STREAM_ID"), Usage: "show only this stream"},
 					&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+					&cli.DurationFlag{Name: "max-lag", EnvVars: env("MAX_LAG"), Usage: "also exit 1 when a stream's lag is over this, or it does not run (its lag then unknown): a freshness check for monitors; 0: off"},
 				},
 				Action: syncStatus,
 			},
@@ -95,6 +97,11 @@ func syncStartFlags() []cli.Flag {
 		&cli.StringFlag{Name: "metrics-listen", EnvVars: env("METRICS_LISTEN"), Usage: "serve Prometheus /metrics, /healthz and /readyz over HTTP at this address (host:port, e.g. 127.0.0.1:9187); off when empty"},
 		&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"), Usage: "debug, info, warn or error"},
 		&cli.StringFlag{Name: "log-format", Value: "auto", EnvVars: env("LOG_FORMAT"), Usage: "text, json, or auto (text with a live progress line on a terminal, json otherwise)"},
+		&cli.DurationFlag{Name: "health-interval", Value: 30 * time.Second, EnvVars: env("HEALTH_INTERVAL"), Usage: "how often to check what the source keeps for the stream (its replication slot, the binlog its position needs)"},
+		&cli.Int64Flag{Name: "slot-wal-limit", Value: 1 << 30, EnvVars: env("SLOT_WAL_LIMIT"), Usage: "logical: the retained WAL (bytes) the slot warnings at 70% and 85% are fractions of, where the source sets no max_slot_wal_keep_size"},
+		&cli.DurationFlag{Name: "slot-inactive-warn", Value: 10 * time.Minute, EnvVars: env("SLOT_INACTIVE_WARN"), Usage: "logical: warn when the stream's replication slot has had no reader this long"},
+		&cli.DurationFlag{Name: "binlog-purge-warn", Value: 24 * time.Hour, EnvVars: env("BINLOG_PURGE_WARN"), Usage: "binlog: warn when binlog_expire_logs_seconds (or expire_logs_days) may purge the binlog the stream's checkpoint needs within this time"},
+		&cli.IntFlag{Name: "binlog-purge-warn-files", EnvVars: env("BINLOG_PURGE_WARN_FILES"), Usage: "binlog: warn when fewer than this many older binlogs are left before the one the stream's checkpoint needs (0: no warning by count)"},
 	}
 }
 
@@ -232,7 +239,7 @@ func streamOptions(s config.Stream) (daemon.StreamOptions, error) {
 	if err != nil {
 		return daemon.StreamOptions{}, usageErr(fmt.Errorf("stream %s: %w", s.StreamID, err))
 	}
-	return daemon.StreamOptions{
+	o := daemon.StreamOptions{
 		ID:                  s.StreamID,
 		SourceURL:           s.Source,
 		TargetURL:           s.Target,
@@ -266,7 +273,10 @@ func streamOptions(s config.Stream) (daemon.StreamOptions, error) {
 		ShutdownTimeout:     s.ShutdownTimeout,
 		TransientRetryFor:   s.TransientRetryFor,
 		MetricsListen:       s.MetricsListen,
-	}, nil
+	}
+	o.HealthInterval, o.SlotWALLimit, o.SlotInactiveWarn = s.HealthInterval, s.SlotWALLimit, s.SlotInactiveWarn
+	o.BinlogPurgeWarn, o.BinlogPurgeWarnFiles = s.BinlogPurgeWarn, s.BinlogPurgeWarnFiles
+	return o, nil
 }
 
 func syncStatus(c *cli.Context) error {
@@ -291,7 +301,7 @@ func syncStatus(c *cli.Context) error {
 		if err := enc.Encode(list); err != nil {
 			return err
 		}
-		return unhealthy(list)
+		return unhealthy(list, c.Duration("max-lag"))
 	}
 	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STREAM\tSTATE\tAPPLIED\tRATE/S\tSOURCE/S\tLAG\tBATCH\tLANES\tRTT\tLAST COMMIT\tPOSITION\tLAST ERROR")
@@ -339,8 +349,44 @@ func syncStatus(c *cli.Context) error {
 		if s.Copy != nil {
 			printCopy(c.App.Writer, s)
 		}
+		if s.Health != nil {
+			printHealth(c.App.Writer, s.Stream, s.Health)
+		}
 	}
-	return unhealthy(list)
+	return unhealthy(list, c.Duration("max-lag"))
+}
+
+// printHealth shows a stream's last health check: what its source keeps
+// for it, and the warnings.
+func printHealth(w io.Writer, stream string, h *daemon.HealthStatus) {
+	at := h.Checked.Local().Format("15:04:05")
+	switch {
+	case h.Slot != nil && h.Slot.Exists:
+		sl := h.Slot
+		reader := "has a reader"
+		if !sl.Active {
+			reader = fmt.Sprintf("no reader for %s", (time.Duration(sl.InactiveSeconds) * time.Second).String())
+		}
+		fmt.Fprintf(w, "\nstream %s: slot %s retains %d bytes of WAL, %.0f%% of %s (%d bytes); %s (checked %s)\n",
+			stream, sl.Slot, sl.RetainedBytes, sl.Percent, sl.Limit, sl.LimitBytes, reader, at)
+	case h.Binlog != nil:
+		b := h.Binlog
+		needs := b.Needs
+		if needs == "" {
+			needs = "(not told by a GTID set)"
+		}
+		expiry := "binlogs never expire"
+		if b.ExpireSeconds > 0 {
+			expiry = fmt.Sprintf("%s %d: may be purged in about %s", b.Setting, b.ExpireSeconds, (time.Duration(max(0, b.PurgeInSeconds)) * time.Second).String())
+		}
+		fmt.Fprintf(w, "\nstream %s: needs binlog %s, %d older of %d; %s (checked %s)\n", stream, needs, b.FilesBefore, b.Files, expiry, at)
+	}
+	for _, m := range h.Warnings {
+		fmt.Fprintf(w, "stream %s: WARNING: %s\n", stream, m)
+	}
+	if h.Error != "" {
+		fmt.Fprintf(w, "stream %s: the health check failed: %s\n", stream, h.Error)
+	}
 }
 
 // printCopy shows a stream's initial copy, table by table.
@@ -361,19 +407,34 @@ func neverConnected(s daemon.Status) bool {
 	return s.Lanes == 0 && s.LastCommit.IsZero() && s.Applied == 0
 }
 
-// unhealthy fails (exit 1) when a stream is failed or stalled, so that
-// monitoring can run sync status.
-func unhealthy(list []daemon.Status) error {
-	var bad []string
+// unhealthy fails (exit 1) when a stream is failed or stalled, or, with
+// maxLag, when its lag is over it or it does not run, so that monitoring
+// can run sync status.
+func unhealthy(list []daemon.Status, maxLag time.Duration) error {
+	var bad, late []string
 	for _, s := range list {
 		if s.Stalled || (!s.Running && s.LastError != "") {
 			bad = append(bad, s.Stream)
 		}
+		switch {
+		case maxLag <= 0:
+		case !s.Running:
+			late = append(late, s.Stream+" (not running: its lag is unknown)")
+		case s.LagSeconds > maxLag.Seconds():
+			late = append(late, fmt.Sprintf("%s (lag %.1fs)", s.Stream, s.LagSeconds))
+		}
 	}
-	if len(bad) == 0 {
+	var msgs []string
+	if len(bad) > 0 {
+		msgs = append(msgs, "stream(s) failed or stalled: "+strings.Join(bad, ", "))
+	}
+	if len(late) > 0 {
+		msgs = append(msgs, fmt.Sprintf("stream(s) over --max-lag %s: %s", maxLag, strings.Join(late, ", ")))
+	}
+	if len(msgs) == 0 {
 		return nil
 	}
-	return daemon.Fail(daemon.ExitFailure, fmt.Errorf("stream(s) failed or stalled: %s", strings.Join(bad, ", ")))
+	return daemon.Fail(daemon.ExitFailure, errors.New(strings.Join(msgs, "; ")))
 }
 
 // dropFinal drops the error log line of the failure that ends sluice,

@@ -21,23 +21,33 @@ func verifyCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "verify",
 		Usage: "prove that the target holds exactly the source's rows (hashes computed inside both databases; live against a running stream); exit 0 equal, 1 different, 2 could not run",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "config", EnvVars: env("CONFIG"), Usage: "TOML config file of the streams: with --stream, verify that stream's tables, live"},
-			&cli.StringFlag{Name: "stream", EnvVars: env("VERIFY_STREAM"), Usage: "with --config: the stream (its stream_id) whose tables to verify"},
-			&cli.StringFlag{Name: "source", EnvVars: env("SOURCE"), Usage: "source database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or user:pass@tcp(host:3306)/db"},
-			&cli.StringFlag{Name: "target", EnvVars: env("TARGET"), Usage: "target database, same forms"},
-			&cli.StringSliceFlag{Name: "tables", EnvVars: env("TABLES"), Usage: "tables to verify, comma-separated, as the source names them: schema.table or table"},
-			&cli.StringFlag{Name: "source-password-file", EnvVars: env("SOURCE_PASSWORD_FILE"), Usage: "file holding the source's password (replaces any in --source)"},
-			&cli.StringFlag{Name: "target-password-file", EnvVars: env("TARGET_PASSWORD_FILE"), Usage: "file holding the target's password (replaces any in --target)"},
-			&cli.StringFlag{Name: "stream-id", EnvVars: env("STREAM_ID"), Usage: "with --source/--target: the stream writing the target; verify then runs live against its checkpoint row (without it: a still pair)"},
-			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+		Flags: append(pairFlags("verify", "VERIFY_STREAM", ", live",
+			"verify then runs live against its checkpoint row (without it: a still pair)"),
 			&cli.IntFlag{Name: "chunk-rows", Value: 10000, EnvVars: env("VERIFY_CHUNK_ROWS"), Usage: "rows per first range; a differing range is cut again down to 1000 rows, then compared key by key"},
 			&cli.IntFlag{Name: "workers", Value: 2, EnvVars: env("VERIFY_WORKERS"), Usage: "batches of ranges hashed at once, each on its own connection per side"},
 			&cli.StringFlag{Name: "resume", EnvVars: env("VERIFY_RESUME"), Usage: "keep the run's progress in this file as it goes; a run interrupted (killed, lost connection) continues from it when started again with the same file, source, target and tables; the file is removed when the run completes"},
 			&cli.BoolFlag{Name: "repair", EnvVars: env("VERIFY_REPAIR"), Usage: "write the source's current rows for the differing keys to the target (delete those the source lacks) through sluice's apply path, in one transaction, then verify those keys again; exit 0 when they are then equal. Against a running stream (--config/--stream or --stream-id) the transaction first locks the stream's fence row, so that no batch of the stream is in flight while the source's rows are read and written, and the stream converges on top of them; it never writes the stream's checkpoint"},
 			&cli.DurationFlag{Name: "catch-up", Value: 2 * time.Minute, EnvVars: env("VERIFY_CATCH_UP"), Usage: "live: how long to wait for the target to apply past the source position a range was hashed at"},
-		},
+		),
 		Action: runVerify,
+	}
+}
+
+// pairFlags are the flags naming the pair a command (verify, cutover)
+// works on: a stream of a config file, or a source, a target and tables.
+// streamEnv is --stream's variable, configWhat what --config --stream
+// adds to "<cmd> that stream's tables", streamIDUse what --stream-id does.
+func pairFlags(cmd, streamEnv, configWhat, streamIDUse string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "config", EnvVars: env("CONFIG"), Usage: "TOML config file of the streams: with --stream, " + cmd + " that stream's tables" + configWhat},
+		&cli.StringFlag{Name: "stream", EnvVars: env(streamEnv), Usage: "with --config: the stream (its stream_id) whose tables to " + cmd},
+		&cli.StringFlag{Name: "source", EnvVars: env("SOURCE"), Usage: "source database: postgres://user:pass@host:5432/db, mysql://user:pass@host:3306/db or user:pass@tcp(host:3306)/db"},
+		&cli.StringFlag{Name: "target", EnvVars: env("TARGET"), Usage: "target database, same forms"},
+		&cli.StringSliceFlag{Name: "tables", EnvVars: env("TABLES"), Usage: "tables to " + cmd + ", comma-separated, as the source names them: schema.table or table"},
+		&cli.StringFlag{Name: "source-password-file", EnvVars: env("SOURCE_PASSWORD_FILE"), Usage: "file holding the source's password (replaces any in --source)"},
+		&cli.StringFlag{Name: "target-password-file", EnvVars: env("TARGET_PASSWORD_FILE"), Usage: "file holding the target's password (replaces any in --target)"},
+		&cli.StringFlag{Name: "stream-id", EnvVars: env("STREAM_ID"), Usage: "with --source/--target: the stream writing the target; " + streamIDUse},
+		&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
 	}
 }
 
@@ -47,11 +57,15 @@ type verifyTarget struct {
 	live   string // the stream, when live
 }
 
-func verifyEndpoints(c *cli.Context) (verifyTarget, error) {
+// pairEndpoints reads the pair a command compares or cuts over: a
+// stream of --config FILE (--stream), or --source, --target and --tables
+// (with --stream-id naming the stream that writes the target).
+func pairEndpoints(c *cli.Context) (verifyTarget, error) {
 	if path := c.String("config"); path != "" {
 		id := c.String("stream")
 		if id == "" {
-			return verifyTarget{}, usageErr(fmt.Errorf("verify --config %s needs --stream ID: the stream whose tables to verify", path))
+			verb := strings.ReplaceAll(c.Command.Name, "cutover", "cut over")
+			return verifyTarget{}, usageErr(fmt.Errorf("%s --config %s needs --stream ID: the stream whose tables to %s", c.Command.Name, path, verb))
 		}
 		f, err := config.Load(path)
 		if err != nil {
@@ -102,7 +116,7 @@ func runVerify(c *cli.Context) error {
 	ctx := c.Context
 	// Every failure to run exits 2; a difference exits 1.
 	cantRun := func(err error) error { return daemon.Fail(daemon.ExitUsage, err) }
-	vt, err := verifyEndpoints(c)
+	vt, err := pairEndpoints(c)
 	if err != nil {
 		return cantRun(err)
 	}

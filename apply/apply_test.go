@@ -378,8 +378,9 @@ func TestCompactModel(t *testing.T) {
 }
 
 // applyModel applies a batch to an in-memory table the way a target does:
-// an upsert of a missing row leaves its unsent columns NULL, an update in
-// place keeps them, an update of a missing row changes nothing.
+// an image with unsent values updates its row in place, keeping them, and
+// fails when the row is missing (it cannot be written), as does a key
+// change of a missing row.
 func applyModel(rows map[string][2]string, b *Batch) (map[string][2]string, error) {
 	set := func(dst *[2]string, img sluice.Row) {
 		if !img[1].Unchanged {
@@ -416,8 +417,8 @@ func applyModel(rows map[string][2]string, b *Batch) (map[string][2]string, erro
 		}
 		for _, img := range tb.Upserts {
 			v, ok := rows[img[0].Text]
-			if !ok {
-				v = [2]string{"NULL", "NULL"}
+			if !ok && (img[1].Unchanged || img[2].Unchanged) {
+				return nil, fmt.Errorf("update of missing row %v with unsent values", img)
 			}
 			set(&v, img)
 			rows[img[0].Text] = v

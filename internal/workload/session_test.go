@@ -13,8 +13,8 @@ func TestFirstLoggedAs(t *testing.T) {
 		copy(r, vals)
 		return r
 	}
-	insItem := Stmt{Op: Insert, Table: items, Cols: allCols(items), Vals: row(items, int64(1), "u1", int32(5), "body", "note")}
-	insLine := Stmt{Op: Insert, Table: lines, Cols: allCols(lines), Vals: row(lines, int64(1), int64(1), "sku", int32(1))}
+	insItem := Stmt{Op: Insert, Table: items, Cols: written(items), Vals: row(items, int64(1), "u1", int32(5), "body", "note")}
+	insLine := Stmt{Op: Insert, Table: lines, Cols: written(lines), Vals: row(lines, int64(1), int64(1), "sku", int32(1))}
 	sameQty := Stmt{Op: Update, Table: lines, Key: []any{int64(1), int64(1)}, Cols: []int{3}, Vals: []any{int32(1)}}
 	newQty := Stmt{Op: Update, Table: lines, Key: []any{int64(1), int64(1)}, Cols: []int{3}, Vals: []any{int32(2)}}
 	moveItem := Stmt{Op: Update, Table: items, Key: []any{int64(1)}, Cols: []int{0}, Vals: []any{int64(2)}}

@@ -151,6 +151,7 @@ func newGen(cfg Config) *gen {
 		steps:  map[string]int{},
 	}
 	addGenerated(cfg.Seed, g.schema)
+	addRequiredText(g.schema)
 	for _, t := range g.schema.Tables {
 		m := &tableModel{t: t, pos: map[string]int{}, rows: map[string][]any{}, unique: map[int]map[string]string{}}
 		for i, c := range t.Columns {

@@ -9,7 +9,8 @@
 // that end absent, INSERT … VALUES (…),(…) ON DUPLICATE KEY UPDATE with the
 // full row image for the rows that end present, and a multi-row UPDATE in
 // place for those whose image lacks values the source did not send (see
-// buildUpdates) — followed by the checkpoint upsert. Where the server accepts multi-statement packets
+// buildUpdates) — followed by the checkpoint upsert. Where the server
+// accepts multi-statement packets
 // (CLIENT_MULTI_STATEMENTS, detected at Open by trying, or configured),
 // START TRANSACTION, the statements, the checkpoint and COMMIT go as one
 // COM_QUERY: one round trip per batch, whatever its size. Statements are

@@ -475,7 +475,7 @@ func (t *Target) stepError(stmts []statement, i int, err error) error {
 		err = fmt.Errorf("%s: no row has the old key on the target, so the target differs from the source (a row the source had is missing): %w", st.what, err)
 	}
 	if st != nil && st.inPlace && errors.As(err, &pgErr) && pgErr.Code == "22012" {
-		err = fmt.Errorf("apply %s: %w (the check's error: %v)", st.what, apply.ErrRowMissing, pgErr)
+		err = fmt.Errorf("apply %s: %w (the check's error: %w)", st.what, apply.ErrRowMissing, pgErr)
 	}
 	if st != nil {
 		return &sluice.TableError{Table: st.table.Name, Err: err}
@@ -989,13 +989,13 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 			}
 			continue
 		}
-		rows := rowCount(len(g.rows))
+		which := rowCount(len(g.rows))
 		if len(g.rows) == 1 {
-			rows = d.src.FormatKey(d.src.KeyOf(g.rows[0]))
+			which = d.src.FormatKey(d.src.KeyOf(g.rows[0]))
 		}
 		sql, args := d.upsertStatement(g.mask, g.present, g.partial, g.rows)
 		stmts = append(stmts, statement{table: d.src, sql: sql, args: args, inPlace: g.partial,
-			what: fmt.Sprintf(op, rows, d.display)})
+			what: fmt.Sprintf(op, which, d.display)})
 	}
 	return stmts, nil
 }

@@ -103,7 +103,9 @@ type TableBatch struct {
 	Deletes []sluice.Row
 	// Upserts holds the final full images (aligned with Table.Columns) of
 	// rows that end the batch present. An image may hold Unchanged values
-	// of a row whose key did not change: the target keeps those columns.
+	// of a row whose key did not change, which the target must already
+	// hold: it updates the row in place, keeping those columns, and fails
+	// with ErrRowMissing when the row is not there.
 	Upserts []sluice.Row
 }
 
@@ -641,3 +643,11 @@ var ErrFenced = errors.New("a newer sluice process runs this stream on the targe
 // when after is not zero, fails unless the row then holds checkpoint
 // sequence after, the one before it.
 var ErrChainBroken = errors.New("the transaction sent before it on the same lane did not commit")
+
+// ErrRowMissing is wrapped by a Target's error when a batch updates a row
+// it holds only some values of (the source left the others unsent: a
+// PostgreSQL source's unchanged TOASTed values) and the target has no row
+// at that key. Such a row cannot be written, since the values it lacks are
+// nowhere in the stream, and passing over it would lose it: the target
+// differs from the source, and the stream stops.
+var ErrRowMissing = errors.New("a row it updates is not on the target, and the source sent only the values that changed (PostgreSQL leaves unchanged TOASTed values out), so the row cannot be written: the target differs from the source (a row the source had is missing); mend it with sluice verify --repair, or load the table again, then restart the stream")

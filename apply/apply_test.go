@@ -395,8 +395,9 @@ func TestCompactModel(t *testing.T) {
 }
 
 // applyModel applies a batch to an in-memory table the way a target does:
-// an upsert of a missing row leaves its unsent columns NULL, an update in
-// place keeps them, an update of a missing row changes nothing.
+// an image with unsent values updates its row in place, keeping them, and
+// fails when the row is missing (it cannot be written), as does a key
+// change of a missing row.
 func applyModel(rows map[string][2]string, b *Batch) (map[string][2]string, error) {
 	for _, part := range b.Parts() {
 		var err error
@@ -443,8 +444,8 @@ func applyPartModel(rows map[string][2]string, b *Batch) (map[string][2]string, 
 		}
 		for _, img := range tb.Upserts {
 			v, ok := rows[img[0].Text]
-			if !ok {
-				v = [2]string{"NULL", "NULL"}
+			if !ok && (img[1].Unchanged || img[2].Unchanged) {
+				return nil, fmt.Errorf("update of missing row %v with unsent values", img)
 			}
 			set(&v, img)
 			rows[img[0].Text] = v

@@ -7,9 +7,10 @@
 // In the default, pipelined mode a batch is turned into a handful of
 // multi-row statements per table — DELETE … WHERE pk IN (…) for the rows
 // that end absent, INSERT … VALUES (…),(…) ON DUPLICATE KEY UPDATE with the
-// full row image for the rows that end present (grouped by the set of
-// columns present, so that unchanged columns are left alone) — followed by
-// the checkpoint upsert. Where the server accepts multi-statement packets
+// full row image for the rows that end present, and a multi-row UPDATE in
+// place for those whose image lacks values the source did not send (see
+// buildUpdates) — followed by the checkpoint upsert. Where the server
+// accepts multi-statement packets
 // (CLIENT_MULTI_STATEMENTS, detected at Open by trying, or configured),
 // START TRANSACTION, the statements, the checkpoint and COMMIT go as one
 // COM_QUERY: one round trip per batch, whatever its size. Statements are
@@ -555,6 +556,10 @@ type statement struct {
 	// keyCheck marks an ordered key change and the check after it, which
 	// fails when the change found no row to move.
 	keyCheck bool
+	// rowCheck marks the check after an update of rows with values the
+	// source did not send, which fails when one of them is missing (see
+	// buildUpdates).
+	rowCheck bool
 	// fence marks the fence check (see Fence).
 	fence bool
 	// chain marks the chain check (see ApplyAfter).
@@ -787,6 +792,9 @@ func (e *stepError) Error() string {
 			return "apply " + s.what + ": no row has the old key on the target, so the target differs from the source (a row the source had is missing, " +
 				"or something on the target, such as a trigger, moved it): the check after the key change found no row moved and failed on purpose with " + e.err.Error()
 		}
+		if e.rowMissing() {
+			return "apply " + s.what + ": " + apply.ErrRowMissing.Error() + " (the check's error: " + e.err.Error() + ")"
+		}
 		if s.guard && errors.As(e.err, &me) && me.Number == 1048 {
 			return "apply " + s.what + ": a row collides on a unique key with a row of the table that this batch does not touch " +
 				"(the target differs from the source, or the changes that free the value are in another batch): " + e.err.Error()
@@ -799,6 +807,16 @@ func (e *stepError) Error() string {
 }
 
 func (e *stepError) Unwrap() error { return e.err }
+
+// Is makes a failed row check apply.ErrRowMissing.
+func (e *stepError) Is(target error) bool { return target == apply.ErrRowMissing && e.rowMissing() }
+
+// rowMissing reports whether the failed statement is the check that the
+// rows an update with unsent values updated were all there.
+func (e *stepError) rowMissing() bool {
+	var me *mysql.MySQLError
+	return e.step > 0 && e.step <= len(e.stmts) && e.stmts[e.step-1].rowCheck && errors.As(e.err, &me) && me.Number == 1242
+}
 
 // connLost reports whether err means the connection is gone.
 func connLost(err error) bool {
@@ -1211,9 +1229,11 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, limit in
 		return stmts, nil
 	}
 	// Group rows by the set of columns they carry, in first-seen order, so
-	// that a row with unchanged columns SETs only the ones it has.
+	// that a row with unchanged columns SETs only the ones it has. Such a
+	// row is updated in place (partial): it cannot be inserted.
 	type group struct {
 		present []int
+		partial bool
 		rows    []sluice.Row
 	}
 	var groups []*group
@@ -1240,6 +1260,8 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, limit in
 			for i := range mask {
 				if mask[i] == '1' {
 					g.present = append(g.present, i)
+				} else if !d.generated[i] {
+					g.partial = true
 				}
 			}
 			byMask[string(mask)] = g
@@ -1248,6 +1270,13 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, limit in
 		g.rows = append(g.rows, r)
 	}
 	for _, g := range groups {
+		if g.partial {
+			var err error
+			if stmts, err = d.appendUpdates(stmts, g.present, g.rows, limit); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		u := &upsertSpec{table: d.ident, guard: len(d.uniques) > 0}
 		pos := make(map[int]int, len(g.present))
 		for i, c := range g.present {
@@ -1267,6 +1296,33 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, limit in
 				what: "upsert of " + d.rowsFor(counts[i], g.rows[off], false) + " to " + d.display})
 			off += counts[i]
 		}
+	}
+	return stmts, nil
+}
+
+// appendUpdates adds the statements that update rows, which carry only the
+// columns at the indexes in present, in place, each with its check that
+// every row was there (see buildUpdates).
+func (d *tableDesc) appendUpdates(stmts []statement, present []int, rows []sluice.Row, limit int) ([]statement, error) {
+	u := &updateSpec{table: d.ident, keyCharsets: d.keyCharsets}
+	pos := make(map[int]int, len(present))
+	for i, c := range present {
+		u.cols = append(u.cols, d.cols[c])
+		pos[c] = i
+	}
+	for _, k := range d.src.Key {
+		u.key = append(u.key, pos[k])
+	}
+	updates, checks, counts, err := buildUpdates(u, present, rows, limit)
+	if err != nil {
+		return nil, fmt.Errorf("apply update to %s: %w", d.display, err)
+	}
+	off := 0
+	for i := range updates {
+		what := "update of " + d.rowsFor(counts[i], rows[off], false) + " in " + d.display + ", keeping the values the source did not send"
+		stmts = append(stmts, statement{table: d.src, sql: updates[i], what: what},
+			statement{table: d.src, sql: checks[i], what: what, rowCheck: true})
+		off += counts[i]
 	}
 	return stmts, nil
 }

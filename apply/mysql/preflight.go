@@ -55,6 +55,9 @@ type tableDesc struct {
 	written   []int
 	// warnings are what the check found that does not stop the stream.
 	warnings []string
+
+	// keyCharsets are the key columns' character sets, aligned with key.
+	keyCharsets []charset
 }
 
 const columnsSQL = "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, IS_NULLABLE = 'YES', " +
@@ -309,8 +312,11 @@ func check(src *sluice.Table, display string, tcols []targetColumn, indexes map[
 		return nil, errors.Join(errs...)
 	}
 	d.key = make([]sqlColumn, len(src.Key))
+	d.keyCharsets = make([]charset, len(src.Key))
 	for i, k := range src.Key {
 		d.key[i] = d.cols[k]
+		tc := byName[strings.ToLower(src.Columns[k].Name)]
+		d.keyCharsets[i] = charset{name: tc.charset, collation: tc.collation}
 	}
 	inRelease := map[int]bool{}
 	for _, name := range indexOrder {

@@ -44,6 +44,10 @@ type sqlColumn struct {
 	Kind valueKind
 }
 
+// charset is a string column's character set and collation on the target
+// (empty for other columns).
+type charset struct{ name, collation string }
+
 // quoteIdent quotes a MySQL identifier with backticks, doubling any
 // backtick inside it. This is independent of ANSI_QUOTES.
 func quoteIdent(name string) string {
@@ -291,6 +295,164 @@ func buildUpserts(u *upsertSpec, present []int, rows []sluice.Row, limit int) ([
 	head, tail := u.head(), u.tail()
 	return buildRows(head, ",\n", tail, rows, limit, func(r sluice.Row) int { return tupleLen(u.cols, present, r) },
 		func(b *strings.Builder, r sluice.Row) { writeTuple(b, u.cols, present, r) })
+}
+
+// updateSpec describes the multi-row UPDATE of one table's rows that carry
+// only some of its columns: the source left the others unsent (a
+// PostgreSQL source's unchanged TOASTed values), so the rows cannot be
+// inserted, and INSERT … ON DUPLICATE KEY UPDATE without a NOT NULL column
+// that has no default fails under the strict sql_mode even when the row
+// exists.
+type updateSpec struct {
+	table string      // quoted, qualified
+	cols  []sqlColumn // the columns present in every row
+	key   []int       // indexes in cols of the primary key
+	// keyCharsets are the key columns' character sets, aligned with key.
+	keyCharsets []charset
+}
+
+// buildUpdates returns the statements that update rows in place, as few as
+// the limit on a statement's length allows, each with the check to run
+// after it, and per statement the number of rows it carries. present is as
+// for buildUpserts.
+//
+// The rows travel in a derived table joined on the primary key, UPDATE t
+// JOIN (SELECT … UNION ALL SELECT …) AS u ON t.k = u.k SET t.c = u.c: the
+// first SELECT, which matches no row, names the columns, so that each row
+// costs only its values. A string key is compared in the key column's own
+// character set and collation, as a literal would be: a derived table's
+// column has the connection's, and comparing two columns of different
+// collations fails on MySQL (or compares under the other one). Values are
+// written as for an INSERT and keep their exact text: the derived table's
+// column types are the union of the literals' (a DECIMAL wide enough for
+// all of them).
+//
+// An UPDATE passes over a row that is not there, and ROW_COUNT() counts
+// only rows whose values changed, so the check counts the rows that have
+// the statement's keys and fails unless all do (a subquery returning two
+// rows, error 1242, which the target turns into an error saying that the
+// target differs from the source).
+func buildUpdates(u *updateSpec, present []int, rows []sluice.Row, limit int) (updates, checks []string, counts []int, err error) {
+	isKey := make([]bool, len(u.cols))
+	for _, k := range u.key {
+		isKey[k] = true
+	}
+	var h strings.Builder
+	h.WriteString("UPDATE ")
+	h.WriteString(u.table)
+	h.WriteString(" AS t JOIN (SELECT ")
+	for i, c := range u.cols {
+		if i > 0 {
+			h.WriteString(", ")
+		}
+		h.WriteString("NULL AS ")
+		h.WriteString(quoteIdent(c.Name))
+	}
+	h.WriteString(" FROM DUAL WHERE FALSE")
+	var tl strings.Builder
+	tl.WriteString(") AS u ON ")
+	for i, k := range u.key {
+		if i > 0 {
+			tl.WriteString(" AND ")
+		}
+		n := quoteIdent(u.cols[k].Name)
+		tl.WriteString("t.")
+		tl.WriteString(n)
+		tl.WriteString(" = ")
+		if cs := u.keyCharsets[i]; u.cols[k].Kind == kindString && isCharsetName(cs.name) && isCharsetName(cs.collation) {
+			tl.WriteString("CONVERT(u." + n + " USING " + cs.name + ") COLLATE " + cs.collation)
+		} else {
+			tl.WriteString("u." + n)
+		}
+	}
+	tl.WriteString("\nSET ")
+	first := true
+	for i, c := range u.cols {
+		if isKey[i] {
+			continue
+		}
+		if !first {
+			tl.WriteString(", ")
+		}
+		first = false
+		n := quoteIdent(c.Name)
+		tl.WriteString("t." + n + " = u." + n)
+	}
+	if first {
+		// Only the key was sent: the row is right once it is there.
+		n := quoteIdent(u.cols[u.key[0]].Name)
+		tl.WriteString("t." + n + " = t." + n)
+	}
+	const union = "\nUNION ALL SELECT "
+	updates, counts, err = buildRows(h.String(), "", tl.String(), rows, limit,
+		func(r sluice.Row) int { return len(union) + tupleLen(u.cols, present, r) },
+		func(b *strings.Builder, r sluice.Row) {
+			b.WriteString(union)
+			for i, c := range present {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				writeValue(b, u.cols[i].Kind, r[c])
+			}
+		})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	key := make([]sqlColumn, len(u.key))
+	at := make([]int, len(u.key)) // the key's values in a row
+	for i, k := range u.key {
+		key[i], at[i] = u.cols[k], present[k]
+	}
+	off := 0
+	for _, n := range counts {
+		var b strings.Builder
+		b.WriteString("SELECT IF((SELECT COUNT(*) FROM ")
+		b.WriteString(u.table)
+		b.WriteString(" WHERE ")
+		if len(key) > 1 {
+			b.WriteByte('(')
+		}
+		for i, c := range key {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(quoteIdent(c.Name))
+		}
+		if len(key) > 1 {
+			b.WriteByte(')')
+		}
+		b.WriteString(" IN (")
+		for j, r := range rows[off : off+n] {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			if len(key) == 1 {
+				writeValue(&b, key[0].Kind, r[at[0]])
+			} else {
+				writeTuple(&b, key, at, r)
+			}
+		}
+		b.WriteString(")) = ")
+		b.WriteString(strconv.Itoa(n))
+		b.WriteString(", 0, (SELECT 1 UNION ALL SELECT 2)) INTO @sluice_found")
+		checks = append(checks, b.String())
+		off += n
+	}
+	return updates, checks, counts, nil
+}
+
+// isCharsetName reports whether s is a plain character set or collation
+// name (letters, digits, underscores), safe to write bare.
+func isCharsetName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // buildDeletes returns the statements that delete the rows with the given

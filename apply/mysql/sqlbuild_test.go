@@ -60,6 +60,23 @@ func TestGoldenSQL(t *testing.T) {
 	lineRows := []sluice.Row{row("1", "1", "a"), row("1", "2", "b")}
 	up := &upsertSpec{table: orders, cols: cols, key: []int{0}}
 	twoRows, _, _ := buildUpserts(up, all, rows[:2], 1<<20)
+	// updates joins each update with its check.
+	updates := func(updates, checks []string, _ []int, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for i := range updates {
+			out = append(out, updates[i], checks[i])
+		}
+		return strings.Join(out, ";\n")
+	}
+	// Rows whose customer and photo were unsent, and a string key.
+	unsent := &updateSpec{table: orders, cols: []sqlColumn{cols[0], cols[2], cols[4]}, key: []int{0}, keyCharsets: make([]charset, 1)}
+	docs := &updateSpec{table: "`docs`", cols: []sqlColumn{{"id", kindString}, {"n", kindNumber}}, key: []int{0},
+		keyCharsets: []charset{{"latin1", "latin1_nopad_bin"}}}
+	twoUpdates, _, _, _ := buildUpdates(unsent, []int{0, 2, 4}, rows[:2], 1<<20)
 	cases := []struct {
 		name string
 		sql  string
@@ -74,6 +91,12 @@ func TestGoldenSQL(t *testing.T) {
 		{"upsert_unique_guard", one(buildUpserts(&upsertSpec{table: "`order_lines`", cols: lines, key: []int{0, 1}, guard: true}, []int{0, 1, 2}, lineRows, 1<<20))},
 		// A limit that fits two rows per statement.
 		{"upsert_split", one(buildUpserts(up, all, rows, len(twoRows[0])+24))},
+		// The same rows, which cannot be inserted: updated in place.
+		{"update_unsent_columns", updates(buildUpdates(unsent, []int{0, 2, 4}, rows, 1<<20))},
+		{"update_split", updates(buildUpdates(unsent, []int{0, 2, 4}, rows, len(twoUpdates[0])+8))},
+		{"update_string_key", updates(buildUpdates(docs, []int{0, 1}, []sluice.Row{row("a", "1"), row("it's", "2")}, 1<<20))},
+		{"update_key_only", updates(buildUpdates(&updateSpec{table: "`order_lines`", cols: lines[:2], key: []int{0, 1}, keyCharsets: make([]charset, 2)},
+			[]int{0, 1}, lineRows, 1<<20))},
 		{"delete_single_key", one(buildDeletes(orders, cols[:1], []sluice.Row{row("1"), row("2")}, 1<<20))},
 		{"delete_composite_key", one(buildDeletes("`order_lines`", lines[:2], []sluice.Row{row("1", "1"), row("2", "7")}, 1<<20))},
 		{"release_unique", one(buildRelease("`people`", []sqlColumn{{"id", kindNumber}}, []sqlColumn{{"email", kindString}, {"a", kindNumber}},

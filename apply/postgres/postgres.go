@@ -436,6 +436,9 @@ type statement struct {
 	// keyChange marks an ordered key change, which fails when the row it
 	// moves is missing.
 	keyChange bool
+	// inPlace marks an update of rows with values the source did not
+	// send, which fails when one of them is missing (see buildUpdate).
+	inPlace bool
 	// chain marks the lock of a chained transaction (see ApplyAfter).
 	chain bool
 }
@@ -470,6 +473,9 @@ func (t *Target) stepError(stmts []statement, i int, err error) error {
 	}
 	if st != nil && st.keyChange && errors.As(err, &pgErr) && pgErr.Code == "22012" {
 		err = fmt.Errorf("%s: no row has the old key on the target, so the target differs from the source (a row the source had is missing): %w", st.what, err)
+	}
+	if st != nil && st.inPlace && errors.As(err, &pgErr) && pgErr.Code == "22012" {
+		err = fmt.Errorf("apply %s: %w (the check's error: %w)", st.what, apply.ErrRowMissing, pgErr)
 	}
 	if st != nil {
 		return &sluice.TableError{Table: st.table.Name, Err: err}
@@ -961,10 +967,12 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 		return stmts, nil
 	}
 	// Group rows by the set of columns they carry, in first-seen order, so
-	// that a row with unchanged columns SETs only the ones it has.
+	// that a row with unchanged columns SETs only the ones it has. Such a
+	// row is updated in place (partial): it cannot be inserted.
 	type group struct {
 		mask    string
 		present []int
+		partial bool
 		rows    []sluice.Row
 	}
 	var groups []*group
@@ -991,6 +999,8 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 			for i := range mask {
 				if mask[i] == '1' {
 					g.present = append(g.present, i)
+				} else if !d.generated[i] {
+					g.partial = true
 				}
 			}
 			byMask[g.mask] = g
@@ -999,26 +1009,35 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 		g.rows = append(g.rows, r)
 	}
 	for _, g := range groups {
+		op := "upsert of %s to %s"
+		if g.partial {
+			op = "update of %s in %s, keeping the values the source did not send"
+		}
 		if perRow {
 			for i := range g.rows {
-				sql, args := d.upsertStatement(g.mask, g.present, g.rows[i:i+1])
-				stmts = append(stmts, statement{table: d.src, sql: sql, args: args,
-					what: fmt.Sprintf("upsert of %s to %s", d.src.FormatKey(d.src.KeyOf(g.rows[i])), d.display)})
+				sql, args := d.upsertStatement(g.mask, g.present, g.partial, g.rows[i:i+1])
+				stmts = append(stmts, statement{table: d.src, sql: sql, args: args, inPlace: g.partial,
+					what: fmt.Sprintf(op, d.src.FormatKey(d.src.KeyOf(g.rows[i])), d.display)})
 			}
 			continue
 		}
-		sql, args := d.upsertStatement(g.mask, g.present, g.rows)
-		stmts = append(stmts, statement{table: d.src, sql: sql, args: args,
-			what: fmt.Sprintf("upsert of %s to %s", rowCount(len(g.rows)), d.display)})
+		which := rowCount(len(g.rows))
+		if len(g.rows) == 1 {
+			which = d.src.FormatKey(d.src.KeyOf(g.rows[0]))
+		}
+		sql, args := d.upsertStatement(g.mask, g.present, g.partial, g.rows)
+		stmts = append(stmts, statement{table: d.src, sql: sql, args: args, inPlace: g.partial,
+			what: fmt.Sprintf(op, which, d.display)})
 	}
 	return stmts, nil
 }
 
 // upsertStatement is the statement upserting rows, which carry the columns
-// at the indexes in present (mask: '1' for those, '0' for the others), and
-// its parameters; the statement is built once per mask and set of
-// parameter kinds.
-func (d *tableDesc) upsertStatement(mask string, present []int, rows []sluice.Row) (string, []any) {
+// at the indexes in present (mask: '1' for those, '0' for the others), or
+// with partial (some of the others are unsent values, not generated
+// columns) updating them in place, and its parameters; the statement is
+// built once per mask and set of parameter kinds (the mask tells partial).
+func (d *tableDesc) upsertStatement(mask string, present []int, partial bool, rows []sluice.Row) (string, []any) {
 	args, kinds := columnParams(rows, present, d.cols)
 	cacheKey := kindsKey([]byte(mask), kinds)
 	sql, ok := d.upserts[cacheKey]
@@ -1034,7 +1053,11 @@ func (d *tableDesc) upsertStatement(mask string, present []int, rows []sluice.Ro
 		for i, k := range d.src.Key {
 			key[i] = pos[k]
 		}
-		sql = buildUpsert(d.ident, cols, key)
+		if partial {
+			sql = buildUpdate(d.ident, cols, key)
+		} else {
+			sql = buildUpsert(d.ident, cols, key)
+		}
 		d.upserts[cacheKey] = sql
 	}
 	return sql, args

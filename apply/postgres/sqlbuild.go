@@ -35,9 +35,9 @@ func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 // column; see paramKind), so the statement has the same parameters
 // whatever the row count. The server casts each text element with the
 // column type's own input function. key holds the indexes in cols of the conflict
-// target (the primary key). Columns outside cols keep their value on update
-// and take their default on insert; that is how unchanged TOAST values are
-// kept.
+// target (the primary key). Columns outside cols are the ones the target
+// generates: rows with values the source did not send are updated in
+// place (buildUpdate).
 func buildUpsert(table string, cols []sqlColumn, key []int) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO ")
@@ -82,6 +82,70 @@ func buildUpsert(table string, cols []sqlColumn, key []int) string {
 		// Every present column is a key column: the row is already right.
 		b.WriteString("NOTHING")
 	}
+	return b.String()
+}
+
+// buildUpdate returns the statement that updates, in place, rows passed
+// column-wise as buildUpsert's that carry only the columns cols: the
+// source left the others unsent (its unchanged TOASTed values), so the
+// rows cannot be inserted, and an upsert would not do either: PostgreSQL
+// checks NOT NULL and CHECK constraints on the row an INSERT proposes
+// before it finds the conflict. key holds the indexes in cols of the
+// primary key, whose values the rows keep. When fewer rows are updated
+// than passed, some are not on the target, which then differs from the
+// source, and the statement fails (division by zero, which the target
+// turns into an error saying so) rather than passing over them.
+func buildUpdate(table string, cols []sqlColumn, key []int) string {
+	isKey := make([]bool, len(cols))
+	for _, k := range key {
+		isKey[k] = true
+	}
+	var b strings.Builder
+	b.WriteString("WITH w AS (UPDATE ")
+	b.WriteString(table)
+	b.WriteString(" AS t SET ")
+	first := true
+	for i, c := range cols {
+		if isKey[i] {
+			continue
+		}
+		if !first {
+			b.WriteString(", ")
+		}
+		first = false
+		b.WriteString(ident(c.Name))
+		b.WriteString(" = u.")
+		b.WriteString(ident(c.Name))
+		b.WriteString("::")
+		b.WriteString(c.cast())
+	}
+	if first {
+		// Only the key was sent: the row is right once it is there.
+		n := ident(cols[key[0]].Name)
+		b.WriteString(n)
+		b.WriteString(" = t.")
+		b.WriteString(n)
+	}
+	b.WriteString("\nFROM unnest(")
+	writeParams(&b, cols)
+	b.WriteString(") AS u(")
+	writeNames(&b, cols, "")
+	b.WriteString(")\nWHERE ")
+	for i, k := range key {
+		if i > 0 {
+			b.WriteString(" AND ")
+		}
+		n := ident(cols[k].Name)
+		b.WriteString("t.")
+		b.WriteString(n)
+		b.WriteString(" = u.")
+		b.WriteString(n)
+		b.WriteString("::")
+		b.WriteString(cols[k].cast())
+	}
+	b.WriteString("\nRETURNING 1)\nSELECT 1 / (count(*) = cardinality($1::")
+	b.WriteString(cols[0].Param.sqlType())
+	b.WriteString("))::int FROM w")
 	return b.String()
 }
 

@@ -52,6 +52,9 @@ func TestGoldenSQL(t *testing.T) {
 		// An image whose customer and tags were unchanged TOAST: only the
 		// present columns are inserted and SET.
 		{"upsert_unchanged_columns", buildUpsert(orders, []sqlColumn{cols[0], cols[2], cols[4]}, []int{0})},
+		// The same rows, which cannot be inserted: updated in place.
+		{"update_unsent_columns", buildUpdate(orders, []sqlColumn{cols[0], cols[2], cols[4]}, []int{0})},
+		{"update_key_only", buildUpdate(`"public"."order_lines"`, lines[:2], []int{0, 1})},
 		{"upsert_composite_key", buildUpsert(`"public"."order_lines"`, lines, []int{0, 1})},
 		{"upsert_key_only", buildUpsert(`"public"."tags"`, lines[:2], []int{1, 0})},
 		{"delete_single_key", buildDelete(orders, cols[:1])},

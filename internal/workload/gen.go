@@ -153,6 +153,7 @@ func newGen(cfg Config) *gen {
 		steps:  map[string]int{},
 	}
 	addGenerated(cfg.Seed, g.schema)
+	addRequiredText(g.schema)
 	if cfg.Corpus {
 		g.schema.Tables = append(g.schema.Tables, corpusTable(cfg.Source, cfg.Target))
 	}

@@ -140,12 +140,16 @@ func runRandomized(t *testing.T, src randomizedSource, to daemon.Engine, seed ui
 		}
 	}
 	s, d := newEndpoint(t, src.engine), newEndpoint(t, to)
-	sides := []*endpoint{s, d}
+	ddls := map[*endpoint]*wlgen.Schema{s: w.Schema, d: w.Schema}
 	if create {
-		sides = sides[:1]
+		// sync start creates the target's tables, but for the corpus's:
+		// its target types are the pairings under test (a PostgreSQL enum
+		// in a MySQL ENUM, an unconstrained numeric as its text), which
+		// the user chooses and sluice would not.
+		ddls[d] = &wlgen.Schema{Source: w.Schema.Source, Tables: []*wlgen.Table{w.Schema.Table(wlgen.CorpusTable)}}
 	}
-	for _, e := range sides {
-		for _, ddl := range w.Schema.DDL(wlgen.Engine(e.engine)) {
+	for _, e := range []*endpoint{s, d} {
+		for _, ddl := range ddls[e].DDL(wlgen.Engine(e.engine)) {
 			if err := e.exec(ctx, ddl); err != nil {
 				t.Fatalf("%s: %s: %v", e.engine, ddl, err)
 			}

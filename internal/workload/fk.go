@@ -598,9 +598,15 @@ func (f *fkGraph) deleteBranch(g *gen) []Stmt {
 // moveBranch gives a node another parent (outside its branch, the tree
 // staying within fkMaxDepth) or none.
 func (f *fkGraph) moveBranch(g *gen) []Stmt {
+	// An emptied tree gets a node to move, so that the step runs whatever
+	// the earlier deletes left (TestFKGenerateCovers).
+	var out []Stmt
 	t := f.randomKey(g, f.t)
 	if t == nil {
-		return nil
+		if out = f.insertTree(g); out == nil {
+			return nil
+		}
+		t = out[0].Vals[:1]
 	}
 	// inBranch reports whether t is k or one of k's ancestors.
 	inBranch := func(k []any) bool {
@@ -623,7 +629,7 @@ func (f *fkGraph) moveBranch(g *gen) []Stmt {
 		parent = cands[g.r.IntN(len(cands))][0]
 	}
 	s, _ := g.updateStmt(f.t, t, []int{tParent}, []any{parent}, "fk-move-branch")
-	return []Stmt{s}
+	return append(out, s)
 }
 
 // renumberLeaf changes the key of a node without children (ON UPDATE

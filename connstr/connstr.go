@@ -158,7 +158,7 @@ func Mask(s string) string {
 	case PostgresURL, MySQLURL:
 		u, err := url.Parse(s)
 		if err != nil {
-			return "<unparseable " + strings.ToLower(u0(s)) + ":// connection string redacted>"
+			return "<unparseable " + strings.ToLower(schemeOf(s)) + ":// connection string redacted>"
 		}
 		if u.User != nil {
 			if _, has := u.User.Password(); has {
@@ -168,7 +168,7 @@ func Mask(s string) string {
 		if u.RawQuery != "" {
 			q, err := url.ParseQuery(u.RawQuery)
 			if err != nil {
-				return "<unparseable " + strings.ToLower(u0(s)) + ":// connection string redacted>"
+				return "<unparseable " + strings.ToLower(schemeOf(s)) + ":// connection string redacted>"
 			}
 			changed := false
 			for k := range q {
@@ -206,7 +206,13 @@ func Mask(s string) string {
 	return Redacted
 }
 
-func u0(s string) string { scheme, _, _ := strings.Cut(s, "://"); return scheme }
+// schemeOf is what comes before "://" in s: the scheme of a URL that
+// url.Parse refused, kept in its redacted stand-in so that the reader still
+// sees which engine it named.
+func schemeOf(s string) string {
+	scheme, _, _ := strings.Cut(s, "://")
+	return scheme
+}
 
 type kv struct {
 	key        string

@@ -10,7 +10,7 @@ import (
 	"github.com/sluice-cdc/sluice/apply"
 )
 
-// The foreign-key rule (README, Guarantees): a source whose log carries
+// The foreign-key rule (docs/guarantees.md, Foreign keys): a source whose log carries
 // the rows its foreign-key actions change (PostgreSQL, both modes) is
 // applied with the target's actions off (session_replication_role =
 // replica; foreign_key_checks = 0 on MySQL targets, always), and a source

@@ -608,7 +608,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	}
 	if o.DisableFKChecks {
 		log.Warn("--disable-fk-checks changes nothing any more: a MySQL target's applier session always runs with foreign_key_checks = 0 "+
-			"(the README's Guarantees say how sluice treats foreign keys); drop it from the command line or configuration", "stream", o.ID)
+			"(docs/guarantees.md, Foreign keys, says how sluice treats foreign keys); drop it from the command line or configuration", "stream", o.ID)
 	}
 	// Every connection to the target (first lane, further lanes, the
 	// stall diagnosis) is opened the same way.

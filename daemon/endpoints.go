@@ -284,7 +284,7 @@ func openTarget(ctx context.Context, o targetOptions) (target, error) {
 	return tgt, nil
 }
 
-// connectPostgres opens a plain connection for administrative commands.
+// ConnectPostgres opens a plain connection for administrative commands.
 func ConnectPostgres(ctx context.Context, rawURL string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(rawURL)
 	if err != nil {

@@ -186,7 +186,7 @@ func openAdmin(ctx context.Context, eng daemon.Engine, url string) (admin, error
 	return nil, fmt.Errorf("--target: %s targets are not supported", eng)
 }
 
-// scratchColumns is the scratch table: id bigint primary key, v varchar(100),
+// scratchTable is the scratch table: id bigint primary key, v varchar(100),
 // n bigint, spelled as each engine's catalog prints the types.
 func scratchTable(name sluice.TableName, varchar string) *sluice.Table {
 	return &sluice.Table{

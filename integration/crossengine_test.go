@@ -134,7 +134,9 @@ var xcols = []xcol{
 	}},
 }
 
-// bytesArg turns the hex generator's value into each engine's argument.
+// arg turns a generator's value (a string, or nil for NULL) into the
+// argument each engine takes: bytes from their hex form (PostgreSQL's \x
+// text, MySQL's raw bytes), a bool as 0 or 1 on MySQL.
 func (e *endpoint) arg(c xcol, v any) any {
 	if v == nil {
 		return nil

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/daemon"
-	"github.com/sluice-cdc/sluice/internal/keyrange"
+	"github.com/sluice-cdc/sluice/tablecopy/keyrange"
 	"github.com/sluice-cdc/sluice/verify"
 )
 

@@ -82,7 +82,7 @@ func mustTable(t *testing.T, s string) sluice.TableName {
 	return n
 }
 
-// diffSet renders verify's differences and the independent comparison's
+// verifyDiffs renders verify's differences and the independent comparison's
 // in one form, sorted, so that the two can be held equal.
 func verifyDiffs(rep *verify.Report) []string {
 	var out []string

@@ -46,7 +46,7 @@ func (d *memDB) clone() map[sluice.TableName]map[string]sluice.Row {
 	return out
 }
 
-// keyNum orders keys: integer keys numerically, string keys as strings
+// keyLess orders keys: integer keys numerically, string keys as strings
 // (the test's "collation").
 func keyLess(t *sluice.Table, a, b string) bool {
 	if !stringType(t.Columns[t.Key[0]].Type) {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
-	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/source/pgtrigger"
+	"github.com/sluice-cdc/sluice/tablecopy/keyrange"
 )
 
 // Side is one database of the comparison: it hands out read-only

@@ -7,8 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice"
-	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/tablecopy"
+	"github.com/sluice-cdc/sluice/tablecopy/keyrange"
 )
 
 // spec is one side's SQL for one table: every query verify sends is built

@@ -26,7 +26,7 @@ type Config struct {
 	// Stream, when set, makes the comparison live: the target holds that
 	// stream's checkpoint row, and a difference counts only once the
 	// target has applied past the source position at which it was seen
-	// (see the README's "How verify works while a stream runs").
+	// (see docs/verify.md, "How verify works while a stream runs").
 	Stream string
 	// Covers reports whether the target's checkpoint position p covers the
 	// source position c. Needed with Stream.

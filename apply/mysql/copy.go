@@ -20,7 +20,7 @@ package mysql
 // reads the fence row first (fence.go), into a variable so that the
 // transaction's one result stays its done record's: a killed process's
 // late chunk fails there and commits nothing.
-// The range predicates and digests come from internal/keyrange, which spells
+// The range predicates and digests come from tablecopy/keyrange, which spells
 // literals for the default sql_mode (backslash escapes on) so that a MySQL
 // source and target build the same SQL; the target's session otherwise runs
 // with NO_BACKSLASH_ESCAPES, so a statement whose range bound holds a byte
@@ -38,8 +38,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-cdc/sluice"
-	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/tablecopy"
+	"github.com/sluice-cdc/sluice/tablecopy/keyrange"
 )
 
 var _ tablecopy.Target = (*Target)(nil)

@@ -13,8 +13,8 @@ import (
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
-	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/tablecopy"
+	"github.com/sluice-cdc/sluice/tablecopy/keyrange"
 )
 
 // copyVariants covers multi-statement packets, one statement per round

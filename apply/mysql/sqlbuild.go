@@ -267,7 +267,7 @@ func (u *upsertSpec) tail() string {
 	return b.String()
 }
 
-// rowValues appends "(v1, v2, …)" for the present columns of r.
+// writeTuple appends "(v1, v2, …)" for the present columns of r.
 func writeTuple(b *strings.Builder, cols []sqlColumn, present []int, r sluice.Row) {
 	b.WriteByte('(')
 	for i, c := range present {

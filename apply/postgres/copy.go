@@ -19,8 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-cdc/sluice"
-	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/tablecopy"
+	"github.com/sluice-cdc/sluice/tablecopy/keyrange"
 )
 
 var (

@@ -15,8 +15,8 @@ import (
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
-	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/tablecopy"
+	"github.com/sluice-cdc/sluice/tablecopy/keyrange"
 )
 
 // emitRows is a producer that hands rows over in batches of n, reusing one

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-cdc/sluice/apply"
-	"github.com/sluice-cdc/sluice/internal/keyrange"
+	"github.com/sluice-cdc/sluice/tablecopy/keyrange"
 )
 
 // A stream's fence: its generation on the target, one row per stream in

@@ -29,7 +29,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Exit codes of a refused preflight (the team's table in the README).
+// Exit codes of a refused preflight (the team's table in docs/operating.md).
 const (
 	exitPreflightOther  = 1
 	exitPreflightSource = 3

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -11,8 +12,9 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// README.md marks each flag table with an HTML comment on a line of its
-// own before the table, naming the command (or commands, comma-separated,
+// The manual (README.md and docs/*.md; the flag tables live in
+// docs/operating.md and docs/verify.md) marks each flag table with an HTML
+// comment on a line of its own before the table, naming the command (or commands, comma-separated,
 // that share the table) whose flags it lists:
 //
 //	<!-- flags: sync start, config check -->
@@ -40,6 +42,7 @@ type readmeRow struct {
 
 // readmeTable is one flag table and the commands it documents.
 type readmeTable struct {
+	file     string // the manual's file that holds it, e.g. docs/operating.md
 	line     int
 	commands []string
 	rows     []readmeRow
@@ -59,10 +62,11 @@ func splitRow(line string) []string {
 	return cells
 }
 
-// parseFlagTables reads the marked flag tables of a README and reports, as
-// problems, rows with the wrong number of cells, rows without a flag,
-// markers without a table and flag tables without a marker.
-func parseFlagTables(text string) ([]readmeTable, []string) {
+// parseFlagTables reads the marked flag tables of one file of the manual
+// (name is its path, for the problems) and reports, as problems, rows with
+// the wrong number of cells, rows without a flag, markers without a table
+// and flag tables without a marker.
+func parseFlagTables(name, text string) ([]readmeTable, []string) {
 	var tables []readmeTable
 	var problems []string
 	lines := strings.Split(text, "\n")
@@ -81,12 +85,12 @@ func parseFlagTables(text string) ([]readmeTable, []string) {
 			// A flag table nobody marked would escape the check.
 			if strings.HasPrefix(l, "|") && (i == 0 || !strings.HasPrefix(strings.TrimSpace(lines[i-1]), "|")) {
 				if h := splitRow(l); len(h) > 0 && strings.EqualFold(h[0], "flag") {
-					problems = append(problems, fmt.Sprintf("README.md:%d: a flag table without a `<!-- flags: COMMAND -->` line before it", i+1))
+					problems = append(problems, fmt.Sprintf("%s:%d: a flag table without a `<!-- flags: COMMAND -->` line before it", name, i+1))
 				}
 			}
 			continue
 		}
-		t := readmeTable{line: i + 1}
+		t := readmeTable{file: name, line: i + 1}
 		for _, c := range strings.Split(m[1], ",") {
 			t.commands = append(t.commands, strings.Join(strings.Fields(c), " "))
 		}
@@ -95,7 +99,7 @@ func parseFlagTables(text string) ([]readmeTable, []string) {
 			j++
 		}
 		if j+1 >= len(lines) || !strings.HasPrefix(strings.TrimSpace(lines[j]), "|") {
-			problems = append(problems, fmt.Sprintf("README.md:%d: %q is not followed by a table", i+1, l))
+			problems = append(problems, fmt.Sprintf("%s:%d: %q is not followed by a table", name, i+1, l))
 			continue
 		}
 		header := splitRow(lines[j])
@@ -109,13 +113,13 @@ func parseFlagTables(text string) ([]readmeTable, []string) {
 		for ; j < len(lines) && strings.HasPrefix(strings.TrimSpace(lines[j]), "|"); j++ {
 			cells := splitRow(lines[j])
 			if len(cells) != len(header) {
-				problems = append(problems, fmt.Sprintf("README.md:%d: row has %d cells, the table (%s) has %d: %s",
-					j+1, len(cells), strings.Join(header, " | "), len(header), strings.TrimSpace(lines[j])))
+				problems = append(problems, fmt.Sprintf("%s:%d: row has %d cells, the table (%s) has %d: %s",
+					name, j+1, len(cells), strings.Join(header, " | "), len(header), strings.TrimSpace(lines[j])))
 				continue
 			}
 			fm := rowFlag.FindStringSubmatch(cells[0])
 			if fm == nil {
-				problems = append(problems, fmt.Sprintf("README.md:%d: first cell %q does not start with a flag in backquotes (`--name …`)", j+1, cells[0]))
+				problems = append(problems, fmt.Sprintf("%s:%d: first cell %q does not start with a flag in backquotes (`--name …`)", name, j+1, cells[0]))
 				continue
 			}
 			r := readmeRow{line: j + 1, flag: fm[1], hasEv: envCol >= 0}
@@ -189,8 +193,27 @@ func suggestRow(f cli.Flag, withEnv bool) string {
 	return fmt.Sprintf("| %s | %s | %s |", name, def, usage)
 }
 
+// manualFile is one file of the manual and its text.
+type manualFile struct {
+	name, text string
+}
+
+// checkFlagTables checks the flag tables of a manual that is one file,
+// README.md.
 func checkFlagTables(app *cli.App, readme string) []string {
-	tables, problems := parseFlagTables(readme)
+	return checkManualFlagTables(app, []manualFile{{"README.md", readme}})
+}
+
+// checkManualFlagTables checks the flag tables of every file of the manual
+// together: a command's table may be in any of them.
+func checkManualFlagTables(app *cli.App, files []manualFile) []string {
+	var tables []readmeTable
+	var problems []string
+	for _, f := range files {
+		ts, ps := parseFlagTables(f.name, f.text)
+		tables = append(tables, ts...)
+		problems = append(problems, ps...)
+	}
 	flags := appFlags(app)
 	documented := map[string]bool{}
 	// A command's flags may be spread over several tables (flags common to
@@ -202,7 +225,7 @@ func checkFlagTables(app *cli.App, readme string) []string {
 		for _, cmd := range t.commands {
 			fs, ok := flags[cmd]
 			if !ok {
-				problems = append(problems, fmt.Sprintf("README.md:%d: `<!-- flags: %s -->`: sluice has no command %q (or it has no flags); fix the name or drop the table", t.line, cmd, cmd))
+				problems = append(problems, fmt.Sprintf("%s:%d: `<!-- flags: %s -->`: sluice has no command %q (or it has no flags); fix the name or drop the table", t.file, t.line, cmd, cmd))
 				continue
 			}
 			documented[cmd] = true
@@ -218,12 +241,12 @@ func checkFlagTables(app *cli.App, readme string) []string {
 			}
 			for _, r := range t.rows {
 				if seen[r.flag] {
-					problems = append(problems, fmt.Sprintf("README.md:%d: --%s is listed twice for `%s`", r.line, r.flag, cmd))
+					problems = append(problems, fmt.Sprintf("%s:%d: --%s is listed twice for `%s`", t.file, r.line, r.flag, cmd))
 				}
 				seen[r.flag] = true
 				f, ok := byName[r.flag]
 				if !ok {
-					problems = append(problems, fmt.Sprintf("README.md:%d: `%s` has no flag --%s (see `sluice %s --help`); delete the row", r.line, cmd, r.flag, cmd))
+					problems = append(problems, fmt.Sprintf("%s:%d: `%s` has no flag --%s (see `sluice %s --help`); delete the row", t.file, r.line, cmd, r.flag, cmd))
 					continue
 				}
 				if !r.hasEv {
@@ -234,7 +257,7 @@ func checkFlagTables(app *cli.App, readme string) []string {
 					want = d.GetEnvVars()
 				}
 				if got := strings.Join(r.envs, ","); got != strings.Join(want, ",") {
-					problems = append(problems, fmt.Sprintf("README.md:%d: --%s of `%s` reads environment %q, the row says %q", r.line, r.flag, cmd, want, r.envs))
+					problems = append(problems, fmt.Sprintf("%s:%d: --%s of `%s` reads environment %q, the row says %q", t.file, r.line, r.flag, cmd, want, r.envs))
 				}
 			}
 		}
@@ -244,8 +267,8 @@ func checkFlagTables(app *cli.App, readme string) []string {
 		withEnv := len(t.rows) == 0 || t.rows[0].hasEv
 		for _, f := range flags[cmd] {
 			if !seen[f.Names()[0]] {
-				problems = append(problems, fmt.Sprintf("README.md:%d: the `%s` table lacks --%s; add the row\n\t%s",
-					t.line, cmd, f.Names()[0], suggestRow(f, withEnv)))
+				problems = append(problems, fmt.Sprintf("%s:%d: the `%s` table lacks --%s; add the row\n\t%s",
+					t.file, t.line, cmd, f.Names()[0], suggestRow(f, withEnv)))
 			}
 		}
 	}
@@ -263,21 +286,34 @@ func checkFlagTables(app *cli.App, readme string) []string {
 		for _, f := range flags[cmd] {
 			rows = append(rows, "\t"+suggestRow(f, true))
 		}
-		problems = append(problems, fmt.Sprintf("README.md: `%s` has flags but no table; add, under its description,\n\t<!-- flags: %s -->\n\t| flag | env | default | meaning |\n\t|---|---|---|---|\n%s",
+		problems = append(problems, fmt.Sprintf("the manual (README.md, docs/*.md): `%s` has flags but no table; add, under its description (docs/operating.md),\n\t<!-- flags: %s -->\n\t| flag | env | default | meaning |\n\t|---|---|---|---|\n%s",
 			cmd, cmd, strings.Join(rows, "\n")))
 	}
 	return problems
 }
 
-// TestREADMEFlagTables keeps README.md's flag tables true to the commands'
-// flags: every flag documented for the command that has it, none that it
-// lacks, the right environment variables, and every row whole.
+// TestREADMEFlagTables keeps the manual's flag tables (README.md and
+// docs/*.md) true to the commands' flags: every flag documented for the
+// command that has it, none that it lacks, the right environment
+// variables, and every row whole.
 func TestREADMEFlagTables(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	paths, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
-		t.Fatalf("read README.md: %v", err)
+		t.Fatal(err)
 	}
-	for _, p := range checkFlagTables(newApp(), string(b)) {
+	paths = append([]string{"../../README.md"}, paths...)
+	var files []manualFile
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatalf("read the manual: %v", err)
+		}
+		files = append(files, manualFile{name: strings.TrimPrefix(p, "../../"), text: string(b)})
+	}
+	if len(files) < 2 {
+		t.Fatalf("found no docs/*.md beside README.md; the flag tables live in docs/operating.md")
+	}
+	for _, p := range checkManualFlagTables(newApp(), files) {
 		t.Error(p)
 	}
 }

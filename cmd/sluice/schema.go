@@ -16,7 +16,8 @@ import (
 	"github.com/sluice-cdc/sluice/schema"
 )
 
-// Exit codes of schema diff (the others follow the README's table).
+// Exit codes of schema diff (the others follow the table in
+// docs/operating.md, Exit codes).
 const exitDrift = 1
 
 func schemaCommand() *cli.Command {

@@ -203,7 +203,8 @@ func (f *fkGraph) endTx() {
 // reuse.
 const fkGraveyard = 32
 
-// fkSteps are the graph's steps; fkStepNames lists them for Without.
+// fkSteps are the graph's steps; their names are what Config.Without may
+// list.
 var fkSteps = []fkStep{
 	{"fk-insert-customer", FKCustomers, 3, (*fkGraph).insertCustomer},
 	{"fk-insert-order", FKOrders, 6, (*fkGraph).insertOrder},

@@ -17,7 +17,7 @@ const (
 
 // Type is a column's logical type. Each maps to one SQL type per engine,
 // chosen so that every source → target pair is one sluice's type map
-// accepts (README, "Cross-engine type map").
+// accepts (docs/architecture.md, "Cross-engine type map").
 type Type int
 
 const (

@@ -355,7 +355,7 @@ func TestMirror(t *testing.T) {
 }
 
 // TestSchemaDDL pins the type of every column per pair to what sluice's
-// type map accepts (README, "Cross-engine type map").
+// type map accepts (docs/architecture.md, "Cross-engine type map").
 func TestSchemaDDL(t *testing.T) {
 	want := map[string]map[Engine]string{
 		// column: engine of the database → type, for a PostgreSQL source

@@ -64,9 +64,9 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sluice-cdc/sluice"
-	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/source"
 	"github.com/sluice-cdc/sluice/source/internal/pgcatalog"
+	"github.com/sluice-cdc/sluice/tablecopy/keyrange"
 )
 
 // Config configures a Reader.

@@ -706,11 +706,11 @@ type reader interface {
 	Close() error
 }
 
-// ceilingPages are the Read sizes a ceiling pass uses: the stream's
-// smallest page (1000) and a larger one.
 // pollInterval is how long a reader's Read waits for changes.
 const pollInterval = 50 * time.Millisecond
 
+// ceilingPages are the Read sizes a ceiling pass uses: the stream's
+// smallest page (1000) and a larger one.
 var ceilingPages = []int{1000, 10000}
 
 // readPasses times a reader alone over a backlog of n changes, once per

@@ -2,7 +2,7 @@
 // initial copy runs under writes: it copies a table of -rows rows while a
 // writer updates it, and reports the WAL the stream's slot holds back at
 // the hand-off and once the stream has caught up. It is a measurement for
-// the README, not a test.
+// docs/operating.md (Initial copy), not a test.
 package main
 
 import (

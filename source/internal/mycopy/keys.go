@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluice-cdc/sluice"
-	"github.com/sluice-cdc/sluice/internal/keyrange"
+	"github.com/sluice-cdc/sluice/tablecopy/keyrange"
 )
 
 // ReadKeys emits the rows of t whose primary keys are keys (each aligned

@@ -12,11 +12,11 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
-	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/source/binlog"
 	"github.com/sluice-cdc/sluice/source/internal/mycopy"
 	"github.com/sluice-cdc/sluice/source/mytrigger"
 	"github.com/sluice-cdc/sluice/tablecopy"
+	"github.com/sluice-cdc/sluice/tablecopy/keyrange"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }

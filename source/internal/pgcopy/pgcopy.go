@@ -24,8 +24,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice"
-	"github.com/sluice-cdc/sluice/internal/keyrange"
 	"github.com/sluice-cdc/sluice/tablecopy"
+	"github.com/sluice-cdc/sluice/tablecopy/keyrange"
 )
 
 const (

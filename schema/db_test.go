@@ -27,7 +27,11 @@ var pgSourceDDL = []string{
 		ch char(6), t text COLLATE "C", by bytea DEFAULT '\x00ff', u uuid DEFAULT gen_random_uuid(),
 		dt date DEFAULT '2024-02-29', ts timestamp(3), tstz timestamptz DEFAULT now(), tm time,
 		j json, jb jsonb, iv interval, arr integer[], addr inet, mood mood, moods mood[], qty posint,
-		doubled integer GENERATED ALWAYS AS (i4 * 2) STORED)`,
+		doubled integer GENERATED ALWAYS AS (i4 * 2) STORED,
+		code_len integer GENERATED ALWAYS AS (char_length(code)) STORED,
+		halved numeric GENERATED ALWAYS AS (num / 2) STORED)`,
+	`CREATE INDEX every_type_code_len_idx ON every_type (code_len)`,
+	`CREATE INDEX every_type_halved_idx ON every_type (halved)`,
 	`CREATE UNIQUE INDEX every_type_t_key ON every_type (t)`,
 	`CREATE INDEX every_type_customer_idx ON every_type (customer_id, dt)`,
 	`CREATE INDEX every_type_jb_idx ON every_type USING gin (jb)`,
@@ -46,7 +50,8 @@ var mySourceDDL = []string{
 		"vc varchar(40) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT 'it''s', tt tinytext, tx text, mt mediumtext, lt longtext, js json," +
 		"bin binary(16), vb varbinary(200), bl blob, lb longblob, bt bit(3), dt date, dtm datetime(6)," +
 		"ts timestamp(3) NULL DEFAULT current_timestamp(3), tm time(2), y year, en enum('a','b''c'), st set('x','y'), u uuid," +
-		"total int GENERATED ALWAYS AS (i * 2) STORED," +
+		"total int GENERATED ALWAYS AS (i * 2) STORED, vc_len int AS (char_length(vc)) VIRTUAL," +
+		"f_twice double AS (f * 2) VIRTUAL, neg bigint AS (-i * 3 + mi) STORED, KEY vc_len (vc_len), KEY f_twice (f_twice)," +
 		"UNIQUE KEY vc (vc), KEY tx_prefix (tx(20), dt), FULLTEXT KEY tt_words (tt)," +
 		"CONSTRAINT every_type_ibfk_1 FOREIGN KEY (customer_id) REFERENCES customers (id) ON DELETE CASCADE" +
 		") DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci",
@@ -111,6 +116,20 @@ func TestCreateOnEveryPair(t *testing.T) {
 						t.Fatalf("read back %s: %v (nil: %v)", st.Name, err, got == nil)
 					}
 					notes := strings.Join(p.Tables[i].Notes, "\n")
+					for _, sc := range st.Columns {
+						// A generated column stays generated, unless the
+						// plan says why not.
+						dc := got.Column(sc.Name)
+						plain := strings.Contains(notes, "generated column "+sc.Name+" is created as a plain column") ||
+							strings.Contains(notes, "generated column "+sc.Name+" is not created")
+						switch {
+						case sc.Generated == "" || plain:
+						case dc == nil:
+							t.Errorf("%s: generated column %s is missing on the target (plan notes: %s)", st.Name, sc.Name, notes)
+						case dc.Generated == "":
+							t.Errorf("%s: generated column %s (%s) is a plain column on the target (plan notes: %s)", st.Name, sc.Name, sc.Generated, notes)
+						}
+					}
 					for _, diff := range Diff(st, got, opt) {
 						if diff.Blocking || !strings.Contains(notes, diff.Object) {
 							t.Errorf("%s: %s (plan notes: %s)", st.Name, diff, notes)

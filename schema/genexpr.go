@@ -217,6 +217,14 @@ func wrap(s string, n exprNode) string {
 	return s
 }
 
+// decNode is an exact conversion of an integer to a decimal, which MySQL
+// makes implicitly where PostgreSQL shows it.
+type decNode struct{ x exprNode }
+
+func (n decNode) kind() exprKind                   { return kindDec }
+func (n decNode) big() bool                        { return true }
+func (n decNode) print(to Engine, top bool) string { return n.x.print(to, top) }
+
 type castNode struct{ x exprNode }
 
 func (n castNode) kind() exprKind { return kindInt }
@@ -391,6 +399,14 @@ func (p *exprParser) castTo(x exprNode) (exprNode, error) {
 			return nil, fmt.Errorf("a cast of a non-string to %s", t.text)
 		}
 		return x, nil
+	}
+	if p.from == Postgres && typ == "numeric" && !p.isOp("(") {
+		// pg_get_expr shows the implicit cast of an integer operand of a
+		// numeric one; MySQL mixes them into a decimal alike, exactly.
+		if x.kind() == kindText {
+			return nil, fmt.Errorf("a cast of a string to %s", t.text)
+		}
+		return decNode{x}, nil
 	}
 	switch {
 	case p.from == Postgres && (typ == "bigint" || typ == "int8" || typ == "integer" || typ == "int" || typ == "int4" || typ == "smallint" || typ == "int2"):

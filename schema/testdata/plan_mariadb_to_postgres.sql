@@ -13,7 +13,7 @@ CREATE TABLE IF NOT EXISTS "customers" (
 -- note: column ts's default current_timestamp(3) is not created: it is not a constant, and sluice writes every column's value from the source
 -- note: generated column total is created as generated, its expression translated from mysql (`i` * 2) to postgres (("i")::bigint * 2)
 -- note: generated column vc_len is created as generated, its expression translated from mysql (char_length(`vc`)) to postgres (char_length("vc"))
--- note: generated column f_twice is created as a plain column holding the source's values: its expression (`f` * 2) cannot be translated safely: column f of type float, whose values the engines compute with differently
+-- note: generated column f_twice is created as a plain column holding the source's values: its expression (`f` * 2) cannot be translated safely: column f of type float, whose arithmetic the engines may compute differently
 -- note: index tt_words is not created: it is a FULLTEXT index, which PostgreSQL has not
 CREATE TABLE IF NOT EXISTS "every_type" (
   "id" numeric(20,0) NOT NULL,

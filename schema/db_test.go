@@ -28,7 +28,7 @@ var pgSourceDDL = []string{
 		dt date DEFAULT '2024-02-29', ts timestamp(3), tstz timestamptz DEFAULT now(), tm time,
 		j json, jb jsonb, iv interval, arr integer[], addr inet, mood mood, moods mood[], qty posint,
 		doubled integer GENERATED ALWAYS AS (i4 * 2) STORED,
-		code_len integer GENERATED ALWAYS AS (char_length(code)) STORED,
+		code_len integer NOT NULL GENERATED ALWAYS AS (char_length(code)) STORED,
 		halved numeric GENERATED ALWAYS AS (num / 2) STORED)`,
 	`CREATE INDEX every_type_code_len_idx ON every_type (code_len)`,
 	`CREATE INDEX every_type_halved_idx ON every_type (halved)`,

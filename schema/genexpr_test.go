@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply/genexpr"
 )
 
 // genTable is a table whose columns the expressions below refer to, as
@@ -107,6 +108,10 @@ func TestTranslateGenerated(t *testing.T) {
 				t.Fatalf("%s: translated to %s, want a refusal naming %q", tc.expr, got, tc.why)
 			case tc.want == "" && !strings.Contains(err.Error(), tc.why):
 				t.Fatalf("%s: refused with %q, want it to name %q", tc.expr, err, tc.why)
+			case tc.want != "" && !genexpr.Same(tc.expr, got):
+				// The preflight would warn that the target computes the
+				// column differently.
+				t.Errorf("%s: the preflight's comparison finds %s different: %s vs %s", tc.expr, got, genexpr.Canonical(tc.expr), genexpr.Canonical(got))
 			}
 		})
 	}

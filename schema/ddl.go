@@ -241,18 +241,25 @@ func (g *generator) table(t *Table) (TablePlan, error) {
 func (g *generator) column(t *Table, c *Column, tp *TablePlan) (targetColumn, error) {
 	from, to := g.opt.From, g.opt.To
 	var out targetColumn
+	generated := false
 	if c.Generated != "" {
+		expr, err := g.targetExpr(t, c)
 		switch {
 		case from == Postgres && to == Postgres:
 			out.def = g.ident(c.Name) + " " + g.pgType(c, tp) + " GENERATED ALWAYS AS (" + c.Generated + ") STORED"
 			return out, nil
+		case err == nil:
+			generated = true
+			if from != to {
+				out.notes = append(out.notes, fmt.Sprintf("generated column %s is created as generated, its expression translated from %s (%s) to %s (%s)", c.Name, from, c.Generated, to, expr))
+			}
 		case g.opt.OmitsGenerated:
 			out.omit = true
-			out.notes = append(out.notes, fmt.Sprintf("generated column %s is not created: the source's stream does not carry generated columns, and its expression (%s) is PostgreSQL's; add it on the target in the target's dialect if you need it", c.Name, c.Generated))
+			out.notes = append(out.notes, fmt.Sprintf("generated column %s is not created: the source's stream does not carry generated columns, and its expression (%s) cannot be translated safely: %v; add it on the target in the target's dialect if you need it", c.Name, c.Generated, err))
 			return out, nil
 		default:
 			// The stream writes the source's values into it.
-			out.notes = append(out.notes, fmt.Sprintf("generated column %s is created as a plain column holding the source's values (its expression, %s, is in the source's dialect)", c.Name, c.Generated))
+			out.notes = append(out.notes, fmt.Sprintf("generated column %s is created as a plain column holding the source's values: its expression (%s) cannot be translated safely: %v", c.Name, c.Generated, err))
 		}
 	}
 	typ, err := g.columnType(t, c, tp)
@@ -265,6 +272,26 @@ func (g *generator) column(t *Table, c *Column, tp *TablePlan) (targetColumn, er
 	b.WriteByte(' ')
 	b.WriteString(typ)
 	b.WriteString(g.collation(t, c, typ))
+	if generated {
+		// The target computes it; it takes no default. MariaDB takes no
+		// NOT NULL on a generated column (the source's computed values
+		// are what they are either way).
+		expr, _ := g.targetExpr(t, c)
+		if to == Postgres {
+			b.WriteString(" GENERATED ALWAYS AS (" + expr + ") STORED")
+		} else {
+			kind := " VIRTUAL"
+			if c.Stored || from == Postgres {
+				kind = " STORED" // PostgreSQL stores every generated column
+			}
+			b.WriteString(" AS (" + expr + ")" + kind)
+		}
+		if !c.Nullable && (to == Postgres || g.opt.Flavor == FlavorMySQL) {
+			b.WriteString(" NOT NULL")
+		}
+		out.def = b.String()
+		return out, nil
+	}
 	if !c.Nullable {
 		b.WriteString(" NOT NULL")
 	}
@@ -284,6 +311,28 @@ func (g *generator) column(t *Table, c *Column, tp *TablePlan) (targetColumn, er
 	}
 	out.def = b.String()
 	return out, nil
+}
+
+// targetExpr is a generated column's expression in the target's dialect:
+// the source's own between servers of one engine, else translated
+// (translateGenerated), or the reason it cannot be.
+func (g *generator) targetExpr(t *Table, c *Column) (string, error) {
+	if g.opt.From == g.opt.To {
+		return c.Generated, nil
+	}
+	return translateGenerated(g.opt.From, g.opt.To, c.Generated, t)
+}
+
+// omitted reports whether the plan leaves a column out of the target: a
+// generated column that the source's stream does not carry and whose
+// expression the target cannot compute.
+func (g *generator) omitted(t *Table, col string) bool {
+	c := t.Column(col)
+	if c == nil || c.Generated == "" || !g.opt.OmitsGenerated || g.opt.From == Postgres && g.opt.To == Postgres {
+		return false
+	}
+	_, err := g.targetExpr(t, c)
+	return err != nil
 }
 
 // columnType chooses a column's target type.
@@ -491,6 +540,12 @@ func (g *generator) index(t *Table, tn sluice.TableName, ix Index, tp *TablePlan
 		// MySQL names an index within its table, PostgreSQL within the
 		// schema.
 		name = truncateName(tn.Name + "_" + name)
+	}
+	for _, col := range ix.Columns {
+		if g.omitted(t, col) {
+			tp.Notes = append(tp.Notes, fmt.Sprintf("index %s is not created: its column %s is not created (see above)", ix.Name, col))
+			return
+		}
 	}
 	switch {
 	case from == Postgres && to == Postgres && (ix.Constraint || ix.Definition != ""):

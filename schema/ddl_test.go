@@ -60,6 +60,8 @@ func pgCatalog() []*Table {
 			{Name: "moods", Type: "mood[]", Nullable: true, UserType: "public.mood", Kind: "e", Labels: []string{"sad", "o'k", "happy"}},
 			{Name: "qty", Type: "posint", Nullable: true, UserType: "public.posint", Kind: "d", Domain: &Domain{Base: "integer", Constraints: []string{"CHECK ((VALUE > 0))"}}},
 			{Name: "doubled", Type: "integer", Nullable: true, Generated: "(i4 * 2)", Stored: true},
+			{Name: "code_len", Type: "integer", Nullable: true, Generated: "char_length((code)::text)", Stored: true},
+			{Name: "halved", Type: "numeric", Nullable: true, Generated: "(num / (2)::numeric)", Stored: true},
 		},
 		PrimaryKey: []string{"id"},
 		Indexes: []Index{
@@ -69,6 +71,8 @@ func pgCatalog() []*Table {
 			{Name: "every_type_t_key", Columns: []string{"t"}, Unique: true, Method: "btree", Definition: "CREATE UNIQUE INDEX every_type_t_key ON public.every_type USING btree (t)"},
 			{Name: "every_type_jb_idx", Columns: []string{"jb"}, Method: "gin", Definition: "CREATE INDEX every_type_jb_idx ON public.every_type USING gin (jb)"},
 			{Name: "every_type_lower_idx", Method: "btree", Partial: true, Definition: "CREATE INDEX every_type_lower_idx ON public.every_type USING btree (lower(code))"},
+			{Name: "every_type_code_len_idx", Columns: []string{"code_len"}, Method: "btree", Definition: "CREATE INDEX every_type_code_len_idx ON public.every_type USING btree (code_len)"},
+			{Name: "every_type_halved_idx", Columns: []string{"halved"}, Method: "btree", Definition: "CREATE INDEX every_type_halved_idx ON public.every_type USING btree (halved)"},
 		},
 		ForeignKeys: []ForeignKey{
 			{Name: "every_type_customer_fkey", Columns: []string{"customer_id"}, RefTable: customers.Name, RefColumns: []string{"id"}, OnDelete: "CASCADE", OnUpdate: "NO ACTION"},
@@ -124,6 +128,8 @@ func myCatalog() []*Table {
 			{Name: "st", Type: "set('x','y')", Nullable: true, Charset: "utf8mb4", Collation: "utf8mb4_general_ci"},
 			{Name: "u", Type: "uuid", Nullable: true},
 			{Name: "total", Type: "int(11)", Nullable: true, Generated: "`i` * 2", Stored: true},
+			{Name: "vc_len", Type: "int(11)", Nullable: true, Generated: "char_length(`vc`)"},
+			{Name: "f_twice", Type: "double", Nullable: true, Generated: "`f` * 2"},
 		},
 		PrimaryKey: []string{"id"},
 		Indexes: []Index{
@@ -131,6 +137,8 @@ func myCatalog() []*Table {
 			{Name: "tx_prefix", Columns: []string{"tx", "dt"}, Prefix: []int{20, 0}, Method: "BTREE"},
 			{Name: "tt_words", Columns: []string{"tt"}, Method: "FULLTEXT"},
 			{Name: "customer_id", Columns: []string{"customer_id"}, Method: "BTREE"},
+			{Name: "vc_len", Columns: []string{"vc_len"}, Method: "BTREE"},
+			{Name: "f_twice", Columns: []string{"f_twice"}, Method: "BTREE"},
 		},
 		ForeignKeys: []ForeignKey{
 			{Name: "every_type_ibfk_1", Columns: []string{"customer_id"}, RefTable: sluice.TableName{Name: "customers"}, RefColumns: []string{"id"}, OnDelete: "CASCADE", OnUpdate: "RESTRICT"},

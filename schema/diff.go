@@ -103,6 +103,10 @@ func Diff(src, dst *Table, opt PlanOptions) []Difference {
 			}
 		}
 		switch {
+		case dc.Generated != "":
+			// The target computes it: its nullability is its
+			// expression's (MariaDB takes no NOT NULL on a generated
+			// column), and sluice never writes it.
 		case sc.Nullable && !dc.Nullable:
 			add(DiffColumnNull, sc.Name, "nullable on the source, NOT NULL on the target: a NULL from the source would fail", g.alterNull(tn, sc.Name, dc.Type, true), true)
 			out[len(out)-1].Safe = opt.To == Postgres // MySQL's MODIFY restates the column: left to the operator

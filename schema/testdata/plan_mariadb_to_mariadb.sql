@@ -8,7 +8,6 @@ CREATE TABLE IF NOT EXISTS `customers` (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci;
 
 -- table every_type (target every_type)
--- note: generated column total is created as a plain column holding the source's values (its expression, `i` * 2, is in the source's dialect)
 CREATE TABLE IF NOT EXISTS `every_type` (
   `id` bigint(20) unsigned NOT NULL AUTO_INCREMENT,
   `customer_id` bigint(20),
@@ -42,7 +41,9 @@ CREATE TABLE IF NOT EXISTS `every_type` (
   `en` enum('a','b''c') CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci,
   `st` set('x','y') CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci,
   `u` uuid,
-  `total` int(11),
+  `total` int(11) AS (`i` * 2) STORED,
+  `vc_len` int(11) AS (char_length(`vc`)) VIRTUAL,
+  `f_twice` double AS (`f` * 2) VIRTUAL,
   PRIMARY KEY (`id`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci;
 
@@ -52,6 +53,8 @@ CREATE UNIQUE INDEX `vc` ON `every_type` (`vc`);
 CREATE INDEX `tx_prefix` ON `every_type` (`tx`(20), `dt`);
 CREATE FULLTEXT INDEX `tt_words` ON `every_type` (`tt`);
 CREATE INDEX `customer_id` ON `every_type` (`customer_id`);
+CREATE INDEX `vc_len` ON `every_type` (`vc_len`);
+CREATE INDEX `f_twice` ON `every_type` (`f_twice`);
 
 -- after the initial copy: foreign keys
 ALTER TABLE `every_type` ADD CONSTRAINT `every_type_ibfk_1` FOREIGN KEY (`customer_id`) REFERENCES `customers` (`id`) ON DELETE CASCADE ON UPDATE RESTRICT;

@@ -11,7 +11,9 @@ CREATE TABLE IF NOT EXISTS "customers" (
 -- table every_type (target every_type)
 -- note: column id is not an identity/auto-increment column on the target: its values come from the source
 -- note: column ts's default current_timestamp(3) is not created: it is not a constant, and sluice writes every column's value from the source
--- note: generated column total is created as a plain column holding the source's values (its expression, `i` * 2, is in the source's dialect)
+-- note: generated column total is created as generated, its expression translated from mysql (`i` * 2) to postgres (("i")::bigint * 2)
+-- note: generated column vc_len is created as generated, its expression translated from mysql (char_length(`vc`)) to postgres (char_length("vc"))
+-- note: generated column f_twice is created as a plain column holding the source's values: its expression (`f` * 2) cannot be translated safely: column f of type float, whose arithmetic the engines may compute differently
 -- note: index tt_words is not created: it is a FULLTEXT index, which PostgreSQL has not
 CREATE TABLE IF NOT EXISTS "every_type" (
   "id" numeric(20,0) NOT NULL,
@@ -46,7 +48,9 @@ CREATE TABLE IF NOT EXISTS "every_type" (
   "en" text,
   "st" text,
   "u" text,
-  "total" integer,
+  "total" integer GENERATED ALWAYS AS (("i")::bigint * 2) STORED,
+  "vc_len" integer GENERATED ALWAYS AS (char_length("vc")) STORED,
+  "f_twice" double precision,
   PRIMARY KEY ("id")
 );
 
@@ -55,6 +59,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS "customers_email" ON "customers" ("email");
 CREATE UNIQUE INDEX IF NOT EXISTS "every_type_vc" ON "every_type" ("vc");
 CREATE INDEX IF NOT EXISTS "every_type_tx_prefix" ON "every_type" ("tx", "dt");
 CREATE INDEX IF NOT EXISTS "every_type_customer_id" ON "every_type" ("customer_id");
+CREATE INDEX IF NOT EXISTS "every_type_vc_len" ON "every_type" ("vc_len");
+CREATE INDEX IF NOT EXISTS "every_type_f_twice" ON "every_type" ("f_twice");
 
 -- after the initial copy: foreign keys
 ALTER TABLE "every_type" ADD CONSTRAINT "every_type_ibfk_1" FOREIGN KEY ("customer_id") REFERENCES "customers" ("id") ON DELETE CASCADE ON UPDATE RESTRICT NOT VALID;

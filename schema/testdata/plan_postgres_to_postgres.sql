@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS "public"."every_type" (
   "moods" public.mood[],
   "qty" public.posint,
   "doubled" integer GENERATED ALWAYS AS ((i4 * 2)) STORED,
+  "code_len" integer GENERATED ALWAYS AS (char_length((code)::text)) STORED,
+  "halved" numeric GENERATED ALWAYS AS ((num / (2)::numeric)) STORED,
   PRIMARY KEY ("id")
 );
 
@@ -56,6 +58,8 @@ CREATE INDEX IF NOT EXISTS every_type_t_idx ON public.every_type USING btree (t)
 CREATE UNIQUE INDEX IF NOT EXISTS every_type_t_key ON public.every_type USING btree (t);
 CREATE INDEX IF NOT EXISTS every_type_jb_idx ON public.every_type USING gin (jb);
 CREATE INDEX IF NOT EXISTS every_type_lower_idx ON public.every_type USING btree (lower(code));
+CREATE INDEX IF NOT EXISTS every_type_code_len_idx ON public.every_type USING btree (code_len);
+CREATE INDEX IF NOT EXISTS every_type_halved_idx ON public.every_type USING btree (halved);
 
 -- after the initial copy: foreign keys
 ALTER TABLE "public"."every_type" ADD CONSTRAINT "every_type_customer_fkey" FOREIGN KEY ("customer_id") REFERENCES "public"."customers" ("id") ON DELETE CASCADE ON UPDATE NO ACTION NOT VALID;

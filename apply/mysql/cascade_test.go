@@ -173,3 +173,60 @@ func TestCascadesOnTarget(t *testing.T) {
 		}
 	})
 }
+
+// TestCascadeAfterSchemaChange: a schema change makes the target describe
+// its tables again, and the next batch names only the table whose delete
+// fires the cascade; the cascade's path must still find the tables it
+// runs through (seen in TestSchemaCreateCopyStream: "table order_lines is
+// not among the stream's tables on the target").
+func TestCascadeAfterSchemaChange(t *testing.T) {
+	each(t, func(t *testing.T, v variant) {
+		dsn, db := testDB(t,
+			"CREATE TABLE customers (id int PRIMARY KEY, name varchar(20))",
+			"CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, CONSTRAINT o_fk FOREIGN KEY (customer_id) REFERENCES customers (id) ON DELETE CASCADE)",
+			"CREATE TABLE order_lines (order_id int, line_no int, PRIMARY KEY (order_id, line_no), CONSTRAINT l_fk FOREIGN KEY (order_id) REFERENCES orders (id) ON DELETE CASCADE)",
+			"INSERT INTO customers VALUES (1, 'a'), (2, 'b')",
+			"INSERT INTO orders VALUES (10, 1), (20, 2)",
+			"INSERT INTO order_lines VALUES (10, 1), (10, 2), (20, 1)",
+		)
+		customers := table("customers", []int{0}, "id int", "name varchar(20)")
+		orders := table("orders", []int{0}, "id int", "customer_id int")
+		lines := table("order_lines", []int{0, 1}, "order_id int", "line_no int")
+		orders.Columns[1].Nullable = false
+		tables := []*sluice.Table{customers, orders, lines}
+		name := func(n string) sluice.TableName { return sluice.TableName{Name: n} }
+		cs, err := apply.NewCascades([]sluice.ForeignKey{
+			{Name: "o_fk", Table: name("orders"), Columns: []string{"customer_id"}, RefTable: name("customers"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade},
+			{Name: "l_fk", Table: name("order_lines"), Columns: []string{"order_id"}, RefTable: name("orders"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade},
+		}, tables)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg := openTarget(t, dsn, v.mode, v.multi)
+		ctx := context.Background()
+		if err := tg.Preflight(ctx, tables); err != nil {
+			t.Fatal(err)
+		}
+		ddl := &apply.Batch{Schema: &sluice.Change{Op: sluice.OpSchema, Table: customers}, DDL: []string{"CREATE INDEX c_name ON customers (name)"}}
+		if err := tg.Apply(ctx, ddl, sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		comp := apply.NewCompactor(nil)
+		comp.Cut = cs.Fires
+		comp.Add([]sluice.Change{del(customers, "1")})
+		b := comp.Batch()
+		cs.Attach(b)
+		if err := tg.Apply(ctx, b, sluice.Checkpoint{Stream: "s", Seq: 2}); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct{ table, want string }{
+			{"customers", "[2|b]"},
+			{"orders", "[20|2]"},
+			{"order_lines", "[20|1]"},
+		} {
+			if got := fmt.Sprint(dump(t, db, tc.table)); got != tc.want {
+				t.Errorf("%s: got %s, want %s", tc.table, got, tc.want)
+			}
+		}
+	})
+}

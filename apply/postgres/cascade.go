@@ -126,7 +126,7 @@ func buildCascade(s cascadeSpec) string {
 // appendCascades adds the statements that carry out the foreign-key
 // actions change c (of d's table) fired on the source, to run right
 // before c's own.
-func (t *Target) appendCascades(stmts []statement, d *tableDesc, c *sluice.Change, steps []apply.Cascade) ([]statement, error) {
+func (t *Target) appendCascades(ctx context.Context, stmts []statement, d *tableDesc, c *sluice.Change, steps []apply.Cascade) ([]statement, error) {
 	for _, step := range steps {
 		a, err := step.Args(c)
 		if err != nil {
@@ -136,6 +136,11 @@ func (t *Target) appendCascades(stmts []statement, d *tableDesc, c *sluice.Chang
 		var descs []*tableDesc
 		for _, l := range step.Path {
 			ld := t.tables[l.Table]
+			if src := t.described[l.Table]; ld == nil && src != nil {
+				if ld, err = t.describe(ctx, src); err != nil {
+					return nil, fmt.Errorf("apply %s for the %s in %s: %w", step, c.Op, d.display, err)
+				}
+			}
 			if ld == nil {
 				return nil, fmt.Errorf("apply %s for the %s in %s: table %s is not among the stream's tables on the target", step, c.Op, d.display, l.Table)
 			}

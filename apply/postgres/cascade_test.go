@@ -229,3 +229,59 @@ func BenchmarkApplyCascadeParts(b *testing.B) {
 		})
 	}
 }
+
+// TestCascadeAfterSchemaChange: a schema change makes the target describe
+// its tables again, and the next batch names only the table whose delete
+// fires the cascade; the cascade's path must still find the tables it
+// runs through.
+func TestCascadeAfterSchemaChange(t *testing.T) {
+	modes(t, func(t *testing.T, mode Mode) {
+		url, conn := testDB(t,
+			"CREATE TABLE customers (id int PRIMARY KEY, name text)",
+			"CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL REFERENCES customers ON DELETE CASCADE)",
+			"CREATE TABLE order_lines (order_id int REFERENCES orders ON DELETE CASCADE, line_no int, PRIMARY KEY (order_id, line_no))",
+			"INSERT INTO customers VALUES (1, 'a'), (2, 'b')",
+			"INSERT INTO orders VALUES (10, 1), (20, 2)",
+			"INSERT INTO order_lines VALUES (10, 1), (10, 2), (20, 1)",
+		)
+		customers := pgTable("customers", "id integer*", "name text")
+		orders := pgTable("orders", "id integer*", "customer_id integer")
+		lines := pgTable("order_lines", "order_id integer*", "line_no integer*")
+		orders.Columns[1].Nullable = false
+		tables := []*sluice.Table{customers, orders, lines}
+		name := func(n string) sluice.TableName { return sluice.TableName{Schema: "public", Name: n} }
+		cs, err := apply.NewCascades([]sluice.ForeignKey{
+			{Name: "o_fk", Table: name("orders"), Columns: []string{"customer_id"}, RefTable: name("customers"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade},
+			{Name: "l_fk", Table: name("order_lines"), Columns: []string{"order_id"}, RefTable: name("orders"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade},
+		}, tables)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tg := openTarget(t, url, mode)
+		ctx := context.Background()
+		if err := tg.Preflight(ctx, tables); err != nil {
+			t.Fatal(err)
+		}
+		ddl := &apply.Batch{Schema: &sluice.Change{Op: sluice.OpSchema, Table: customers}, DDL: []string{"CREATE INDEX c_name ON customers (name)"}}
+		if err := tg.Apply(ctx, ddl, sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		comp := apply.NewCompactor(nil)
+		comp.Cut = cs.Fires
+		comp.Add([]sluice.Change{del(customers, "1")})
+		b := comp.Batch()
+		cs.Attach(b)
+		if err := tg.Apply(ctx, b, sluice.Checkpoint{Stream: "s", Seq: 2}); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct{ table, want string }{
+			{"customers", "[(2,b)]"},
+			{"orders", "[(20,2)]"},
+			{"order_lines", "[(20,1)]"},
+		} {
+			if got := fmt.Sprint(dump(t, conn, tc.table)); got != tc.want {
+				t.Errorf("%s: got %s, want %s", tc.table, got, tc.want)
+			}
+		}
+	})
+}

@@ -77,8 +77,13 @@ type Target struct {
 	conn     *pgx.Conn // nil after a failure that left it unusable
 	database string
 	tables   map[sluice.TableName]*tableDesc
-	warnings apply.Warnings // of the tables' checks
-	cpSQL    string
+	// described keeps the last source description each table was checked
+	// with: t.tables is cleared whenever the target's catalog may have
+	// changed (DDL, reconnect), and a cascade's path names tables that
+	// the batch itself may not touch, so it describes them again from here.
+	described map[sluice.TableName]*sluice.Table
+	warnings  apply.Warnings // of the tables' checks
+	cpSQL     string
 	// begin opens a batch's transaction: BEGIN, and where the user may
 	// set it, session_replication_role = replica for the transaction.
 	begin []string
@@ -168,6 +173,7 @@ func Open(ctx context.Context, connString string, cfg Config) (*Target, error) {
 		connConfig: pc,
 		addr:       net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))),
 		tables:     map[sluice.TableName]*tableDesc{},
+		described:  map[sluice.TableName]*sluice.Table{},
 		cpSQL:      buildCheckpointUpsert(cfg.Schema),
 	}
 	if err := t.connect(ctx); err != nil {
@@ -817,7 +823,7 @@ func (t *Target) planPart(ctx context.Context, stmts []statement, b *apply.Batch
 		}
 		fired := i < len(b.Cascades) && len(b.Cascades[i]) > 0
 		if fired {
-			if stmts, err = t.appendCascades(stmts, d, c, b.Cascades[i]); err != nil {
+			if stmts, err = t.appendCascades(ctx, stmts, d, c, b.Cascades[i]); err != nil {
 				return nil, err
 			}
 		}

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +42,10 @@ type badCase struct {
 type badEnv struct {
 	src, dst *endpoint
 	stateDir string
+	// stream names the case's stream (and so its replication slot): the
+	// cases run in parallel on shared servers, where two streams named
+	// "default" would take each other's slot.
+	stream string
 	code     int
 	out      string
 }
@@ -101,12 +107,12 @@ func streamedOnce(t *testing.T, c *badEnv) {
 func startStreaming(t *testing.T, c *badEnv) (*exec.Cmd, *bytes.Buffer, io.Reader) {
 	t.Helper()
 	if c.src.engine == daemon.EnginePostgres {
-		dropSlotAtCleanup(t, c.src, "default", []string{"t"})
+		dropSlotAtCleanup(t, c.src, c.stream, []string{"t"})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, buildSluice(t), "sync", "start", "--source", c.src.url, "--target", c.dst.url, "--tables", "t",
-		"--initial-copy", "off", "--from-now", "--state-dir", c.stateDir, "--log-format", "json")
+		"--initial-copy", "off", "--from-now", "--state-dir", c.stateDir, "--log-format", "json", "--stream-id", c.stream)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -524,7 +530,7 @@ func TestBadInputMatrix(t *testing.T) {
 			if target == "" {
 				target = bc.engine
 			}
-			c := &badEnv{src: newEndpoint(t, bc.engine), dst: newEndpoint(t, target), stateDir: t.TempDir()}
+			c := &badEnv{src: newEndpoint(t, bc.engine), dst: newEndpoint(t, target), stateDir: t.TempDir(), stream: fmt.Sprintf("bad%08x", crc32.ChecksumIEEE([]byte(t.Name())))}
 			for _, e := range []*endpoint{c.src, c.dst} {
 				if err := e.exec(ctx, "CREATE TABLE t (id int PRIMARY KEY, v varchar(40))"); err != nil {
 					t.Fatal(err)
@@ -533,6 +539,10 @@ func TestBadInputMatrix(t *testing.T) {
 			args := bc.setup(t, c)
 			if len(args) > 0 && args[0] == "sync" && !strings.Contains(strings.Join(args, " "), "--config") {
 				args = append(args, "--state-dir", c.stateDir)
+				if args[1] == "start" && !slices.Contains(args, "--stream-id") {
+					args = append(args, "--stream-id", c.stream)
+					dropSlotAtCleanup(t, c.src, c.stream, []string{"t"})
+				}
 			}
 			if len(args) > 0 {
 				if err := c.src.exec(ctx, "INSERT INTO t (id, v) VALUES (1, 'one')"); err != nil {

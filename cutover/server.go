@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/source/binlog"
 	"github.com/sluice-cdc/sluice/source/mytrigger"
@@ -95,7 +96,7 @@ func openServer(ctx context.Context, role, raw string) (server, error) {
 			db.Close()
 			return nil, fmt.Errorf("%s: MySQL at %s: %w", role, daemon.MaskURL(raw), err)
 		}
-		if cfg, err := mytrigger.ParseDSN(raw); err == nil {
+		if cfg, err := connstr.ParseMySQL(raw); err == nil {
 			s.addr = cfg.Addr
 		}
 		return s, nil

@@ -301,7 +301,7 @@ func ConnectPostgres(ctx context.Context, rawURL string) (*pgx.Conn, error) {
 // MariaDB server, from a URL or a DSN. It connects lazily: the first
 // query says whether the server answers.
 func ConnectMySQL(rawURL string) (*sql.DB, error) {
-	cfg, err := mytrigger.ParseDSN(rawURL)
+	cfg, err := connstr.ParseMySQL(rawURL)
 	if err != nil {
 		return nil, err
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/schema"
-	"github.com/sluice-cdc/sluice/source/mytrigger"
 )
 
 // OpenSchemaDB opens a session for reading a database's catalog or
@@ -33,7 +33,7 @@ func OpenSchemaDB(ctx context.Context, rawURL string) (*schema.DB, func(), error
 		cfg := conn.Config()
 		return schema.NewPG(conn, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)), func() { conn.Close(context.WithoutCancel(ctx)) }, nil
 	case EngineMySQL:
-		cfg, err := mytrigger.ParseDSN(rawURL)
+		cfg, err := connstr.ParseMySQL(rawURL)
 		if err != nil {
 			return nil, nil, err
 		}

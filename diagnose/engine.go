@@ -17,8 +17,8 @@ import (
 	"github.com/sluice-cdc/sluice/apply"
 	mysqltarget "github.com/sluice-cdc/sluice/apply/mysql"
 	"github.com/sluice-cdc/sluice/apply/postgres"
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/daemon"
-	"github.com/sluice-cdc/sluice/source/mytrigger"
 )
 
 type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -120,7 +120,7 @@ func (p *myPinger) close() {
 }
 
 func mysqlConfig(url string) (*mysql.Config, error) {
-	cfg, err := mytrigger.ParseDSN(url)
+	cfg, err := connstr.ParseMySQL(url)
 	if err != nil {
 		return nil, fmt.Errorf("--target: %w", err)
 	}

@@ -39,10 +39,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/internal/wanproxy"
-	"github.com/sluice-cdc/sluice/source/mytrigger"
 )
 
 const secCopy = "copy"
@@ -895,7 +895,7 @@ type mysqlClient struct {
 // mysqlClientArgs turns a mysql:// URL into the MariaDB clients' options
 // (the password goes in MYSQL_PWD, not on the command line).
 func mysqlClientArgs(raw string) (mysqlClient, error) {
-	cfg, err := mytrigger.ParseDSN(raw)
+	cfg, err := connstr.ParseMySQL(raw)
 	if err != nil {
 		return mysqlClient{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/daemon"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/source/binlog"
@@ -264,7 +265,7 @@ func myMixed(ctx context.Context, db *sql.DB, n int) error {
 // myConnect opens one MariaDB session with time_zone '+00:00', as sluice's
 // own.
 func myConnect(ctx context.Context, u string) (*sql.DB, error) {
-	cfg, err := mytrigger.ParseDSN(u)
+	cfg, err := connstr.ParseMySQL(u)
 	if err != nil {
 		return nil, err
 	}

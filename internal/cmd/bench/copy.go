@@ -41,6 +41,7 @@ import (
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/internal/wanproxy"
 )
@@ -709,7 +710,7 @@ func maskArgs(args []string) []string {
 	out := make([]string, len(args))
 	for i, a := range args {
 		if strings.Contains(a, "://") {
-			a = daemon.MaskURL(a)
+			a = endpoint.MaskURL(a)
 		}
 		out[i] = a
 	}

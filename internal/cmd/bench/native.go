@@ -53,7 +53,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice/connstr"
-	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/internal/wanproxy"
 )
@@ -802,13 +802,13 @@ func myConnectMulti(ctx context.Context, u string) (*sql.DB, error) {
 	cfg.MultiStatements = true
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", daemon.MaskURL(u), err)
+		return nil, fmt.Errorf("connect %s: %w", endpoint.MaskURL(u), err)
 	}
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(1)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("connect %s: %w", daemon.MaskURL(u), err)
+		return nil, fmt.Errorf("connect %s: %w", endpoint.MaskURL(u), err)
 	}
 	return db, nil
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice"
-	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/connstr"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/source/binlog"
 	"github.com/sluice-cdc/sluice/source/mytrigger"
 	"github.com/sluice-cdc/sluice/source/pglogical"
@@ -23,7 +24,7 @@ import (
 // verify's comparison: where its log stands, who is writing it, and its
 // counters (sequences, AUTO_INCREMENT).
 type server interface {
-	engine() daemon.Engine
+	engine() endpoint.Engine
 	// where names the server for messages (host:port and database).
 	where() string
 	// position is the server's log position now, as a reader of kind
@@ -67,13 +68,13 @@ type counter struct {
 const autoIncrement = "AUTO_INCREMENT"
 
 func openServer(ctx context.Context, role, raw string) (server, error) {
-	eng, err := daemon.EngineOf(raw)
+	eng, err := endpoint.EngineOf(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", role, err)
 	}
 	switch eng {
-	case daemon.EnginePostgres:
-		conn, err := daemon.ConnectPostgres(ctx, raw)
+	case endpoint.EnginePostgres:
+		conn, err := endpoint.ConnectPostgres(ctx, raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", role, err)
 		}
@@ -85,17 +86,17 @@ func openServer(ctx context.Context, role, raw string) (server, error) {
 		cfg := conn.Config()
 		s.addr = fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
 		return s, nil
-	case daemon.EngineMySQL:
-		db, err := daemon.ConnectMySQL(raw)
+	case endpoint.EngineMySQL:
+		db, err := endpoint.ConnectMySQL(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", role, err)
 		}
 		s := &myServer{db: db}
 		if err := db.QueryRowContext(ctx, "SELECT COALESCE(DATABASE(), '')").Scan(&s.database); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("%s: MySQL at %s: %w", role, daemon.MaskURL(raw), err)
+			return nil, fmt.Errorf("%s: MySQL at %s: %w", role, endpoint.MaskURL(raw), err)
 		}
-		if cfg, err := mytrigger.ParseDSN(raw); err == nil {
+		if cfg, err := connstr.ParseMySQL(raw); err == nil {
 			s.addr = cfg.Addr
 		}
 		return s, nil
@@ -115,9 +116,9 @@ type pgServer struct {
 	db   string
 }
 
-func (s *pgServer) engine() daemon.Engine { return daemon.EnginePostgres }
-func (s *pgServer) where() string         { return "PostgreSQL " + s.addr + ", database " + s.db }
-func (s *pgServer) close()                { s.conn.Close(context.Background()) }
+func (s *pgServer) engine() endpoint.Engine { return endpoint.EnginePostgres }
+func (s *pgServer) where() string           { return "PostgreSQL " + s.addr + ", database " + s.db }
+func (s *pgServer) close()                  { s.conn.Close(context.Background()) }
 
 func (s *pgServer) position(ctx context.Context, kind, _ string) (sluice.Position, error) {
 	switch kind {
@@ -324,9 +325,9 @@ type myServer struct {
 	database string
 }
 
-func (s *myServer) engine() daemon.Engine { return daemon.EngineMySQL }
-func (s *myServer) where() string         { return "MySQL " + s.addr + ", database " + s.database }
-func (s *myServer) close()                { s.db.Close() }
+func (s *myServer) engine() endpoint.Engine { return endpoint.EngineMySQL }
+func (s *myServer) where() string           { return "MySQL " + s.addr + ", database " + s.database }
+func (s *myServer) close()                  { s.db.Close() }
 
 func (s *myServer) position(ctx context.Context, kind, like string) (sluice.Position, error) {
 	switch kind {

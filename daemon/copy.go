@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/source/binlog"
 	"github.com/sluice-cdc/sluice/source/mytrigger"
 	"github.com/sluice-cdc/sluice/source/pglogical"
@@ -35,18 +36,18 @@ func (o StreamOptions) followsSchema() bool {
 	if o.SchemaChanges == "stop" {
 		return false
 	}
-	eng, err := EngineOf(o.SourceURL)
+	eng, err := endpoint.EngineOf(o.SourceURL)
 	if err != nil {
 		return false
 	}
-	mode, err := resolveMode(eng, o.SourceMode, sluice.Position{})
+	mode, err := endpoint.ResolveMode(eng, o.SourceMode, sluice.Position{})
 	return err == nil && mode != ModeTrigger
 }
 
 // copySource is the source of a stream's initial copy, read as the stream
 // will read it (mode).
 func copySource(o StreamOptions, mode string) (tablecopy.Source, error) {
-	eng, err := EngineOf(o.SourceURL)
+	eng, err := endpoint.EngineOf(o.SourceURL)
 	if err != nil {
 		return nil, fmt.Errorf("--source: %w", err)
 	}
@@ -76,7 +77,7 @@ func writtenColumns(tgt target) func(*sluice.Table) []int {
 
 // openCopyTarget opens a target connection for a copy worker.
 func openCopyTarget(ctx context.Context, topts targetOptions) (tablecopy.Target, error) {
-	t, err := openTarget(ctx, topts)
+	t, err := endpoint.OpenTarget(ctx, topts)
 	if err != nil {
 		return nil, err
 	}
@@ -129,9 +130,9 @@ func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, tgt tar
 		}
 		return sluice.Position{}, nil
 	}
-	eng, _ := EngineOf(o.SourceURL)
-	tgtEng, _ := EngineOf(o.TargetURL)
-	mode, err := resolveMode(eng, o.SourceMode, sluice.Position{})
+	eng, _ := endpoint.EngineOf(o.SourceURL)
+	tgtEng, _ := endpoint.EngineOf(o.TargetURL)
+	mode, err := endpoint.ResolveMode(eng, o.SourceMode, sluice.Position{})
 	if err != nil {
 		return sluice.Position{}, Fail(ExitUsage, err)
 	}
@@ -147,7 +148,7 @@ func initialCopy(ctx context.Context, o StreamOptions, log *slog.Logger, tgt tar
 	mcopy := svc.addCopy(sl)
 	defer mcopy()
 	lastLog := time.Now()
-	tables := sourceTableNames(eng, o.Tables)
+	tables := endpoint.SourceTableNames(eng, o.Tables)
 	res, err := tablecopy.Run(ctx, tablecopy.Config{
 		Stream: o.ID,
 		Tables: tables,

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/controller"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/stream"
 	"github.com/sluice-cdc/sluice/tablecopy"
 )
@@ -595,15 +596,15 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	if o.MinLanes > o.MaxLanes && o.MaxLanes > 0 {
 		return recordErr(ctx, store, o, Fail(ExitUsage, fmt.Errorf("--min-lanes %d is more than --max-lanes %d", o.MinLanes, o.MaxLanes)))
 	}
-	srcEngine, err := EngineOf(o.SourceURL)
+	srcEngine, err := endpoint.EngineOf(o.SourceURL)
 	if err != nil {
 		return recordErr(ctx, store, o, Fail(ExitUsage, fmt.Errorf("--source: %w", err)))
 	}
-	tgtEngine, err := EngineOf(o.TargetURL)
+	tgtEngine, err := endpoint.EngineOf(o.TargetURL)
 	if err != nil {
 		return recordErr(ctx, store, o, Fail(ExitUsage, fmt.Errorf("--target: %w", err)))
 	}
-	if _, err := resolveMode(srcEngine, o.SourceMode, sluice.Position{}); err != nil {
+	if _, err := endpoint.ResolveMode(srcEngine, o.SourceMode, sluice.Position{}); err != nil {
 		return recordErr(ctx, store, o, Fail(ExitUsage, err))
 	}
 	if o.DisableFKChecks {
@@ -614,7 +615,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	// stall diagnosis) is opened the same way.
 	topts := targetOptions{URL: o.TargetURL, Mode: o.ApplyMode, SourceEngine: srcEngine,
 		MultiStatements: o.MultiStatements, AllowCollationMerge: o.AllowCollationMerge, Logger: log,
-		Prefetch: apply.Prefetch{Stream: o.ID, Tables: sourceTableNames(srcEngine, o.Tables)}}
+		Prefetch: apply.Prefetch{Stream: o.ID, Tables: endpoint.SourceTableNames(srcEngine, o.Tables)}}
 	// The stream's own connection takes the stream's next generation on
 	// the target (its fence) before it reads the checkpoints; the other
 	// connections check their batches against it.
@@ -623,7 +624,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	// See Start-up overlap (readahead.go).
 	early := openEarly(ctx, store, o, log)
 	defer func() { early.discard() }() // unless taken
-	tgt, err := openTarget(ctx, mainOpts)
+	tgt, err := endpoint.OpenTarget(ctx, mainOpts)
 	if err != nil {
 		return recordErr(ctx, store, o, Fail(ExitTarget, err))
 	}
@@ -757,7 +758,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		}
 	}
 	newTarget := func(ctx context.Context) (stream.Target, error) {
-		t, err := openTarget(ctx, topts)
+		t, err := endpoint.OpenTarget(ctx, topts)
 		if err != nil {
 			return nil, err
 		}
@@ -773,7 +774,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	// The stall diagnosis looks at the target over a connection of its
 	// own: the appliers' may be the ones stuck.
 	oldest := func(ctx context.Context) (string, error) {
-		t, err := openTarget(ctx, topts)
+		t, err := endpoint.OpenTarget(ctx, topts)
 		if err != nil {
 			return "", err
 		}
@@ -815,7 +816,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	if mode == "" {
 		mode = "pipelined"
 	}
-	log.Info("streaming", "stream", o.ID, "source", MaskURL(o.SourceURL), "target", MaskURL(o.TargetURL),
+	log.Info("streaming", "stream", o.ID, "source", endpoint.MaskURL(o.SourceURL), "target", endpoint.MaskURL(o.TargetURL),
 		"tables", len(o.Tables), "from", start.Position.String(), "apply_mode", mode, "batch", ctrl.Size(), "auto_tune", fixed == 0, "controller", o.Controller, "lanes", fmt.Sprintf("%d–%d", max(o.MinLanes, 1), max(o.MaxLanes, 1)))
 	if o.OnStart != nil {
 		o.OnStart(st)

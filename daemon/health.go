@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/metrics"
 	"github.com/sluice-cdc/sluice/source/binlog"
 	"github.com/sluice-cdc/sluice/source/pglogical"
@@ -115,12 +116,12 @@ type healthWatch struct {
 // watchHealth runs a stream's health checks until ctx ends.
 func (p *process) watchHealth(ctx context.Context, sl *slot) {
 	o := sl.o
-	eng, err := EngineOf(o.SourceURL)
+	eng, err := endpoint.EngineOf(o.SourceURL)
 	if err != nil {
 		return
 	}
 	rec, _, _ := p.store.Get(o.ID)
-	mode, err := resolveMode(eng, o.SourceMode, rec.Position)
+	mode, err := endpoint.ResolveMode(eng, o.SourceMode, rec.Position)
 	if err != nil || mode == ModeTrigger {
 		return // a trigger stream's changelog is its own table: nothing expires
 	}
@@ -204,7 +205,7 @@ func (w *healthWatch) warn(check, level, msg string) {
 
 func (w *healthWatch) checkSlot(ctx context.Context, hs *HealthStatus, fig *metrics.Health) error {
 	if w.pg == nil || w.pg.IsClosed() {
-		conn, err := ConnectPostgres(ctx, w.o.SourceURL)
+		conn, err := endpoint.ConnectPostgres(ctx, w.o.SourceURL)
 		if err != nil {
 			return err
 		}
@@ -245,7 +246,7 @@ func (w *healthWatch) checkSlot(ctx context.Context, hs *HealthStatus, fig *metr
 	if h.LimitBytes > 0 {
 		h.Percent = 100 * float64(h.RetainedBytes) / float64(h.LimitBytes)
 	}
-	where := MaskURL(w.o.SourceURL)
+	where := endpoint.MaskURL(w.o.SourceURL)
 	walLevel, walMsg := slotWALWarning(h, where)
 	idleMsg := slotIdleWarning(h, where, w.o.ID, cmp.Or(w.o.SlotInactiveWarn, defaultSlotInactiveWarn))
 	w.warn("slot_wal", walLevel, walMsg)
@@ -309,7 +310,7 @@ func (w *healthWatch) checkBinlog(ctx context.Context, hs *HealthStatus, fig *me
 		return nil // the stream has no position yet: nothing to keep
 	}
 	if w.my == nil {
-		if w.my, err = ConnectMySQL(w.o.SourceURL); err != nil {
+		if w.my, err = endpoint.ConnectMySQL(w.o.SourceURL); err != nil {
 			return err
 		}
 	}
@@ -322,7 +323,7 @@ func (w *healthWatch) checkBinlog(ctx context.Context, hs *HealthStatus, fig *me
 		h.PurgeInSeconds = time.Until(rec.Time.Add(time.Duration(h.ExpireSeconds) * time.Second)).Seconds()
 	}
 	hs.Binlog = h
-	msg := binlogWarning(h, rec.Position, MaskURL(w.o.SourceURL), cmp.Or(w.o.BinlogPurgeWarn, defaultBinlogPurgeWarn), w.o.BinlogPurgeWarnFiles)
+	msg := binlogWarning(h, rec.Position, endpoint.MaskURL(w.o.SourceURL), cmp.Or(w.o.BinlogPurgeWarn, defaultBinlogPurgeWarn), w.o.BinlogPurgeWarnFiles)
 	level := ""
 	if msg != "" {
 		level = "purge"

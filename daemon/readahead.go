@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/stream"
 )
 
@@ -43,11 +44,11 @@ func openEarly(ctx context.Context, store *checkpoint.Store, o StreamOptions, lo
 	if err != nil || !ok || rec.Position.IsZero() {
 		return nil
 	}
-	eng, err := EngineOf(o.SourceURL)
+	eng, err := endpoint.EngineOf(o.SourceURL)
 	if err != nil {
 		return nil
 	}
-	mode, err := resolveMode(eng, o.SourceMode, rec.Position)
+	mode, err := endpoint.ResolveMode(eng, o.SourceMode, rec.Position)
 	if err != nil || (mode != ModeLogical && mode != ModeBinlog) {
 		return nil
 	}

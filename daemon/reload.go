@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/stream"
 )
 
@@ -101,7 +102,7 @@ func diffOptions(old, new StreamOptions) optionsDiff {
 			continue
 		}
 		if k.scope == restartProcess && (name == "SourceURL" || name == "TargetURL") &&
-			MaskURL(ov.Field(i).String()) == MaskURL(nv.Field(i).String()) {
+			endpoint.MaskURL(ov.Field(i).String()) == endpoint.MaskURL(nv.Field(i).String()) {
 			d.stream = append(d.stream, k.key+" password")
 			continue
 		}
@@ -125,7 +126,7 @@ func keepProcessSettings(old, new StreamOptions) StreamOptions {
 		if !ok || k.scope != restartProcess {
 			continue
 		}
-		if (name == "SourceURL" || name == "TargetURL") && MaskURL(ov.Field(i).String()) == MaskURL(nv.Field(i).String()) {
+		if (name == "SourceURL" || name == "TargetURL") && endpoint.MaskURL(ov.Field(i).String()) == endpoint.MaskURL(nv.Field(i).String()) {
 			continue // a new password is taken
 		}
 		nv.Field(i).Set(ov.Field(i))

@@ -12,28 +12,29 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
+	"github.com/sluice-cdc/sluice/connstr"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/schema"
-	"github.com/sluice-cdc/sluice/source/mytrigger"
 )
 
 // OpenSchemaDB opens a session for reading a database's catalog or
 // changing its schema (see package schema); close it with the function
 // returned.
 func OpenSchemaDB(ctx context.Context, rawURL string) (*schema.DB, func(), error) {
-	eng, err := EngineOf(rawURL)
+	eng, err := endpoint.EngineOf(rawURL)
 	if err != nil {
 		return nil, nil, err
 	}
 	switch eng {
 	case EnginePostgres:
-		conn, err := ConnectPostgres(ctx, rawURL)
+		conn, err := endpoint.ConnectPostgres(ctx, rawURL)
 		if err != nil {
 			return nil, nil, err
 		}
 		cfg := conn.Config()
 		return schema.NewPG(conn, fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)), func() { conn.Close(context.WithoutCancel(ctx)) }, nil
 	case EngineMySQL:
-		cfg, err := mytrigger.ParseDSN(rawURL)
+		cfg, err := connstr.ParseMySQL(rawURL)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -65,15 +66,15 @@ func SchemaSides(ctx context.Context, o StreamOptions) (src, tgt *schema.DB, opt
 		closeSrc()
 		return nil, nil, opt, nil, Fail(ExitTarget, fmt.Errorf("target: %w", err))
 	}
-	mode, _ := resolveMode(Engine(src.Engine), o.SourceMode, sluice.Position{})
+	mode, _ := endpoint.ResolveMode(Engine(src.Engine), o.SourceMode, sluice.Position{})
 	opt = schema.PlanOptions{From: src.Engine, To: tgt.Engine, Flavor: tgt.Flavor, OmitsGenerated: mode == ModeLogical}
 	return src, tgt, opt, func() { closeTgt(); closeSrc() }, nil
 }
 
 // StreamTables are a stream's tables as its source names them.
 func StreamTables(o StreamOptions) []sluice.TableName {
-	eng, _ := EngineOf(o.SourceURL)
-	return sourceTableNames(eng, o.Tables)
+	eng, _ := endpoint.EngineOf(o.SourceURL)
+	return endpoint.SourceTableNames(eng, o.Tables)
 }
 
 // createTables creates the target tables that a new stream's initial copy

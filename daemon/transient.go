@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
+	"github.com/sluice-cdc/sluice/endpoint"
 )
 
 // A lone stream that stops on a state of its target or source that passes
@@ -201,11 +202,11 @@ func (r *transientRetry) after(err error, ran bool, ranFor time.Duration, o Stre
 func (f transientFault) endpoint(o StreamOptions) string {
 	switch f.side {
 	case "source":
-		return MaskURL(o.SourceURL)
+		return endpoint.MaskURL(o.SourceURL)
 	case "target":
-		return MaskURL(o.TargetURL)
+		return endpoint.MaskURL(o.TargetURL)
 	}
-	return MaskURL(o.SourceURL) + " or " + MaskURL(o.TargetURL)
+	return endpoint.MaskURL(o.SourceURL) + " or " + endpoint.MaskURL(o.TargetURL)
 }
 
 func (f transientFault) fix() string {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 )
 
@@ -101,7 +102,7 @@ func TestTransientReadOnlyTarget(t *testing.T) {
 
 	run := func(t *testing.T, retryFor time.Duration) (*dbtest.LogBuffer, chan error, context.CancelFunc) {
 		var log dbtest.LogBuffer
-		tables, err := ParseTables([]string{"public.items"})
+		tables, err := endpoint.ParseTables([]string{"public.items"})
 		if err != nil {
 			t.Fatal(err)
 		}

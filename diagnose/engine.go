@@ -15,10 +15,8 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
-	mysqltarget "github.com/sluice-cdc/sluice/apply/mysql"
-	"github.com/sluice-cdc/sluice/apply/postgres"
-	"github.com/sluice-cdc/sluice/daemon"
-	"github.com/sluice-cdc/sluice/source/mytrigger"
+	"github.com/sluice-cdc/sluice/connstr"
+	"github.com/sluice-cdc/sluice/endpoint"
 )
 
 type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -31,20 +29,10 @@ type applier interface {
 	Close(ctx context.Context) error
 }
 
-// openApplier opens sluice's own target for the engine in the given mode,
-// dialing through dial.
-func openApplier(ctx context.Context, eng daemon.Engine, url string, mode Mode, dial dialFunc) (applier, error) {
-	m, err := apply.ParseMode(string(mode))
-	if err != nil {
-		return nil, err
-	}
-	switch eng {
-	case daemon.EnginePostgres:
-		return postgres.Open(ctx, url, postgres.Config{Mode: m, Dial: dial})
-	case daemon.EngineMySQL:
-		return mysqltarget.Open(ctx, url, mysqltarget.Config{Mode: m, Dial: dial})
-	}
-	return nil, fmt.Errorf("--target: %s targets are not supported", eng)
+// openApplier opens sluice's own target in the given mode, dialing
+// through dial.
+func openApplier(ctx context.Context, url string, mode Mode, dial dialFunc) (applier, error) {
+	return endpoint.OpenTarget(ctx, endpoint.TargetOptions{URL: url, Mode: string(mode), Dial: dial})
 }
 
 // pinger is a bare connection for RTT measurements: nothing is created on
@@ -56,9 +44,9 @@ type pinger interface {
 	close()
 }
 
-func openPinger(ctx context.Context, eng daemon.Engine, url string, dial dialFunc) (pinger, error) {
+func openPinger(ctx context.Context, eng endpoint.Engine, url string, dial dialFunc) (pinger, error) {
 	switch eng {
-	case daemon.EnginePostgres:
+	case endpoint.EnginePostgres:
 		cfg, err := pgx.ParseConfig(url)
 		if err != nil {
 			return nil, fmt.Errorf("--target: %w", err)
@@ -69,7 +57,7 @@ func openPinger(ctx context.Context, eng daemon.Engine, url string, dial dialFun
 			return nil, fmt.Errorf("cannot reach target PostgreSQL at %s: %w", net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port)), err)
 		}
 		return &pgPinger{conn: conn}, nil
-	case daemon.EngineMySQL:
+	case endpoint.EngineMySQL:
 		cfg, err := mysqlConfig(url)
 		if err != nil {
 			return nil, err
@@ -120,7 +108,7 @@ func (p *myPinger) close() {
 }
 
 func mysqlConfig(url string) (*mysql.Config, error) {
-	cfg, err := mytrigger.ParseDSN(url)
+	cfg, err := connstr.ParseMySQL(url)
 	if err != nil {
 		return nil, fmt.Errorf("--target: %w", err)
 	}
@@ -161,15 +149,15 @@ type admin interface {
 	close()
 }
 
-func openAdmin(ctx context.Context, eng daemon.Engine, url string) (admin, error) {
+func openAdmin(ctx context.Context, eng endpoint.Engine, url string) (admin, error) {
 	switch eng {
-	case daemon.EnginePostgres:
-		conn, err := daemon.ConnectPostgres(ctx, url)
+	case endpoint.EnginePostgres:
+		conn, err := endpoint.ConnectPostgres(ctx, url)
 		if err != nil {
 			return nil, fmt.Errorf("cannot reach target: %w", err)
 		}
 		return &pgAdmin{conn: conn}, nil
-	case daemon.EngineMySQL:
+	case endpoint.EngineMySQL:
 		cfg, err := mysqlConfig(url)
 		if err != nil {
 			return nil, err

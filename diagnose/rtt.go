@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/endpoint"
 )
 
 // RTTOptions configures RTT.
@@ -24,7 +24,7 @@ type RTTOptions struct {
 // RTTReport is the round-trip distribution to a target.
 type RTTReport struct {
 	Target string // password masked
-	Engine daemon.Engine
+	Engine endpoint.Engine
 	Server string // e.g. "PostgreSQL 15.8", when known
 	// Connect is how long opening the connection took (TCP, TLS,
 	// authentication, session setup) and ConnectRoundTrips how many round
@@ -47,11 +47,11 @@ func RTT(ctx context.Context, o RTTOptions) (*RTTReport, error) {
 	if o.Interval == 0 {
 		o.Interval = 200 * time.Millisecond
 	}
-	eng, err := daemon.EngineOf(o.Target)
+	eng, err := endpoint.EngineOf(o.Target)
 	if err != nil {
 		return nil, fmt.Errorf("--target: %w", err)
 	}
-	r := &RTTReport{Target: daemon.MaskURL(o.Target), Engine: eng}
+	r := &RTTReport{Target: endpoint.MaskURL(o.Target), Engine: eng}
 	var c counter
 	start := time.Now()
 	p, err := openPinger(ctx, eng, o.Target, c.dial)

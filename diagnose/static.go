@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
-	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/endpoint"
 )
 
 // Mode is an apply mode of sluice's targets.
@@ -168,7 +168,7 @@ type Cell struct {
 // StaticBatchReport is the outcome of StaticBatch.
 type StaticBatchReport struct {
 	Target string // password masked
-	Engine daemon.Engine
+	Engine endpoint.Engine
 	Server string // e.g. "PostgreSQL 15.8"
 	// Table is the scratch table, schema.table.
 	Table string
@@ -220,7 +220,7 @@ const workload = "one upsert per change of an id not yet in the table (each an I
 // with the error.
 func StaticBatch(ctx context.Context, o StaticBatchOptions) (rep *StaticBatchReport, err error) {
 	o.defaults()
-	eng, err := daemon.EngineOf(o.Target)
+	eng, err := endpoint.EngineOf(o.Target)
 	if err != nil {
 		return nil, fmt.Errorf("--target: %w", err)
 	}
@@ -230,7 +230,7 @@ func StaticBatch(ctx context.Context, o StaticBatchOptions) (rep *StaticBatchRep
 			return nil, fmt.Errorf("--table: %w", err)
 		}
 	}
-	rep = &StaticBatchReport{Target: daemon.MaskURL(o.Target), Engine: eng, Workload: workload,
+	rep = &StaticBatchReport{Target: endpoint.MaskURL(o.Target), Engine: eng, Workload: workload,
 		KillBudget: o.KillBudget, MaxTime: o.MaxTime}
 	adm, err := openAdmin(ctx, eng, o.Target)
 	if err != nil {
@@ -277,7 +277,7 @@ func StaticBatch(ctx context.Context, o StaticBatchOptions) (rep *StaticBatchRep
 
 type runner struct {
 	o      StaticBatchOptions
-	eng    daemon.Engine
+	eng    endpoint.Engine
 	tbl    *sluice.Table
 	rep    *StaticBatchReport
 	stream string
@@ -291,7 +291,7 @@ type runner struct {
 // runMode measures every size in one mode on a target of its own.
 func (r *runner) runMode(ctx context.Context, mode Mode, first bool) (err error) {
 	var c counter
-	tgt, err := openApplier(ctx, r.eng, r.o.Target, mode, c.dial)
+	tgt, err := openApplier(ctx, r.o.Target, mode, c.dial)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/daemon"
+	sluiceendpoint "github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/source/pgtrigger"
 	"github.com/sluice-cdc/sluice/stream"
 )
@@ -40,7 +41,7 @@ func installCapture(t *testing.T, url string, tables []string) {
 
 func tableNames(t *testing.T, list []string) []sluice.TableName {
 	t.Helper()
-	out, err := daemon.ParseTables(list)
+	out, err := sluiceendpoint.ParseTables(list)
 	if err != nil {
 		t.Fatal(err)
 	}

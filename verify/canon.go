@@ -8,12 +8,9 @@ package verify
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/sluice-cdc/sluice"
-	"github.com/sluice-cdc/sluice/apply/typemap"
-	"github.com/sluice-cdc/sluice/internal/mysqltype"
+	"github.com/sluice-cdc/sluice/coltype"
 )
 
 // Dialect is the SQL dialect of one side of a comparison.
@@ -135,56 +132,18 @@ func (t colType) mod(i, def int) int {
 	return def
 }
 
-// parseType reads a type as the catalog spells it, like apply/typemap
-// does: PostgreSQL's format_type ("timestamp(3) with time zone",
-// "integer[]"), MySQL's COLUMN_TYPE ("int(10) unsigned", "enum('a')").
+// parseType reads a type as the catalog spells it, with coltype's parser
+// of the dialect: PostgreSQL's format_type ("timestamp(3) with time zone",
+// "integer[]"), MySQL's COLUMN_TYPE ("int(10) unsigned", "enum('a')", a
+// MariaDB TIMESTAMP with its NULL/DEFAULT clauses). An interval with a
+// field restriction keeps it in its base name, as apply/typemap's does.
 func parseType(d Dialect, s string) colType {
-	s = strings.ToLower(strings.TrimSpace(s))
-	t := colType{spelled: s}
-	if strings.HasSuffix(s, "[]") {
-		t.array = true
-		s = strings.TrimSuffix(s, "[]")
-	}
-	if d == MySQL {
-		// A MariaDB TIMESTAMP may be spelled with its NULL/DEFAULT clauses.
-		for _, suf := range []string{" unsigned", " zerofill"} {
-			if strings.Contains(s, suf) {
-				t.unsigned = t.unsigned || suf == " unsigned"
-				s = strings.ReplaceAll(s, suf, "")
-			}
-		}
-	}
-	name := s
-	if open := strings.IndexByte(s, '('); open >= 0 {
-		if end := strings.LastIndexByte(s, ')'); end > open {
-			name = strings.TrimSpace(s[:open]) + s[end+1:]
-			for _, m := range strings.Split(s[open+1:end], ",") {
-				if n, err := strconv.Atoi(strings.TrimSpace(m)); err == nil {
-					t.mods = append(t.mods, n)
-				}
-			}
-		}
-	}
-	name = strings.Join(strings.Fields(name), " ")
+	parse := coltype.ParseMySQL
 	if d == PostgreSQL {
-		t.base = typemap.PGBaseName(name)
-		return t
+		parse = coltype.ParsePostgres
 	}
-	if f := strings.Fields(name); len(f) > 0 {
-		name = f[0] // "timestamp null default null", "char character set …"
-	}
-	switch name {
-	case "bool", "boolean":
-		name, t.mods = "tinyint", []int{1}
-	case "integer":
-		name = "int"
-	case "dec", "numeric", "fixed":
-		name = "decimal"
-	case "real", "double precision":
-		name = "double"
-	}
-	t.base = name
-	return t
+	c := parse(s)
+	return colType{base: c.Name(), mods: c.Mods, unsigned: c.Unsigned, array: c.Array, spelled: c.Spelled}
 }
 
 // A pair is the two columns a canonical form is chosen for.
@@ -256,7 +215,7 @@ func (p pair) myMy() (form, error) {
 		return bitsForm(p.src.mod(0, 1)), nil
 	case s == "json" && d == "json":
 		return myTextForm, nil // MySQL's JSON prints its normal form
-	case s == "year" && d == "year", mysqltype.IntBits(s) > 0 && mysqltype.IntBits(d) > 0:
+	case s == "year" && d == "year", coltype.MySQLIntBits(s) > 0 && coltype.MySQLIntBits(d) > 0:
 		return intForm, nil
 	}
 	if s == d || isMyText(s) && isMyText(d) {
@@ -272,7 +231,7 @@ func (p pair) crossLike() (form, error) {
 	cls := func(t colType, dia Dialect) string {
 		b := t.base
 		switch {
-		case dia == MySQL && mysqltype.IntBits(b) > 0, b == "smallint", b == "integer", b == "bigint", b == "year":
+		case dia == MySQL && coltype.MySQLIntBits(b) > 0, b == "smallint", b == "integer", b == "bigint", b == "year":
 			return "int"
 		case b == "numeric", b == "decimal":
 			return "dec"
@@ -376,7 +335,7 @@ func (p pair) myPG() (form, error) {
 		// The target keeps the source's text, which only strings and
 		// integers print alike on both engines.
 		switch {
-		case mysqltype.IntBits(s) > 0:
+		case coltype.MySQLIntBits(s) > 0:
 			return intForm, nil
 		case isMyText(s) || s == "enum" || s == "set":
 			return myTextForm, nil
@@ -386,7 +345,7 @@ func (p pair) myPG() (form, error) {
 	switch {
 	case s == "tinyint" && p.src.mod(0, 0) == 1 && !p.src.unsigned && d == "boolean":
 		return boolForm, nil
-	case mysqltype.IntBits(s) > 0 || s == "year":
+	case coltype.MySQLIntBits(s) > 0 || s == "year":
 		if d == "numeric" {
 			return decimalForm, nil
 		}
@@ -435,11 +394,11 @@ func (p pair) myPG() (form, error) {
 }
 
 func isMyText(b string) bool {
-	return mysqltype.IsText(b) || b == "char" || b == "varchar"
+	return coltype.IsMySQLText(b) || b == "char" || b == "varchar"
 }
 
 func isMyBinary(b string) bool {
-	return mysqltype.IsBlob(b) || b == "binary" || b == "varbinary"
+	return coltype.IsMySQLBlob(b) || b == "binary" || b == "varbinary"
 }
 
 func isMyFloat(b string) bool { return b == "float" || b == "double" }

@@ -28,7 +28,7 @@ func Open(ctx context.Context, role, raw string) (Side, error) {
 		}
 		return s, nil
 	case "mysql":
-		cfg, err := mytrigger.ParseDSN(raw)
+		cfg, err := connstr.ParseMySQL(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", role, err)
 		}

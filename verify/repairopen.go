@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/sluice-cdc/sluice/apply"
-	mysqltarget "github.com/sluice-cdc/sluice/apply/mysql"
-	"github.com/sluice-cdc/sluice/apply/postgres"
-	"github.com/sluice-cdc/sluice/apply/typemap"
 	"github.com/sluice-cdc/sluice/connstr"
+	"github.com/sluice-cdc/sluice/endpoint"
 )
 
 // RepairOptions are the stream's target settings a repair writes with.
@@ -22,39 +19,23 @@ type RepairOptions struct {
 // through it, without creating sluice's tables), and reads the source
 // (sourceRaw, opened as source) for it. close closes the target.
 func OpenRepair(ctx context.Context, sourceRaw, targetRaw string, source Side, o RepairOptions) (rc RepairConfig, closeTarget func(), err error) {
-	f, err := connstr.FormOf(targetRaw)
-	if err != nil {
-		return RepairConfig{}, nil, fmt.Errorf("--target %s: %w", connstr.Mask(targetRaw), err)
+	if _, err := endpoint.EngineOf(targetRaw); err != nil {
+		return RepairConfig{}, nil, fmt.Errorf("--target: %w", err)
 	}
-	from, to := typemap.Postgres, typemap.Engine(f.Engine())
+	from := endpoint.EnginePostgres
 	if source.Dialect() == MySQL {
-		from = typemap.MySQL
+		from = endpoint.EngineMySQL
 	}
-	log := slog.New(slog.DiscardHandler)
-	var inner typemap.Inner
-	switch f.Engine() {
-	case "postgres":
-		inner, err = postgres.Open(ctx, targetRaw, postgres.Config{Mode: apply.Pipelined, AllowCollationMerge: o.AllowCollationMerge, Logger: log, CheckOnly: true})
-	case "mysql":
-		inner, err = mysqltarget.Open(ctx, targetRaw, mysqltarget.Config{Mode: apply.Pipelined,
-			AllowCollationMerge: o.AllowCollationMerge, Logger: log, CheckOnly: true})
-	default:
-		return RepairConfig{}, nil, fmt.Errorf("--target %s: not a PostgreSQL or MySQL connection string", connstr.Mask(targetRaw))
-	}
+	t, err := endpoint.OpenTarget(ctx, endpoint.TargetOptions{URL: targetRaw, SourceEngine: from,
+		AllowCollationMerge: o.AllowCollationMerge, Logger: slog.New(slog.DiscardHandler), CheckOnly: true})
 	if err != nil {
 		return RepairConfig{}, nil, fmt.Errorf("--target: %w", err)
 	}
-	closeTarget = func() { inner.Close(context.WithoutCancel(ctx)) }
-	// As daemon.openTarget: the type map between engines, and for every
-	// MySQL target (it names tables without the source's schema).
-	var tgt RepairTarget
-	if from != to || to == typemap.MySQL {
-		tgt = typemap.Wrap(inner, from, to)
-	} else if r, ok := inner.(RepairTarget); ok {
-		tgt = r
-	} else {
+	closeTarget = func() { t.Close(context.WithoutCancel(ctx)) }
+	tgt, ok := t.(RepairTarget)
+	if !ok {
 		closeTarget()
-		return RepairConfig{}, nil, fmt.Errorf("--target: the %s target cannot write a repair", to)
+		return RepairConfig{}, nil, fmt.Errorf("--target %s: the target cannot write a repair", connstr.Mask(targetRaw))
 	}
 	return RepairConfig{Target: tgt, OpenRows: OpenRows(sourceRaw, source)}, closeTarget, nil
 }

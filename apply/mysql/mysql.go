@@ -81,7 +81,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +90,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
+	"github.com/sluice-cdc/sluice/connstr"
 )
 
 // Mode chooses how a batch is sent (see apply.Mode).
@@ -172,39 +172,6 @@ type Target struct {
 
 var _ apply.Target = (*Target)(nil)
 
-// parseConn reads a mysql:// URL or a go-sql-driver DSN.
-func parseConn(s string) (*mysql.Config, error) {
-	if rest, ok := strings.CutPrefix(s, "mysql://"); ok {
-		u, err := url.Parse("mysql://" + rest)
-		if err != nil {
-			// url.Parse's error holds the whole URL, password included.
-			return nil, errors.New("the mysql:// URL does not parse: percent-encode the characters % @ : / ? # and spaces in the user name and password (% as %25, @ as %40)")
-		}
-		host := u.Host
-		if host == "" {
-			host = "127.0.0.1"
-		}
-		if u.Port() == "" {
-			host = net.JoinHostPort(strings.Trim(host, "[]"), "3306")
-		}
-		dsn := "tcp(" + host + ")/" + url.PathEscape(strings.TrimPrefix(u.Path, "/"))
-		if u.RawQuery != "" {
-			dsn += "?" + u.RawQuery
-		}
-		cfg, err := mysql.ParseDSN(dsn)
-		if err != nil {
-			return nil, err
-		}
-		cfg.DBName = strings.TrimPrefix(u.Path, "/")
-		if u.User != nil {
-			cfg.User = u.User.Username()
-			cfg.Passwd, _ = u.User.Password()
-		}
-		return cfg, nil
-	}
-	return mysql.ParseDSN(s)
-}
-
 // Open connects to the target and makes sure sluice's checkpoint table
 // exists in the target database. dsnOrURL is a mysql://user:pass@host:port/db
 // URL or a go-sql-driver DSN (user:pass@tcp(host:port)/db?params).
@@ -215,7 +182,7 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 	if cfg.Mode != Pipelined && cfg.Mode != PerRow {
 		return nil, fmt.Errorf("open target: unknown apply %v", cfg.Mode)
 	}
-	dc, err := parseConn(dsnOrURL)
+	dc, err := connstr.ParseMySQL(dsnOrURL)
 	if err != nil {
 		return nil, fmt.Errorf("target connection string: %w", err)
 	}

@@ -280,6 +280,41 @@ func TestUnchangedColumnsKept(t *testing.T) {
 	}
 }
 
+// TestOpenURLSchemes: every MySQL connection-string form sluice accepts
+// (config and connstr take mariadb:// as well as mysql://) opens a target
+// that writes rows and its checkpoint.
+func TestOpenURLSchemes(t *testing.T) {
+	m := dbtest.Maria(t)
+	for _, c := range []struct{ name, scheme string }{
+		{"mysql", "mysql://"},
+		{"mariadb", "mariadb://"},
+		{"upper case", "MariaDB://"},
+		{"dsn", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dsn, db := testDB(t, "CREATE TABLE t (id int PRIMARY KEY, v text)")
+			conn := dsn
+			if c.scheme != "" {
+				name := dsn[strings.LastIndexByte(dsn, '/')+1:]
+				conn = c.scheme + strings.TrimPrefix(m.URL(name), "mysql://")
+			}
+			tg := openTarget(t, conn, Pipelined, nil)
+			ctx := context.Background()
+			tt := table("t", []int{0}, "id int", "v text")
+			cp := sluice.Checkpoint{Stream: "s", Seq: 1, Position: sluice.Position{Kind: "test", Token: "1"}}
+			if err := tg.Apply(ctx, apply.Compact([]sluice.Change{ins(tt, "1", "a"), ins(tt, "2", "b")}, nil), cp); err != nil {
+				t.Fatal(err)
+			}
+			if got, ok, err := tg.ReadCheckpoint(ctx, "s"); err != nil || !ok || got.Seq != 1 {
+				t.Fatalf("ReadCheckpoint = %+v, %v, %v", got, ok, err)
+			}
+			if got, want := dump(t, db, "t"), []string{"1|a", "2|b"}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("rows %v, want %v", got, want)
+			}
+		})
+	}
+}
+
 func TestCheckpoint(t *testing.T) {
 	m := dbtest.Maria(t)
 	dsn, _ := testDB(t)

@@ -113,22 +113,6 @@ func TestGoldenSQL(t *testing.T) {
 	}
 }
 
-func TestParseConn(t *testing.T) {
-	for _, s := range []string{"mysql://u%40x:p%3A%40w@db.example:3307/shop?timeout=5s", "u@x:p:@w@tcp(db.example:3307)/shop?timeout=5s"} {
-		c, err := parseConn(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.User != "u@x" && c.User != "u" || c.Addr != "db.example:3307" || c.DBName != "shop" || c.Timeout != 5*time.Second {
-			t.Errorf("parseConn(%q) = user %q pass %q addr %q db %q timeout %v", s, c.User, c.Passwd, c.Addr, c.DBName, c.Timeout)
-		}
-	}
-	c, err := parseConn("mysql://root@localhost/db")
-	if err != nil || c.Addr != "localhost:3306" {
-		t.Errorf("default port: %v, %v", c.Addr, err)
-	}
-}
-
 // lexSQL reads SQL as the server does with NO_BACKSLASH_ESCAPES and
 // without ANSI_QUOTES: it returns the statement's skeleton, with every
 // quoted identifier replaced by I, every string literal by S and every hex

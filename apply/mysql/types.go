@@ -3,179 +3,45 @@ package mysql
 import (
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
-	"github.com/sluice-cdc/sluice/internal/mysqltype"
+	"github.com/sluice-cdc/sluice/coltype"
 )
 
-// myType is a MySQL column type reduced to what decides whether values fit:
-// a canonical base name, its numeric modifiers, signedness and, for ENUM and
-// SET, the members.
-type myType struct {
-	Base     string
-	Mods     []int // e.g. [12 4] for decimal(12,4), [6] for datetime(6); nil when absent
-	Unsigned bool
-	Members  []string // ENUM / SET members
-}
+// myType is a MySQL column type as coltype.ParseMySQL reads it (a
+// canonical base name, its numeric modifiers, signedness and, for ENUM and
+// SET, the members), with the modifiers MySQL assumes filled in.
+type myType = coltype.Type
 
-// parseType reads a MySQL column type as the source spells it or as
-// information_schema.COLUMNS.COLUMN_TYPE prints it, e.g. "int(11) unsigned
-// zerofill", "decimal(12,4)", "enum('a','b')", "datetime(6)". It does not
-// validate: unknown names are kept, lower-cased.
+// parseType reads a MySQL column type with coltype.ParseMySQL and fills in
+// the modifiers the server assumes when none are written (decimal is
+// decimal(10,0), char is char(1), datetime is datetime(0)), so that fits
+// compares like with like; float and year keep none.
 func parseType(s string) myType {
-	s = strings.TrimSpace(s)
-	var t myType
-	lower := strings.ToLower(s)
-	if open := strings.IndexByte(lower, '('); open >= 0 {
-		base := strings.TrimSpace(lower[:open])
-		end := closingParen(s, open)
-		inner := s[open+1 : end]
-		rest := lower[min(end+1, len(lower)):]
-		if base == "enum" || base == "set" {
-			t.Members = mysqltype.Members(inner)
-		} else {
-			for _, m := range strings.Split(inner, ",") {
-				if n, err := strconv.Atoi(strings.TrimSpace(m)); err == nil {
-					t.Mods = append(t.Mods, n)
-				}
-			}
-		}
-		lower = base + " " + rest
-	}
-	words := strings.Fields(lower)
-	var base []string
-	for _, w := range words {
-		switch w {
-		case "unsigned":
-			t.Unsigned = true
-		case "signed", "zerofill":
-		default:
-			base = append(base, w)
-		}
-	}
-	t.Base = canonicalType(strings.Join(base, " "), &t)
-	return t
-}
-
-// closingParen finds the parenthesis closing the one at open, skipping
-// quoted ENUM members.
-func closingParen(s string, open int) int {
-	inQuote := false
-	for i := open + 1; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\'' && inQuote && i+1 < len(s) && s[i+1] == '\'':
-			i++
-		case c == '\'':
-			inQuote = !inQuote
-		case c == ')' && !inQuote:
-			return i
-		}
-	}
-	return len(s)
-}
-
-// canonicalType maps synonyms to one name and fills default modifiers.
-func canonicalType(s string, t *myType) string {
-	switch s {
-	case "bool", "boolean":
-		t.Mods = []int{1}
-		return "tinyint"
-	case "integer":
-		return "int"
-	case "middleint", "int3":
-		return "mediumint"
-	case "int1":
-		return "tinyint"
-	case "int2":
-		return "smallint"
-	case "int4":
-		return "int"
-	case "int8":
-		return "bigint"
-	case "serial":
-		t.Unsigned = true
-		return "bigint"
-	case "dec", "numeric", "fixed", "decimal":
+	t := coltype.ParseMySQL(s)
+	switch t.Base {
+	case "decimal":
 		switch len(t.Mods) {
 		case 0:
 			t.Mods = []int{10, 0}
 		case 1:
 			t.Mods = append(t.Mods, 0)
 		}
-		return "decimal"
-	case "real", "double precision", "float8", "double":
-		return "double"
-	case "float4":
-		return "float"
-	case "float":
-		// float(p) with p > 24 is a double.
-		if len(t.Mods) == 1 && t.Mods[0] > 24 {
-			t.Mods = nil
-			return "double"
-		}
+	case "float", "year":
 		t.Mods = nil
-		return "float"
-	case "character", "nchar", "national char", "national character", "char":
+	case "char", "binary", "bit":
 		if len(t.Mods) == 0 {
 			t.Mods = []int{1}
 		}
-		return "char"
-	case "character varying", "nvarchar", "national varchar", "varchar", "char varying":
+	case "varchar", "varbinary":
 		if len(t.Mods) == 0 {
 			t.Mods = []int{65535}
 		}
-		return "varchar"
-	case "varbinary", "binary varying":
-		if len(t.Mods) == 0 {
-			t.Mods = []int{65535}
-		}
-		return "varbinary"
-	case "binary":
-		if len(t.Mods) == 0 {
-			t.Mods = []int{1}
-		}
-		return "binary"
-	case "bit":
-		if len(t.Mods) == 0 {
-			t.Mods = []int{1}
-		}
-		return "bit"
 	case "datetime", "timestamp", "time":
 		if len(t.Mods) == 0 {
 			t.Mods = []int{0}
 		}
-		return s
-	case "year":
-		t.Mods = nil
-		return "year"
-	case "long varchar", "long":
-		return "mediumtext"
-	case "long varbinary":
-		return "mediumblob"
 	}
-	return s
-}
-
-func (t myType) String() string {
-	s := t.Base
-	if len(t.Members) > 0 {
-		q := make([]string, len(t.Members))
-		for i, m := range t.Members {
-			q[i] = "'" + strings.ReplaceAll(m, "'", "''") + "'"
-		}
-		s += "(" + strings.Join(q, ",") + ")"
-	} else if len(t.Mods) > 0 {
-		parts := make([]string, len(t.Mods))
-		for i, m := range t.Mods {
-			parts[i] = strconv.Itoa(m)
-		}
-		s += "(" + strings.Join(parts, ",") + ")"
-	}
-	if t.Unsigned {
-		s += " unsigned"
-	}
-	return s
+	return t
 }
 
 // maxCharBytes bounds the bytes of one character, for comparing a
@@ -187,7 +53,7 @@ const maxCharBytes = 4
 // text (or, for wider fractional seconds and BIT, the same value). When not,
 // it says why in a phrase that follows "values may not fit: ...".
 func fits(src, dst myType) (bool, string) {
-	if sb, db := mysqltype.IntBits(src.Base), mysqltype.IntBits(dst.Base); sb > 0 || db > 0 {
+	if sb, db := coltype.MySQLIntBits(src.Base), coltype.MySQLIntBits(dst.Base); sb > 0 || db > 0 {
 		if sb == 0 || db == 0 {
 			return false, "the types differ"
 		}
@@ -221,18 +87,18 @@ func fits(src, dst myType) (bool, string) {
 			return false, "the target length limit is shorter"
 		}
 		return true, ""
-	case (src.Base == "char" || src.Base == "varchar") && mysqltype.IsText(dst.Base):
-		if int64(src.Mods[0])*maxCharBytes > mysqltype.StringBytes(dst.Base) {
+	case (src.Base == "char" || src.Base == "varchar") && coltype.IsMySQLText(dst.Base):
+		if int64(src.Mods[0])*maxCharBytes > coltype.MySQLStringBytes(dst.Base) {
 			return false, "the target text type holds fewer bytes"
 		}
 		return true, ""
-	case mysqltype.IsText(src.Base) && dst.Base == "varchar":
-		if int64(dst.Mods[0]) < mysqltype.StringBytes(src.Base) {
+	case coltype.IsMySQLText(src.Base) && dst.Base == "varchar":
+		if int64(dst.Mods[0]) < coltype.MySQLStringBytes(src.Base) {
 			return false, "the source text type holds more than the target length limit"
 		}
 		return true, ""
-	case mysqltype.IsText(src.Base) && mysqltype.IsText(dst.Base), mysqltype.IsBlob(src.Base) && mysqltype.IsBlob(dst.Base):
-		if mysqltype.StringBytes(dst.Base) < mysqltype.StringBytes(src.Base) {
+	case coltype.IsMySQLText(src.Base) && coltype.IsMySQLText(dst.Base), coltype.IsMySQLBlob(src.Base) && coltype.IsMySQLBlob(dst.Base):
+		if coltype.MySQLStringBytes(dst.Base) < coltype.MySQLStringBytes(src.Base) {
 			return false, "the target type holds fewer bytes"
 		}
 		return true, ""
@@ -244,8 +110,8 @@ func fits(src, dst myType) (bool, string) {
 			return false, "the target length limit is shorter"
 		}
 		return true, ""
-	case (src.Base == "binary" || src.Base == "varbinary") && mysqltype.IsBlob(dst.Base):
-		if int64(src.Mods[0]) > mysqltype.StringBytes(dst.Base) {
+	case (src.Base == "binary" || src.Base == "varbinary") && coltype.IsMySQLBlob(dst.Base):
+		if int64(src.Mods[0]) > coltype.MySQLStringBytes(dst.Base) {
 			return false, "the target blob type holds fewer bytes"
 		}
 		return true, ""

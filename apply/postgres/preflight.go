@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
+	"github.com/sluice-cdc/sluice/coltype"
 )
 
 // catalogSQL describes a table's columns as the target has them. The cast
@@ -272,7 +273,7 @@ func check(src *sluice.Table, display string, tcols []targetColumn, allowMerge b
 			continue
 		}
 		d.written = append(d.written, i)
-		if ok, why := fits(parseType(sc.Type), parseType(tc.fullType)); !ok {
+		if ok, why := fits(coltype.ParsePostgres(sc.Type), coltype.ParsePostgres(tc.fullType)); !ok {
 			errs = append(errs, fitError(display, sc.Name, sc.Type, tc.fullType, why))
 		}
 		if sc.Nullable && tc.notNull {

@@ -2,124 +2,13 @@ package postgres
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
+
+	"github.com/sluice-cdc/sluice/coltype"
 )
 
-// pgType is a column type reduced to what decides whether values fit: a
-// canonical base name, its modifiers and its array dimensions.
-type pgType struct {
-	Base string
-	// Mods holds the numeric modifiers, e.g. [12 4] for numeric(12,4); nil
-	// when the type is unbounded.
-	Mods []int
-	// Fields holds an interval's field restriction, e.g. "year to month".
-	Fields string
-	Array  bool
-}
-
-// canonicalType maps the spellings PostgreSQL accepts (and format_type
-// prints) to one name per type; other names are returned as they are.
-func canonicalType(s string) string {
-	switch s {
-	case "int2", "smallint", "smallserial", "serial2":
-		return "smallint"
-	case "int4", "int", "integer", "serial", "serial4":
-		return "integer"
-	case "int8", "bigint", "bigserial", "serial8":
-		return "bigint"
-	case "float4", "real":
-		return "real"
-	case "float8", "double precision", "float":
-		return "double precision"
-	case "numeric", "decimal":
-		return "numeric"
-	case "bool", "boolean":
-		return "boolean"
-	case "varchar", "character varying":
-		return "varchar"
-	case "bpchar", "char", "character":
-		return "char"
-	case "timestamp", "timestamp without time zone":
-		return "timestamp"
-	case "timestamptz", "timestamp with time zone":
-		return "timestamptz"
-	case "time", "time without time zone":
-		return "time"
-	case "timetz", "time with time zone":
-		return "timetz"
-	case "varbit", "bit varying":
-		return "varbit"
-	}
-	return s
-}
-
-// parseType reads a type as the source spells it or as format_type prints
-// it. It does not validate: unknown names are kept, lower-cased, so that
-// user-defined types compare by name.
-func parseType(s string) pgType {
-	s = strings.ToLower(strings.TrimSpace(s))
-	var t pgType
-	for {
-		switch {
-		case strings.HasSuffix(s, "[]"):
-			s = strings.TrimSpace(strings.TrimSuffix(s, "[]"))
-			t.Array = true
-			continue
-		case strings.HasSuffix(s, " array"):
-			s = strings.TrimSpace(strings.TrimSuffix(s, " array"))
-			t.Array = true
-			continue
-		}
-		break
-	}
-	if open := strings.IndexByte(s, '('); open >= 0 {
-		if end := strings.IndexByte(s[open:], ')'); end >= 0 {
-			for _, m := range strings.Split(s[open+1:open+end], ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(m))
-				if err != nil {
-					continue
-				}
-				t.Mods = append(t.Mods, n)
-			}
-			s = s[:open] + " " + s[open+end+1:]
-		}
-	}
-	s = strings.Join(strings.Fields(s), " ")
-	if rest, ok := strings.CutPrefix(s, "interval"); ok && (rest == "" || rest[0] == ' ') {
-		t.Base = "interval"
-		t.Fields = strings.TrimSpace(rest)
-		return t
-	}
-	s = strings.TrimPrefix(s, "pg_catalog.")
-	s = strings.Trim(s, `"`)
-	s = canonicalType(s)
-	// User types compare by their own name: the source may qualify them and
-	// format_type omits a schema that is on the search_path.
-	if i := strings.LastIndexByte(s, '.'); i >= 0 && !strings.Contains(s, " ") {
-		s = strings.Trim(s[i+1:], `"`)
-	}
-	t.Base = s
-	return t
-}
-
-func (t pgType) String() string {
-	s := t.Base
-	if t.Fields != "" {
-		s += " " + t.Fields
-	}
-	if len(t.Mods) > 0 {
-		parts := make([]string, len(t.Mods))
-		for i, m := range t.Mods {
-			parts[i] = strconv.Itoa(m)
-		}
-		s += "(" + strings.Join(parts, ",") + ")"
-	}
-	if t.Array {
-		s += "[]"
-	}
-	return s
-}
+// pgType is a column type as coltype.ParsePostgres reads it: its one base
+// name, modifiers, interval fields and array dimensions.
+type pgType = coltype.Type
 
 // intWidth orders the integer types by range; 0 means not an integer type.
 func intWidth(base string) int {
@@ -246,4 +135,6 @@ func fitError(table, col, srcType, dstType, why string) error {
 // them), and when not why, in a phrase that follows "values may not fit":
 // the rule the preflight applies, for the schema package's diff and for a
 // change of a source column's type that a stream follows.
-func TypeFits(src, dst string) (bool, string) { return fits(parseType(src), parseType(dst)) }
+func TypeFits(src, dst string) (bool, string) {
+	return fits(coltype.ParsePostgres(src), coltype.ParsePostgres(dst))
+}

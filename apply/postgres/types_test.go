@@ -1,6 +1,10 @@
 package postgres
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sluice-cdc/sluice/coltype"
+)
 
 func TestFits(t *testing.T) {
 	cases := []struct {
@@ -16,6 +20,8 @@ func TestFits(t *testing.T) {
 		{"real", "double precision", true},
 		{"double precision", "real", false},
 		{"varchar(100)", "character varying(100)", true},
+		{`"char"`, "character(1)", false}, // one byte, not char(1)
+		{`"char"`, `"char"`, true},
 		{"varchar(100)", "character varying(200)", true},
 		{"varchar(100)", "character varying", true},
 		{"varchar(100)", "text", true},
@@ -58,9 +64,9 @@ func TestFits(t *testing.T) {
 		{"mood", "other_enum", false},
 	}
 	for _, c := range cases {
-		ok, why := fits(parseType(c.src), parseType(c.dst))
+		ok, why := fits(coltype.ParsePostgres(c.src), coltype.ParsePostgres(c.dst))
 		if ok != c.ok {
-			t.Errorf("fits(%s → %s) = %v (%s), want %v [parsed %v → %v]", c.src, c.dst, ok, why, c.ok, parseType(c.src), parseType(c.dst))
+			t.Errorf("fits(%s → %s) = %v (%s), want %v [parsed %v → %v]", c.src, c.dst, ok, why, c.ok, coltype.ParsePostgres(c.src), coltype.ParsePostgres(c.dst))
 		}
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluice-cdc/sluice"
-	"github.com/sluice-cdc/sluice/internal/mysqltype"
+	"github.com/sluice-cdc/sluice/coltype"
 )
 
 // TypeOptions is what TargetType needs to know of a source column besides
@@ -146,7 +146,7 @@ func pgToMyCandidates(s colType, opt TypeOptions) ([]string, error) {
 			return []string{fmt.Sprintf("char(%d)", n)}, nil
 		case n <= 255 || opt.Indexed:
 			return []string{fmt.Sprintf("varchar(%d)", n)}, nil
-		case int64(4*n) <= mysqltype.StringBytes("text"):
+		case int64(4*n) <= coltype.MySQLStringBytes("text"):
 			// Long strings go off the row: MySQL limits a row's VARCHARs
 			// to 65,535 bytes together.
 			return []string{"text"}, nil
@@ -187,7 +187,7 @@ func pgToMyCandidates(s colType, opt TypeOptions) ([]string, error) {
 // myToPgCandidates lists the PostgreSQL types a MySQL type may become, best
 // first.
 func myToPgCandidates(s colType, opt TypeOptions) ([]string, error) {
-	if bits := mysqltype.IntBits(s.base); bits > 0 {
+	if bits := coltype.MySQLIntBits(s.base); bits > 0 {
 		if s.unsigned {
 			bits++
 		}

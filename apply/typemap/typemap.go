@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluice-cdc/sluice"
-	"github.com/sluice-cdc/sluice/internal/mysqltype"
+	"github.com/sluice-cdc/sluice/coltype"
 )
 
 // Conv converts one non-NULL value from the source's text form to the
@@ -33,7 +33,7 @@ func Column(from, to Engine, src sluice.Column, dstType string) (Conv, error) {
 func parseColumn(e Engine, c sluice.Column) colType {
 	t := parse(e, c.Type)
 	if e == Postgres && c.Enum != "" {
-		t.enum, t.labels = true, mysqltype.Members(c.Enum)
+		t.enum, t.labels = true, coltype.Members(c.Enum)
 	}
 	return t
 }
@@ -58,7 +58,7 @@ func column(from, to Engine, src, dst colType) (Conv, error) {
 // pgToMy maps a PostgreSQL column to a MySQL-family column.
 func pgToMy(s, d colType) (Conv, *refusal) {
 	if s.array {
-		if mysqltype.IsText(d.base) && d.base != "tinytext" || d.base == "json" {
+		if coltype.IsMySQLText(d.base) && d.base != "tinytext" || d.base == "json" {
 			if d.base == "json" {
 				return nil, refuse("a PostgreSQL array's text form ('{1,2}') is not JSON", "make the target column longtext to keep the array's text form")
 			}
@@ -84,7 +84,7 @@ func pgToMy(s, d colType) (Conv, *refusal) {
 	}
 	switch s.base {
 	case "smallint", "integer", "bigint":
-		if b := mysqltype.IntBits(d.base); b > 0 && !d.unsigned && b >= pgIntBits(s.base) {
+		if b := coltype.MySQLIntBits(d.base); b > 0 && !d.unsigned && b >= pgIntBits(s.base) {
 			return nil, nil
 		}
 		if d.base == "decimal" && d.mod(0, 10)-d.mod(1, 0) >= 19 {
@@ -115,7 +115,7 @@ func pgToMy(s, d colType) (Conv, *refusal) {
 		}
 		return nil, refuse("double precision values need a DOUBLE column", "make the target column double")
 	case "boolean":
-		if mysqltype.IntBits(d.base) > 0 || d.base == "bit" && d.mod(0, 1) == 1 {
+		if coltype.MySQLIntBits(d.base) > 0 || d.base == "bit" && d.mod(0, 1) == 1 {
 			return boolToInt, nil
 		}
 		return nil, refuse("boolean needs a TINYINT(1) column", "make the target column tinyint(1)")
@@ -131,8 +131,8 @@ func pgToMy(s, d colType) (Conv, *refusal) {
 			if d.mod(0, 1) >= n {
 				return noNUL, nil
 			}
-		case mysqltype.IsText(d.base):
-			if mysqltype.StringBytes(d.base) >= int64(4*n) {
+		case coltype.IsMySQLText(d.base):
+			if coltype.MySQLStringBytes(d.base) >= int64(4*n) {
 				return noNUL, nil
 			}
 		}
@@ -228,12 +228,12 @@ func quoteLabels(labels []string) string {
 func myToPg(s, d colType) (Conv, *refusal) {
 	if d.base == "text" && !d.array {
 		switch {
-		case mysqltype.IsBlob(s.base) || s.base == "binary" || s.base == "varbinary" || s.base == "bit":
+		case coltype.IsMySQLBlob(s.base) || s.base == "binary" || s.base == "varbinary" || s.base == "bit":
 			return nil, refuse("binary values in a text column would have to be valid UTF-8", "make the target column bytea")
 		}
 		return utf8NoNUL, nil
 	}
-	if bits := mysqltype.IntBits(s.base); bits > 0 {
+	if bits := coltype.MySQLIntBits(s.base); bits > 0 {
 		if s.base == "tinyint" && s.mod(0, 0) == 1 && !s.unsigned && d.base == "boolean" {
 			return intToBool, nil
 		}

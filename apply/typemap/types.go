@@ -14,10 +14,8 @@ package typemap
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
-	"github.com/sluice-cdc/sluice/internal/mysqltype"
+	"github.com/sluice-cdc/sluice/coltype"
 )
 
 // Engine names a database engine family.
@@ -45,99 +43,19 @@ func (t colType) mod(i, def int) int {
 	return def
 }
 
-// parse reads a type as the engine spells it: PostgreSQL's format_type
-// ("character varying(40)", "timestamp(3) with time zone", "integer[]"),
-// MySQL's COLUMN_TYPE ("int(10) unsigned", "enum('a','b')", "datetime(6)").
+// parse reads a type as the engine spells it, with coltype's parser of
+// that engine: PostgreSQL's format_type ("character varying(40)",
+// "timestamp(3) with time zone", "integer[]"), MySQL's COLUMN_TYPE
+// ("int(10) unsigned", "enum('a','b')", "datetime(6)"). An interval with a
+// field restriction keeps it in its base name: "interval year to month"
+// holds no TIME value, so the map must not take it for an interval.
 func parse(e Engine, s string) colType {
-	spelled := strings.TrimSpace(s)
-	s = strings.ToLower(spelled)
-	var t colType
-	if strings.HasSuffix(s, "[]") {
-		t.array = true
-		s = strings.TrimSuffix(s, "[]")
-	}
-	for _, suf := range []string{" unsigned", " zerofill"} {
-		if strings.Contains(s, suf) {
-			t.unsigned = t.unsigned || suf == " unsigned"
-			s = strings.ReplaceAll(s, suf, "")
-		}
-	}
-	name := s
-	if open := strings.IndexByte(s, '('); open >= 0 {
-		end := strings.LastIndexByte(s, ')')
-		if end > open {
-			inner := s[open+1 : end]
-			name = strings.TrimSpace(s[:open]) + s[end+1:]
-			if strings.HasPrefix(strings.TrimSpace(s[:open]), "enum") || strings.HasPrefix(strings.TrimSpace(s[:open]), "set") {
-				// From the type as spelled: labels keep their case.
-				o, e := strings.IndexByte(spelled, '('), strings.LastIndexByte(spelled, ')')
-				if o >= 0 && e > o {
-					t.labels = mysqltype.Members(spelled[o+1 : e])
-				}
-			} else {
-				for _, m := range strings.Split(inner, ",") {
-					if n, err := strconv.Atoi(strings.TrimSpace(m)); err == nil {
-						t.mods = append(t.mods, n)
-					}
-				}
-			}
-		}
-	}
-	name = strings.Join(strings.Fields(name), " ")
+	read := coltype.ParseMySQL
 	if e == Postgres {
-		t.base = PGBaseName(name)
-	} else {
-		t.base = name
-		if name == "bool" || name == "boolean" {
-			t.base, t.mods = "tinyint", []int{1}
-		}
-		if name == "integer" {
-			t.base = "int"
-		}
-		if name == "dec" || name == "numeric" || name == "fixed" {
-			t.base = "decimal"
-		}
-		if name == "real" {
-			t.base = "double"
-		}
+		read = coltype.ParsePostgres
 	}
-	return t
-}
-
-// PGBaseName is the one name of a PostgreSQL type among its spellings
-// ("int4", "int" and "integer" are "integer"), its modifiers removed.
-func PGBaseName(s string) string {
-	switch s {
-	case "int2", "smallint":
-		return "smallint"
-	case "int4", "int", "integer":
-		return "integer"
-	case "int8", "bigint":
-		return "bigint"
-	case "float4", "real":
-		return "real"
-	case "float8", "double precision":
-		return "double precision"
-	case "numeric", "decimal":
-		return "numeric"
-	case "bool", "boolean":
-		return "boolean"
-	case "varchar", "character varying":
-		return "varchar"
-	case "bpchar", "char", "character":
-		return "char"
-	case "timestamp", "timestamp without time zone":
-		return "timestamp"
-	case "timestamptz", "timestamp with time zone":
-		return "timestamptz"
-	case "time", "time without time zone":
-		return "time"
-	case "timetz", "time with time zone":
-		return "timetz"
-	case "bit varying", "varbit":
-		return "varbit"
-	}
-	return s
+	c := read(s)
+	return colType{base: c.Name(), mods: c.Mods, unsigned: c.Unsigned, array: c.Array, labels: c.Members}
 }
 
 func pgIntBits(base string) int {

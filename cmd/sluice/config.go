@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluice-cdc/sluice/config"
-	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/urfave/cli/v2"
 )
 
@@ -59,7 +59,7 @@ func configCommand() *cli.Command {
 							return err
 						}
 						fmt.Fprintf(w, "\n[[stream]]  # source password %s; target password %s\n", orURL(srcFrom), orURL(tgtFrom))
-						fmt.Fprintln(w, strings.Join(s.Masked(daemon.MaskURL), "\n"))
+						fmt.Fprintln(w, strings.Join(s.Masked(endpoint.MaskURL), "\n"))
 					}
 					return nil
 				},

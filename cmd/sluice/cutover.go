@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/cutover"
 	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/stream"
 	"github.com/urfave/cli/v2"
 )
@@ -44,7 +45,7 @@ func runCutover(c *cli.Context) error {
 	if pair.live == "" {
 		return cantRun(usageErr(fmt.Errorf("cutover needs the stream that writes the target: --config FILE --stream ID, or --stream-id ID with --source and --target")))
 	}
-	tables, err := daemon.ParseTables(pair.stream.Tables)
+	tables, err := endpoint.ParseTables(pair.stream.Tables)
 	if err != nil {
 		return cantRun(err)
 	}

@@ -14,18 +14,12 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
-	mysqltarget "github.com/sluice-cdc/sluice/apply/mysql"
-	"github.com/sluice-cdc/sluice/apply/postgres"
-	"github.com/sluice-cdc/sluice/apply/typemap"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/schema"
 	"github.com/sluice-cdc/sluice/source"
-	"github.com/sluice-cdc/sluice/source/binlog"
-	"github.com/sluice-cdc/sluice/source/mytrigger"
-	"github.com/sluice-cdc/sluice/source/pglogical"
-	"github.com/sluice-cdc/sluice/source/pgtrigger"
 	"github.com/urfave/cli/v2"
 )
 
@@ -121,17 +115,17 @@ func preflightStream(ctx context.Context, s config.Stream, log *slog.Logger) (pr
 		rep.Checks = append(rep.Checks, source.Check{Object: obj, Detail: err.Error()})
 		return rep, code
 	}
-	tables, err := daemon.ParseTables(s.Tables)
+	tables, err := endpoint.ParseTables(s.Tables)
 	if err != nil {
 		return fail("tables", err, exitPreflightOther)
 	}
-	srcEng, err := daemon.EngineOf(s.Source)
+	srcEng, err := endpoint.EngineOf(s.Source)
 	if err != nil {
 		return fail("source", err, exitPreflightSource)
 	}
 	mode := s.SourceMode
 	if mode == "" || mode == "auto" {
-		mode = map[daemon.Engine]string{daemon.EnginePostgres: daemon.ModeLogical, daemon.EngineMySQL: daemon.ModeBinlog}[srcEng]
+		mode = endpoint.DefaultMode(srcEng)
 	}
 	rep.Mode = mode
 	creates := false // sync start would create the missing target tables
@@ -141,24 +135,16 @@ func preflightStream(ctx context.Context, s config.Stream, log *slog.Logger) (pr
 		switch {
 		case copyOn:
 			rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "stream " + s.StreamID, Detail: "no state file in " + s.StateDir + ": sync start copies the tables' existing rows first (initial copy; the target tables must be empty), then streams from the copy's snapshot"})
-		case mode != daemon.ModeTrigger && !s.FromNow:
+		case mode != endpoint.ModeTrigger && !s.FromNow:
 			return fail("stream "+s.StreamID, fmt.Errorf("stream %s has no state file in %s, --initial-copy is off and --from-now is not given: nothing says where a log-read stream starts; let sluice copy (--initial-copy auto), or start with --from-now when the target already holds the source's rows", s.StreamID, s.StateDir), exitPreflightOther)
 		}
 	} else {
 		rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "stream " + s.StreamID, Detail: "state file in " + s.StateDir + ": sync start resumes from its checkpoint (preflight checks the source as for a new stream)"})
 	}
-	var src source.Report
-	switch {
-	case mode == daemon.ModeLogical && srcEng == daemon.EnginePostgres:
-		src, err = pglogical.Check(ctx, s.Source, pglogical.Config{Tables: tables, Stream: s.StreamID, Logger: log})
-	case mode == daemon.ModeBinlog && srcEng == daemon.EngineMySQL:
-		src, err = binlog.Check(ctx, s.Source, binlog.Config{Tables: tables, Logger: log})
-	case mode == daemon.ModeTrigger && srcEng == daemon.EnginePostgres:
-		src, err = pgtrigger.Check(ctx, s.Source, pgtrigger.Config{Tables: tables, Stream: s.StreamID, Install: true, Logger: log})
-	case mode == daemon.ModeTrigger && srcEng == daemon.EngineMySQL:
-		src, err = mytrigger.Check(ctx, s.Source, mytrigger.Config{Tables: tables, Stream: s.StreamID, Install: true, Logger: log})
-	default:
-		return fail("source mode", fmt.Errorf("--source-mode %s does not apply to a %s source", mode, srcEng), exitPreflightOther)
+	src, err := endpoint.CheckSource(ctx, srcEng, mode, endpoint.SourceOptions{URL: s.Source, Tables: tables, Stream: s.StreamID, Logger: log})
+	var modeErr *endpoint.ModeError
+	if errors.As(err, &modeErr) {
+		return fail("source mode", err, exitPreflightOther)
 	}
 	rep.Checks = append(rep.Checks, src.Checks...)
 	if err != nil {
@@ -233,49 +219,25 @@ func preflightSchema(ctx context.Context, s config.Stream, tables []*sluice.Tabl
 	return tables, nil
 }
 
-// preflightTargetT is what preflight needs of a target.
-type preflightTargetT interface {
-	Preflight(ctx context.Context, tables []*sluice.Table) error
-	ForeignKeys(ctx context.Context, name sluice.TableName) ([]sluice.TableName, error)
-	Close(ctx context.Context) error
-}
-
-// preflightTarget opens the target with CheckOnly (no checkpoint table is
+// preflightTarget opens the target check-only (no checkpoint table is
 // created) and runs its preflight on the source's tables, through the
 // cross-engine type map where sync start would use it.
-func preflightTarget(ctx context.Context, s config.Stream, srcEng daemon.Engine, tables []*sluice.Table, cascades *apply.Cascades, log *slog.Logger, rep *preflightReport) error {
+func preflightTarget(ctx context.Context, s config.Stream, srcEng endpoint.Engine, tables []*sluice.Table, cascades *apply.Cascades, log *slog.Logger, rep *preflightReport) error {
 	fail := func(obj string, err error) error {
 		rep.Checks = append(rep.Checks, source.Check{Object: obj, Detail: err.Error()})
 		return err
 	}
-	eng, err := daemon.EngineOf(s.Target)
+	tgt, err := endpoint.OpenTarget(ctx, endpoint.TargetOptions{URL: s.Target, Mode: s.ApplyMode, SourceEngine: srcEng,
+		AllowCollationMerge: s.AllowCollationMerge, Logger: log, CheckOnly: true})
 	if err != nil {
 		return fail("target", err)
 	}
-	mode, err := apply.ParseMode(s.ApplyMode)
-	if err != nil {
-		return fail("target", err)
-	}
-	var tgt preflightTargetT
-	var checkpoint string
-	switch eng {
-	case daemon.EnginePostgres:
-		t, err := postgres.Open(ctx, s.Target, postgres.Config{Mode: mode, AllowCollationMerge: s.AllowCollationMerge, Logger: log, CheckOnly: true})
-		if err != nil {
-			return fail("target", err)
-		}
-		tgt, checkpoint = wrapTarget(t, srcEng, eng), "sluice.checkpoints"
-	case daemon.EngineMySQL:
-		t, err := mysqltarget.Open(ctx, s.Target, mysqltarget.Config{Mode: mode, AllowCollationMerge: s.AllowCollationMerge, Logger: log, CheckOnly: true})
-		if err != nil {
-			return fail("target", err)
-		}
-		tgt, checkpoint = wrapTarget(t, srcEng, eng), "the sluice checkpoint table in the target database"
-	default:
-		return fail("target", fmt.Errorf("--target: %s targets are not supported", eng))
+	checkpoint := "sluice.checkpoints"
+	if eng, _ := endpoint.EngineOf(s.Target); eng == endpoint.EngineMySQL {
+		checkpoint = "the sluice checkpoint table in the target database"
 	}
 	defer tgt.Close(context.WithoutCancel(ctx))
-	rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "target " + daemon.MaskURL(s.Target), Detail: "connected"})
+	rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "target " + endpoint.MaskURL(s.Target), Detail: "connected"})
 	if err := tgt.Preflight(ctx, tables); err != nil {
 		return fail("target tables", err)
 	}
@@ -292,13 +254,4 @@ func preflightTarget(ctx context.Context, s config.Stream, srcEng daemon.Engine,
 	}
 	rep.Checks = append(rep.Checks, source.Check{OK: true, Object: "checkpoint table", Detail: "would create " + checkpoint + " if missing"})
 	return nil
-}
-
-// wrapTarget wraps a target in the cross-engine type map where sync start
-// does (daemon.openTarget).
-func wrapTarget[T typemap.Inner](t T, src, tgt daemon.Engine) preflightTargetT {
-	if src != tgt || tgt == daemon.EngineMySQL {
-		return typemap.Wrap(t, typemap.Engine(src), typemap.Engine(tgt))
-	}
-	return any(t).(preflightTargetT)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/urfave/cli/v2"
 )
 
@@ -44,7 +45,7 @@ func sourceAdmin(c *cli.Context, install bool) error {
 	if err := requireFlags(c, "source", "tables"); err != nil {
 		return err
 	}
-	tables, err := daemon.ParseTables(c.StringSlice("tables"))
+	tables, err := endpoint.ParseTables(c.StringSlice("tables"))
 	if err != nil {
 		return usageErr(err)
 	}
@@ -55,21 +56,21 @@ func sourceAdmin(c *cli.Context, install bool) error {
 	}
 	var verb string
 	switch mode := c.String("source-mode"); mode {
-	case daemon.ModeTrigger:
+	case endpoint.ModeTrigger:
 		verb = "installed capture triggers on"
 		err = daemon.InstallCapture(c.Context, u, tables)
 		if !install {
 			verb = "removed stream " + c.String("stream-id") + "'s changelog consumer and the capture triggers from"
 			err = daemon.UninstallCapture(c.Context, u, c.String("stream-id"), tables)
 		}
-	case daemon.ModeLogical:
+	case endpoint.ModeLogical:
 		verb = "set up publication and replication slot of stream " + c.String("stream-id") + " for"
 		err = daemon.SetupLogical(c.Context, u, c.String("stream-id"), tables)
 		if !install {
 			verb = "dropped replication slot and publication of stream " + c.String("stream-id") + " for"
 			err = daemon.UninstallLogical(c.Context, u, c.String("stream-id"), tables)
 		}
-	case daemon.ModeBinlog:
+	case endpoint.ModeBinlog:
 		return usageErr(fmt.Errorf("--source-mode binlog: nothing to install; the binary log needs binlog_format=ROW, binlog_row_image=FULL, binlog_row_metadata=FULL and a user with REPLICATION SLAVE, REPLICATION CLIENT"))
 	default:
 		return usageErr(fmt.Errorf("--source-mode %q: want trigger or logical", mode))
@@ -77,6 +78,6 @@ func sourceAdmin(c *cli.Context, install bool) error {
 	if err != nil {
 		return daemon.Fail(daemon.ExitSource, err)
 	}
-	fmt.Fprintf(c.App.Writer, "%s %d table(s) of %s\n", verb, len(tables), daemon.MaskURL(u))
+	fmt.Fprintf(c.App.Writer, "%s %d table(s) of %s\n", verb, len(tables), endpoint.MaskURL(u))
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/urfave/cli/v2"
 )
 
@@ -235,7 +236,7 @@ func orURL(from string) string {
 }
 
 func streamOptions(s config.Stream) (daemon.StreamOptions, error) {
-	tables, err := daemon.ParseTables(s.Tables)
+	tables, err := endpoint.ParseTables(s.Tables)
 	if err != nil {
 		return daemon.StreamOptions{}, usageErr(fmt.Errorf("stream %s: %w", s.StreamID, err))
 	}

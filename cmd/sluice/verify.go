@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/verify"
 	"github.com/urfave/cli/v2"
 )
@@ -120,7 +121,7 @@ func runVerify(c *cli.Context) error {
 	if err != nil {
 		return cantRun(err)
 	}
-	tables, err := daemon.ParseTables(vt.stream.Tables)
+	tables, err := endpoint.ParseTables(vt.stream.Tables)
 	if err != nil {
 		return cantRun(err)
 	}

@@ -64,7 +64,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,6 +75,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/source"
 	"github.com/sluice-cdc/sluice/source/internal/myfk"
 )
@@ -263,85 +263,13 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config, from sluice.Position
 	return r, nil
 }
 
-func parseConn(s string) (*gomysql.Config, error) {
-	if strings.HasPrefix(s, "mysql://") || strings.HasPrefix(s, "mariadb://") {
-		u, err := url.Parse(s)
-		if err != nil {
-			return nil, urlError(s, err)
-		}
-		c := gomysql.NewConfig()
-		c.Net = "tcp"
-		c.Addr = u.Host
-		if u.Port() == "" {
-			c.Addr = net.JoinHostPort(u.Hostname(), "3306")
-		}
-		c.User = u.User.Username()
-		c.Passwd, _ = u.User.Password()
-		c.DBName = strings.TrimPrefix(u.Path, "/")
-		return c, nil
-	}
-	c, err := gomysql.ParseDSN(s)
-	if err != nil {
-		return nil, dsnError(s, err)
-	}
-	return c, nil
-}
-
-// urlError explains why a source URL does not parse without quoting it:
-// url.Parse's error holds the whole URL, password included (and one with
-// a bare % is exactly what fails). It says which part failed instead,
-// quoting only the part after the user information.
-func urlError(s string, err error) error {
-	scheme, rest, _ := strings.Cut(s, "://")
-	at := strings.LastIndexByte(rest, '@')
-	if at < 0 {
-		return fmt.Errorf("binlog: source URL: %w", err) // no user information to hide
-	}
-	userinfo, hostPart := rest[:at], rest[at+1:]
-	if u, perr := url.Parse(scheme + "://" + userinfo + "@host/"); perr != nil || u.Host != "host" || u.User == nil {
-		return errors.New("binlog: source URL: the user name or password (the part before the @) is not valid in a URL: " +
-			"percent-encode its special characters (% as %25, / as %2F, ? as %3F, # as %23, @ as %40, : in the user name as %3A), " +
-			"or give the password with --source-password-file")
-	}
-	if _, perr := url.Parse(scheme + "://" + hostPart); perr != nil {
-		return fmt.Errorf("binlog: source URL: the part after the user and password (host, port, database) does not parse: %w", perr)
-	}
-	return errors.New("binlog: source URL does not parse (it is not quoted here because it holds a password): want mysql://user:password@host:port/database")
-}
-
-// dsnError explains why a go-sql-driver DSN does not parse without
-// quoting the password, which some of the driver's errors would.
-func dsnError(dsn string, err error) error {
-	left := dsn
-	if slash := strings.LastIndexByte(dsn, '/'); slash >= 0 {
-		left = dsn[:slash]
-	}
-	at := strings.LastIndexByte(left, '@')
-	if at < 0 {
-		if strings.Contains(left, ":") && !strings.Contains(left, "(") {
-			// Perhaps user:password without the @ (or with a / in the
-			// password): nothing of it is shown.
-			return errors.New("binlog: source DSN does not parse: the part before the last / is neither user:password@tcp(host:port) nor tcp(host:port) " +
-				"(is the @ missing, or is there a / in the password? Give the password with --source-password-file, or use a mysql:// URL with it percent-encoded)")
-		}
-		return fmt.Errorf("binlog: source DSN: %w", err) // no user information to hide
-	}
-	// Parse it again without the user information: an error then cannot
-	// hold the password, and no error means the password was the trouble.
-	if _, perr := gomysql.ParseDSN("user:xxxxx" + dsn[at:]); perr != nil {
-		return fmt.Errorf("binlog: source DSN: the part after the user and password does not parse: %w", perr)
-	}
-	return errors.New("binlog: source DSN does not parse: the user name or password (before the last @) holds characters the DSN form cannot carry; " +
-		"give the password with --source-password-file, or use a mysql:// URL with it percent-encoded")
-}
-
 // openDB opens the SQL pool the reader queries the source with: times in
 // UTC, and raw values (ParseTime off) so that they are decoded as the
 // binlog's are.
 func openDB(dsnOrURL string) (*sql.DB, connInfo, error) {
-	dcfg, err := parseConn(dsnOrURL)
+	dcfg, err := connstr.ParseMySQL(dsnOrURL)
 	if err != nil {
-		return nil, connInfo{}, err
+		return nil, connInfo{}, fmt.Errorf("binlog: source connection string: %w", err)
 	}
 	ci, err := connOf(dcfg)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/sluice-cdc/sluice"
-	"github.com/sluice-cdc/sluice/internal/mysqltype"
+	"github.com/sluice-cdc/sluice/coltype"
 )
 
 // Following a table's DDL. The binlog logs a DDL statement as a QUERY
@@ -301,7 +301,7 @@ func implicitDefault(typ string) string {
 		base = t[:i]
 	}
 	switch {
-	case mysqltype.IntBits(base) > 0, base == "decimal", base == "dec", base == "numeric", base == "float", base == "double", base == "real", base == "bit":
+	case coltype.MySQLIntBits(base) > 0, base == "decimal", base == "dec", base == "numeric", base == "float", base == "double", base == "real", base == "bit":
 		return "0"
 	case base == "date":
 		return "0000-00-00"
@@ -313,7 +313,7 @@ func implicitDefault(typ string) string {
 		return "0000"
 	case base == "enum":
 		if open := strings.IndexByte(typ, '('); open >= 0 {
-			if m := mysqltype.Members(typ[open+1 : strings.LastIndexByte(typ, ')')]); len(m) > 0 {
+			if m := coltype.Members(typ[open+1 : strings.LastIndexByte(typ, ')')]); len(m) > 0 {
 				return m[0]
 			}
 		}

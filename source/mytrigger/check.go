@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/source"
 	"github.com/sluice-cdc/sluice/source/internal/myfk"
 )
@@ -17,7 +18,7 @@ import (
 // no changelog table and no trigger.
 func Check(ctx context.Context, dsnOrURL string, cfg Config) (source.Report, error) {
 	var rep source.Report
-	mcfg, err := ParseDSN(dsnOrURL)
+	mcfg, err := connstr.ParseMySQL(dsnOrURL)
 	if err != nil {
 		return rep, rep.Fail("source connection", err)
 	}

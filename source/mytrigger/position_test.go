@@ -100,17 +100,3 @@ func TestCovers(t *testing.T) {
 		})
 	}
 }
-
-func TestParseDSN(t *testing.T) {
-	c, err := ParseDSN("mysql://u:p%40ss:w@db.example:3307/app?timeout=5s")
-	if err != nil || c.User != "u" || c.Passwd != "p@ss:w" || c.Addr != "db.example:3307" || c.DBName != "app" || c.Net != "tcp" {
-		t.Fatalf("ParseDSN(url) = %+v, %v", c, err)
-	}
-	c, err = ParseDSN("u:p@tcp(h:3306)/app")
-	if err != nil || c.User != "u" || c.Addr != "h:3306" || c.DBName != "app" {
-		t.Fatalf("ParseDSN(dsn) = %+v, %v", c, err)
-	}
-	if c, err = ParseDSN("mysql://u@h/app"); err != nil || c.Addr != "h:3306" {
-		t.Fatalf("default port: %+v, %v", c, err)
-	}
-}

@@ -107,8 +107,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,6 +116,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/source"
 	"github.com/sluice-cdc/sluice/source/internal/myfk"
 )
@@ -222,40 +221,6 @@ type trxKey struct {
 }
 
 var _ source.Reader = (*Reader)(nil)
-
-// ParseDSN reads a mysql://user:pass@host:port/db?param=value URL (also
-// mariadb://) or a go-sql-driver/mysql DSN (user:pass@tcp(host:port)/db).
-func ParseDSN(dsnOrURL string) (*mysql.Config, error) {
-	if i := strings.Index(dsnOrURL, "://"); i > 0 && !strings.Contains(dsnOrURL[:i], "@") {
-		u, err := url.Parse(dsnOrURL)
-		if err != nil {
-			// url.Parse's error holds the URL, and its reason (an invalid
-			// escape) part of the password.
-			return nil, errors.New("the mysql:// URL does not parse: percent-encode the characters % @ : / ? # and spaces in the user name and password (% as %25, @ as %40)")
-		}
-		if u.Scheme != "mysql" && u.Scheme != "mariadb" {
-			return nil, fmt.Errorf("MySQL URL scheme %q: want mysql://user:password@host:port/database", u.Scheme)
-		}
-		host := u.Host
-		if host == "" {
-			host = "127.0.0.1:3306"
-		} else if u.Port() == "" {
-			host = net.JoinHostPort(u.Hostname(), "3306")
-		}
-		cfg, err := mysql.ParseDSN("tcp(" + host + ")/" + strings.TrimPrefix(u.Path, "/") + "?" + u.RawQuery)
-		if err != nil {
-			return nil, fmt.Errorf("parse MySQL URL parameters: %w", err)
-		}
-		cfg.User = u.User.Username()
-		cfg.Passwd, _ = u.User.Password()
-		return cfg, nil
-	}
-	cfg, err := mysql.ParseDSN(dsnOrURL)
-	if err != nil {
-		return nil, fmt.Errorf("parse MySQL DSN: %w", err)
-	}
-	return cfg, nil
-}
 
 // Open connects to the source, checks every table and its capture triggers
 // (installing what is missing or stale when cfg.Install is set) and returns
@@ -779,9 +744,9 @@ func (r *Reader) Close() error {
 // the session's time_zone pinned so that anything the server renders is
 // UTC.
 func openDB(dsnOrURL string) (*sql.DB, *mysql.Config, error) {
-	mc, err := ParseDSN(dsnOrURL)
+	mc, err := connstr.ParseMySQL(dsnOrURL)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("mytrigger source connection string: %w", err)
 	}
 	if mc.DBName == "" {
 		return nil, nil, errors.New("mytrigger source: the connection string names no database: name the database that holds sluice_changelog, e.g. mysql://user:pass@host:3306/app")

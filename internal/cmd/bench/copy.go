@@ -39,10 +39,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/internal/wanproxy"
-	"github.com/sluice-cdc/sluice/source/mytrigger"
 )
 
 const secCopy = "copy"
@@ -709,7 +710,7 @@ func maskArgs(args []string) []string {
 	out := make([]string, len(args))
 	for i, a := range args {
 		if strings.Contains(a, "://") {
-			a = daemon.MaskURL(a)
+			a = endpoint.MaskURL(a)
 		}
 		out[i] = a
 	}
@@ -895,7 +896,7 @@ type mysqlClient struct {
 // mysqlClientArgs turns a mysql:// URL into the MariaDB clients' options
 // (the password goes in MYSQL_PWD, not on the command line).
 func mysqlClientArgs(raw string) (mysqlClient, error) {
-	cfg, err := mytrigger.ParseDSN(raw)
+	cfg, err := connstr.ParseMySQL(raw)
 	if err != nil {
 		return mysqlClient{}, err
 	}

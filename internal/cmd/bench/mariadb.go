@@ -10,7 +10,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sluice-cdc/sluice"
-	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/connstr"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/source/binlog"
 	"github.com/sluice-cdc/sluice/source/mytrigger"
@@ -264,7 +265,7 @@ func myMixed(ctx context.Context, db *sql.DB, n int) error {
 // myConnect opens one MariaDB session with time_zone '+00:00', as sluice's
 // own.
 func myConnect(ctx context.Context, u string) (*sql.DB, error) {
-	cfg, err := mytrigger.ParseDSN(u)
+	cfg, err := connstr.ParseMySQL(u)
 	if err != nil {
 		return nil, err
 	}
@@ -272,13 +273,13 @@ func myConnect(ctx context.Context, u string) (*sql.DB, error) {
 	cfg.Params = map[string]string{"time_zone": "'+00:00'"}
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", daemon.MaskURL(u), err)
+		return nil, fmt.Errorf("connect %s: %w", endpoint.MaskURL(u), err)
 	}
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(1)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("connect %s: %w", daemon.MaskURL(u), err)
+		return nil, fmt.Errorf("connect %s: %w", endpoint.MaskURL(u), err)
 	}
 	return db, nil
 }

@@ -52,10 +52,10 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/connstr"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/internal/wanproxy"
-	"github.com/sluice-cdc/sluice/source/mytrigger"
 )
 
 const secNative = "native"
@@ -794,7 +794,7 @@ func replicaError(ctx context.Context, db *sql.DB) error {
 }
 
 func myConnectMulti(ctx context.Context, u string) (*sql.DB, error) {
-	cfg, err := mytrigger.ParseDSN(u)
+	cfg, err := connstr.ParseMySQL(u)
 	if err != nil {
 		return nil, err
 	}
@@ -802,13 +802,13 @@ func myConnectMulti(ctx context.Context, u string) (*sql.DB, error) {
 	cfg.MultiStatements = true
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", daemon.MaskURL(u), err)
+		return nil, fmt.Errorf("connect %s: %w", endpoint.MaskURL(u), err)
 	}
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(1)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("connect %s: %w", daemon.MaskURL(u), err)
+		return nil, fmt.Errorf("connect %s: %w", endpoint.MaskURL(u), err)
 	}
 	return db, nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-cdc/sluice"
-	"github.com/sluice-cdc/sluice/daemon"
+	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 	"github.com/sluice-cdc/sluice/source/pglogical"
 	"github.com/sluice-cdc/sluice/source/pgtrigger"
@@ -337,12 +337,12 @@ FROM generate_series(%[1]d, %[2]d) g`, lo, hi, gen)
 func connect(ctx context.Context, u string) (*pgx.Conn, error) {
 	cc, err := pgx.ParseConfig(u)
 	if err != nil {
-		return nil, fmt.Errorf("parse %s: %w", daemon.MaskURL(u), err)
+		return nil, fmt.Errorf("parse %s: %w", endpoint.MaskURL(u), err)
 	}
 	cc.RuntimeParams["TimeZone"] = "UTC"
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", daemon.MaskURL(u), err)
+		return nil, fmt.Errorf("connect %s: %w", endpoint.MaskURL(u), err)
 	}
 	return conn, nil
 }

@@ -10,8 +10,8 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/sluice-cdc/sluice/connstr"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
-	"github.com/sluice-cdc/sluice/source/mytrigger"
 )
 
 // mariadbEngine is MariaDB → MariaDB with MySQL trigger capture.
@@ -88,7 +88,7 @@ FROM seq_%[1]d_to_%[2]d`, lo, hi, gen)
 type myConn struct{ db *sql.DB }
 
 func connectMariaDB(ctx context.Context, u string) (conn, error) {
-	cfg, err := mytrigger.ParseDSN(u)
+	cfg, err := connstr.ParseMySQL(u)
 	if err != nil {
 		return nil, err
 	}

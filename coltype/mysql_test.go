@@ -1,4 +1,4 @@
-package mysqltype
+package coltype
 
 import (
 	"slices"
@@ -39,9 +39,9 @@ func TestWidths(t *testing.T) {
 		{"json", 0, 4294967295, false, false},
 		{"varchar", 0, 0, false, false},
 	} {
-		if IntBits(tc.base) != tc.bits || StringBytes(tc.base) != tc.bytes || IsText(tc.base) != tc.text || IsBlob(tc.base) != tc.blob {
+		if MySQLIntBits(tc.base) != tc.bits || MySQLStringBytes(tc.base) != tc.bytes || IsMySQLText(tc.base) != tc.text || IsMySQLBlob(tc.base) != tc.blob {
 			t.Errorf("%s: bits %d bytes %d text %v blob %v; want %d %d %v %v", tc.base,
-				IntBits(tc.base), StringBytes(tc.base), IsText(tc.base), IsBlob(tc.base), tc.bits, tc.bytes, tc.text, tc.blob)
+				MySQLIntBits(tc.base), MySQLStringBytes(tc.base), IsMySQLText(tc.base), IsMySQLBlob(tc.base), tc.bits, tc.bytes, tc.text, tc.blob)
 		}
 	}
 }

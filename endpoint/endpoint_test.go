@@ -1,4 +1,4 @@
-package daemon
+package endpoint
 
 import (
 	"context"
@@ -38,10 +38,10 @@ func TestParseErrorsHideThePassword(t *testing.T) {
 		"mysql://root:" + secret + "@127.0.0.1:1/db",
 		"postgres://app:" + secret + "@127.0.0.1:1/db",
 	} {
-		_, terr := openTarget(context.Background(), targetOptions{URL: raw, Mode: apply.Pipelined.String()})
+		_, terr := OpenTarget(context.Background(), TargetOptions{URL: raw, Mode: apply.Pipelined.String()})
 		errs := []error{terr}
 		for _, mode := range []string{ModeTrigger, ""} {
-			_, err := openSource(context.Background(), sourceOptions{URL: raw, Mode: mode, Stream: "s", FromNow: true,
+			_, err := OpenSource(context.Background(), SourceOptions{URL: raw, Mode: mode, Stream: "s", FromNow: true,
 				Tables: []sluice.TableName{{Name: "t"}}}, sluice.Position{})
 			errs = append(errs, err)
 		}

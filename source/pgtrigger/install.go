@@ -179,6 +179,21 @@ func (f function) create(schema string) string {
 // empty argument, finds none and captures as it did before, as it does
 // for a trigger installed by an older sluice.
 //
+// row_to_json also writes every array as a JSON array, which starts at 1
+// in every dimension: '[0:1]={7,8}' reads back as '{7,8}'. A table with
+// array columns has them as trigger arguments after a second empty one.
+// For each that the image has as a JSON array the function puts the
+// image's array back into the row (json_populate_record, a few
+// microseconds); when that changes the row's binary image it asks the
+// row for the array's bounds (a dynamic statement, tens) and records
+// those not all 1 in the changelog's dims column, which the reader
+// prefixes to the array's text. Should the test raise (a domain whose
+// check depends on the bounds, a column no longer an array), each array
+// is asked directly and what is no array skipped, so no ALTER TABLE
+// makes the function raise. The bounds are those of the new image: an
+// array key column's bounds in the old key, and an array inside a
+// composite value, are not recorded.
+//
 // Its SET clauses pin the settings that change how row_to_json renders
 // values, and are restored when it returns, so the application's session
 // never sees them: extra_float_digits 3 gives the shortest exact float

@@ -7,7 +7,9 @@
 // key to the changelog, stamped with the writing transaction's id. The
 // image writes SQL NULL and the JSON value null alike, so for the nullable
 // json and jsonb columns it shows as null the trigger also records which
-// one each is (the changelog's nulls column; see functions).
+// one each is (the changelog's nulls column; see functions); the image
+// writes every array as starting at 1, so for arrays that do not the
+// trigger records their bounds (the changelog's dims column).
 //
 // The Reader reads the changelog in snapshot windows, as PgQ does: it takes
 // pg_current_snapshot() S and reads the rows whose transaction is visible

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,9 +55,6 @@ const (
 func runTypeFidelity(t *testing.T, from, to daemon.Engine, mode string) {
 	ctx := context.Background()
 	corpus := wlgen.Corpus(wlgen.Engine(from), wlgen.Engine(to))
-	if from == daemon.EnginePostgres && mode == daemon.ModeTrigger {
-		corpus = withoutTriggerLosses(t, corpus)
-	}
 	src, dst := newEndpoint(t, from), newEndpoint(t, to)
 	for _, e := range []*endpoint{src, dst} {
 		for _, s := range wlgen.CorpusSetup(wlgen.Engine(from), wlgen.Engine(e.engine)) {
@@ -435,18 +431,4 @@ func tfShow(v any) string {
 		return fmt.Sprintf("%q", x)
 	}
 	return fmt.Sprint(v)
-}
-
-// withoutTriggerLosses leaves out the values the PostgreSQL trigger reader
-// is known not to carry exactly (CorpusPair.TriggerLoses), naming them.
-func withoutTriggerLosses(t *testing.T, corpus []wlgen.CorpusPair) []wlgen.CorpusPair {
-	out := make([]wlgen.CorpusPair, len(corpus))
-	for i, c := range corpus {
-		if len(c.TriggerLoses) > 0 {
-			t.Logf("%s: left out, a known defect of the PostgreSQL trigger reader: %s", c, strings.Join(c.TriggerLoses, ", "))
-			c.Values = slices.DeleteFunc(slices.Clone(c.Values), func(v string) bool { return slices.Contains(c.TriggerLoses, v) })
-		}
-		out[i] = c
-	}
-	return out
 }

@@ -18,6 +18,11 @@ type tableInfo struct {
 	// null in them as null, which the capture trigger tells apart for the
 	// nullable ones (see jsonNullable).
 	json []bool
+	// array marks the columns whose type is an array (or a domain over
+	// one): row_to_json writes an array as a JSON array, which starts at 1
+	// in every dimension, so the capture trigger records the bounds of
+	// those whose lower bounds are not all 1 (see arrayColumns).
+	array []bool
 	// parts are a partitioned table's partitions, at every level: a
 	// TRUNCATE of one fires only its own triggers.
 	parts []partition
@@ -69,6 +74,19 @@ func (t *tableInfo) jsonNullable() []string {
 	return out
 }
 
+// arrayColumns names the array columns, in column order: the capture
+// trigger records the bounds of each of them whose lower bounds are not
+// all 1.
+func (t *tableInfo) arrayColumns() []string {
+	var out []string
+	for i, c := range t.table.Columns {
+		if t.array[i] {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
 // lookupTable describes a source table: its columns in attnum order, with
 // the type as format_type spells it, and its primary key in key order. It
 // fails with a message naming the table and the fix when the table is
@@ -80,8 +98,12 @@ func lookupTable(ctx context.Context, q queryer, db string, name sluice.TableNam
 	}
 	// A domain has its base type's output function, however deep the
 	// domains over domains, and row_to_json looks through domains too.
+	// So does typcategory, which a domain copies from its base type; the
+	// vector types of the catalogs (int2vector, oidvector) are 'A' too but
+	// print as no array does, and are left out.
 	rows, err := q.Query(ctx, `SELECT a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull,
-			t.typoutput IN ('json_out'::regproc, 'jsonb_out'::regproc)
+			t.typoutput IN ('json_out'::regproc, 'jsonb_out'::regproc),
+			t.typcategory = 'A' AND t.typoutput = 'array_out'::regproc
 		FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
 		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
 		ORDER BY a.attnum`, oid)
@@ -91,13 +113,14 @@ func lookupTable(ctx context.Context, q queryer, db string, name sluice.TableNam
 	info := &tableInfo{oid: oid, table: &sluice.Table{Name: name}}
 	for rows.Next() {
 		var c sluice.Column
-		var isJSON bool
-		if err := rows.Scan(&c.Name, &c.Type, &c.Nullable, &isJSON); err != nil {
+		var isJSON, isArray bool
+		if err := rows.Scan(&c.Name, &c.Type, &c.Nullable, &isJSON, &isArray); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("describe source table %s: %w", name, err)
 		}
 		info.table.Columns = append(info.table.Columns, c)
 		info.json = append(info.json, isJSON)
+		info.array = append(info.array, isArray)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("describe source table %s: %w", name, err)

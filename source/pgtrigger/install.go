@@ -110,6 +110,12 @@ func tableSQL(schema string) []string {
 		// columns). Nullable and without a default, it is added without
 		// rewriting an existing changelog.
 		fmt.Sprintf(`ALTER TABLE %s ADD COLUMN IF NOT EXISTS nulls jsonb`, log),
+		// row_to_json writes an array as a JSON array, which starts at 1
+		// in every dimension: for the array columns whose lower bounds
+		// are not all 1 the capture function records the bounds, as
+		// {"column": "[0:1][2:3]"} (array_dims). NULL when no array of
+		// the row needs it, and in every row an older capture wrote.
+		fmt.Sprintf(`ALTER TABLE %s ADD COLUMN IF NOT EXISTS dims jsonb`, log),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s (xid)`, ident(changelogTable+"_xid_idx"), log),
 		// pos is the position the stream has acknowledged, or opened at; lost
 		// says why the changelog can no longer serve it.
@@ -173,6 +179,21 @@ func (f function) create(schema string) string {
 // empty argument, finds none and captures as it did before, as it does
 // for a trigger installed by an older sluice.
 //
+// row_to_json also writes every array as a JSON array, which starts at 1
+// in every dimension: '[0:1]={7,8}' reads back as '{7,8}'. A table with
+// array columns has them as trigger arguments after a second empty one.
+// For each that the image has as a JSON array the function puts the
+// image's array back into the row (json_populate_record, a few
+// microseconds); when that changes the row's binary image it asks the
+// row for the array's bounds (a dynamic statement, tens) and records
+// those not all 1 in the changelog's dims column, which the reader
+// prefixes to the array's text. Should the test raise (a domain whose
+// check depends on the bounds, a column no longer an array), each array
+// is asked directly and what is no array skipped, so no ALTER TABLE
+// makes the function raise. The bounds are those of the new image: an
+// array key column's bounds in the old key, and an array inside a
+// composite value, are not recorded.
+//
 // Its SET clauses pin the settings that change how row_to_json renders
 // values, and are restored when it returns, so the application's session
 // never sees them: extra_float_digits 3 gives the shortest exact float
@@ -204,8 +225,10 @@ func functions(schema string) []function {
 DECLARE
 	-- TG_ARGV[0] is the table as sluice names it (a partition's trigger
 	-- still names its parent), then its primary key columns and, for a
-	-- table with nullable json or jsonb columns, '' and those columns.
+	-- table with nullable json or jsonb columns or array columns, '' and
+	-- the json columns, then for one with array columns '' and those.
 	json_at int := array_position(TG_ARGV, '');
+	arr_at int;
 	new_row json;
 	old_row json;
 	old_key json;
@@ -214,6 +237,9 @@ DECLARE
 	cols text[];
 	is_null boolean;
 	nulls jsonb;
+	arrs text[];
+	dim text;
+	dims jsonb;
 BEGIN
 	IF json_at IS NULL THEN
 		-- No json columns: the statements of the capture before nulls,
@@ -231,6 +257,7 @@ BEGIN
 		END IF;
 		RETURN NULL;
 	END IF;
+	arr_at := array_position(TG_ARGV, '', json_at + 1);
 	IF TG_OP <> 'DELETE' THEN
 		new_row := row_to_json(NEW);
 		-- The columns to test: those whose member in the image is null.
@@ -238,16 +265,16 @@ BEGIN
 		-- member inside another json value); on a long image it costs
 		-- more than testing every column.
 		IF pg_column_size(new_row) > 1024 THEN
-			cols := TG_ARGV[json_at + 1:];
+			cols := TG_ARGV[json_at + 1:coalesce(arr_at, TG_NARGS) - 1];
 		ELSE
 			img := new_row::text;
-			FOREACH col IN ARRAY TG_ARGV[json_at + 1:] LOOP
+			FOREACH col IN ARRAY TG_ARGV[json_at + 1:coalesce(arr_at, TG_NARGS) - 1] LOOP
 				IF strpos(img, to_json(col)::text || ':null') > 0 THEN
 					cols := cols || col;
 				END IF;
 			END LOOP;
 		END IF;
-		IF cols IS NOT NULL THEN
+		IF cardinality(cols) > 0 THEN
 			BEGIN
 				FOREACH col IN ARRAY cols LOOP
 					-- Setting the column to SQL NULL leaves the row as it
@@ -268,15 +295,59 @@ BEGIN
 				END LOOP;
 			END;
 		END IF;
+		-- The arrays whose image may have lost its bounds: those the
+		-- image has as a JSON array (a name the row lacks has none).
+		IF arr_at IS NOT NULL THEN
+			FOREACH col IN ARRAY TG_ARGV[arr_at + 1:] LOOP
+				IF json_typeof(new_row -> col) = 'array' THEN
+					arrs := arrs || col;
+				END IF;
+			END LOOP;
+		END IF;
+		IF arrs IS NOT NULL THEN
+			BEGIN
+				FOREACH col IN ARRAY arrs LOOP
+					-- Putting the image's array back leaves the row as it
+					-- is exactly when nothing was lost: a few microseconds,
+					-- where asking the row for its bounds costs tens. When
+					-- something was, the bounds are recorded unless they
+					-- all start at 1 (then it was something else, which
+					-- the bounds cannot mend).
+					IF NOT NEW *= json_populate_record(NEW, json_build_object(col, new_row -> col)) THEN
+						EXECUTE format('SELECT array_dims(($1).%%I)', col) INTO dim USING NEW;
+						IF strpos(replace(dim, '[1:', ''), '[') > 0 THEN
+							dims := coalesce(dims, '{}') || jsonb_build_object(col, dim);
+						END IF;
+					END IF;
+				END LOOP;
+			EXCEPTION WHEN OTHERS THEN
+				-- The array could not be put back (a domain whose check
+				-- depends on the bounds, an element type that does not
+				-- read its JSON back) or the column is no array any more
+				-- (its type changed since the install): ask the row for
+				-- each array's bounds, and skip what is no array.
+				dims := NULL;
+				FOREACH col IN ARRAY arrs LOOP
+					BEGIN
+						EXECUTE format('SELECT array_dims(($1).%%I)', col) INTO dim USING NEW;
+					EXCEPTION WHEN OTHERS THEN
+						dim := NULL;
+					END;
+					IF strpos(replace(dim, '[1:', ''), '[') > 0 THEN
+						dims := coalesce(dims, '{}') || jsonb_build_object(col, dim);
+					END IF;
+				END LOOP;
+			END;
+		END IF;
 	END IF;
 	IF TG_OP = 'INSERT' THEN
-		INSERT INTO %[1]s (tbl, op, data, nulls) VALUES (TG_ARGV[0], 'I', new_row, nulls);
+		INSERT INTO %[1]s (tbl, op, data, nulls, dims) VALUES (TG_ARGV[0], 'I', new_row, nulls, dims);
 		RETURN NULL;
 	END IF;
 	old_row := row_to_json(OLD);
 	SELECT json_object_agg(k, old_row -> k) INTO old_key FROM unnest(TG_ARGV[1:json_at - 1]) AS k;
 	IF TG_OP = 'UPDATE' THEN
-		INSERT INTO %[1]s (tbl, op, key, data, nulls) VALUES (TG_ARGV[0], 'U', old_key, new_row, nulls);
+		INSERT INTO %[1]s (tbl, op, key, data, nulls, dims) VALUES (TG_ARGV[0], 'U', old_key, new_row, nulls, dims);
 	ELSE
 		INSERT INTO %[1]s (tbl, op, key) VALUES (TG_ARGV[0], 'D', old_key);
 	END IF;
@@ -581,27 +652,39 @@ func quoteLiteral(s string) string {
 
 // triggerArgs are the capture trigger's arguments for a table: its name as
 // sluice writes it into the changelog, then its primary key columns, then,
-// when it has nullable json or jsonb columns, an empty argument and those
-// columns (see functions).
+// when it has nullable json or jsonb columns or array columns, an empty
+// argument and the nullable json and jsonb columns, and when it has array
+// columns another empty argument and those (see functions). A table
+// without array columns has the arguments an older sluice gave it, so an
+// upgrade leaves its trigger alone.
 func triggerArgs(t sluice.TableName, info *tableInfo) []string {
 	args := append([]string{ident(t.Schema, t.Name)}, info.keyNames()...)
-	if js := info.jsonNullable(); len(js) > 0 {
+	js, arrs := info.jsonNullable(), info.arrayColumns()
+	if len(js) > 0 || len(arrs) > 0 {
 		args = append(append(args, ""), js...)
+	}
+	if len(arrs) > 0 {
+		args = append(append(args, ""), arrs...)
 	}
 	return args
 }
 
 // splitCaptureArgs splits a capture trigger's arguments into its primary
-// key columns and its nullable json columns.
-func splitCaptureArgs(args []string) (key, json []string) {
+// key columns, its nullable json columns and its array columns.
+func splitCaptureArgs(args []string) (key, json, arrays []string) {
 	if len(args) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	args = args[1:]
-	if i := slices.Index(args, ""); i >= 0 {
-		return args[:i], args[i+1:]
+	i := slices.Index(args, "")
+	if i < 0 {
+		return args, nil, nil
 	}
-	return args, nil
+	key, args = args[:i], args[i+1:]
+	if i := slices.Index(args, ""); i >= 0 {
+		return key, args[:i], args[i+1:]
+	}
+	return key, args, nil
 }
 
 // truncateArgs are the TRUNCATE trigger's arguments on a table, or on one
@@ -673,7 +756,7 @@ func missingObjects(ctx context.Context, q queryer, schema string, tables []slui
 	var have []bool
 	err := q.QueryRow(ctx, `SELECT ARRAY[
 			to_regclass($1) IS NOT NULL
-				AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname IN ('at', 'nulls') AND NOT attisdropped) = 2,
+				AND (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname IN ('at', 'nulls', 'dims') AND NOT attisdropped) = 3,
 			(SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname IN ('lost', 'partitions') AND NOT attisdropped) = 2,
 			to_regclass($3) IS NOT NULL]`,
 		ident(schema, changelogTable), ident(schema, consumerTable), ident(schema, prunedTable)).Scan(&have)

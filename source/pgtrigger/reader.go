@@ -7,7 +7,9 @@
 // key to the changelog, stamped with the writing transaction's id. The
 // image writes SQL NULL and the JSON value null alike, so for the nullable
 // json and jsonb columns it shows as null the trigger also records which
-// one each is (the changelog's nulls column; see functions).
+// one each is (the changelog's nulls column; see functions); the image
+// writes every array as starting at 1, so for arrays that do not the
+// trigger records their bounds (the changelog's dims column).
 //
 // The Reader reads the changelog in snapshot windows, as PgQ does: it takes
 // pg_current_snapshot() S and reads the rows whose transaction is visible
@@ -326,10 +328,15 @@ func (r *Reader) check(ctx context.Context) error {
 		}
 		want := triggerArgs(t, info)
 		if !slices.Equal(trg.args, want) {
-			key, js := splitCaptureArgs(trg.args)
+			key, js, arrs := splitCaptureArgs(trg.args)
 			if !slices.Equal(key, info.keyNames()) {
 				return fmt.Errorf("capture trigger on source table %s records key (%s) but the primary key is (%s): %s",
 					t, strings.Join(key, ", "), strings.Join(info.keyNames(), ", "), fix)
+			}
+			if slices.Equal(js, info.jsonNullable()) {
+				return fmt.Errorf("capture trigger on source table %s records the bounds of array columns (%s) but its array columns are (%s) "+
+					"(installed by an older sluice, or the columns changed since), so an array whose lower bound is not 1 would reach the target starting at 1: %s",
+					t, strings.Join(arrs, ", "), strings.Join(info.arrayColumns(), ", "), fix)
 			}
 			if len(js) == 0 {
 				return fmt.Errorf("capture trigger on source table %s does not tell SQL NULL from the JSON value null in its nullable json and jsonb columns (%s) "+
@@ -390,7 +397,7 @@ func (r *Reader) buildQueries() {
 	fmt.Fprintf(&b, `WITH s AS MATERIALIZED (
 	SELECT coalesce($1::pg_snapshot, pg_current_snapshot()) AS cur
 ), page AS MATERIALIZED (
-	SELECT c.id, c.xid, array_position($4::text[], c.tbl) AS t, c.op::text AS op, c.key, c.data, c.nulls, c.at
+	SELECT c.id, c.xid, array_position($4::text[], c.tbl) AS t, c.op::text AS op, c.key, c.data, c.nulls, c.dims, c.at
 	FROM %s c, s
 	WHERE c.xid >= pg_snapshot_xmin($2::pg_snapshot) AND c.xid < pg_snapshot_xmax(s.cur)
 		AND pg_visible_in_snapshot(c.xid, s.cur) AND NOT pg_visible_in_snapshot(c.xid, $2::pg_snapshot)
@@ -406,6 +413,15 @@ SELECT NULL::bigint AS id, NULL::text AS xid, 0 AS t, NULL::text AS op, NULL::te
 		cols := make([]string, len(info.table.Columns))
 		for j, c := range info.table.Columns {
 			cols[j] = "r." + ident(c.Name) + "::text"
+			if info.array[j] {
+				// The image's array starts at 1; the capture recorded
+				// the bounds of one that does not, and array_in takes
+				// them before the text (a row an older capture wrote
+				// has none).
+				name := quoteLiteral(c.Name)
+				cols[j] = fmt.Sprintf("CASE WHEN c.dims ->> %[1]s IS NULL THEN %[2]s ELSE (json_populate_record(NULL::%[3]s, json_build_object(%[1]s, (c.dims ->> %[1]s) || '=' || %[2]s))).%[4]s::text END",
+					name, cols[j], rt, ident(c.Name))
+			}
 		}
 		keys := make([]string, len(info.table.Key))
 		for j, k := range info.table.Key {

@@ -183,17 +183,18 @@ func TestCascadeAfterSchemaChange(t *testing.T) {
 	each(t, func(t *testing.T, v variant) {
 		dsn, db := testDB(t,
 			"CREATE TABLE customers (id int PRIMARY KEY, name varchar(20))",
-			"CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, CONSTRAINT o_fk FOREIGN KEY (customer_id) REFERENCES customers (id) ON DELETE CASCADE)",
+			"CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, extra int, CONSTRAINT o_fk FOREIGN KEY (customer_id) REFERENCES customers (id) ON DELETE CASCADE)",
 			"CREATE TABLE order_lines (order_id int, line_no int, PRIMARY KEY (order_id, line_no), CONSTRAINT l_fk FOREIGN KEY (order_id) REFERENCES orders (id) ON DELETE CASCADE)",
 			"INSERT INTO customers VALUES (1, 'a'), (2, 'b')",
-			"INSERT INTO orders VALUES (10, 1), (20, 2)",
+			"INSERT INTO orders VALUES (10, 1, NULL), (20, 2, NULL)",
 			"INSERT INTO order_lines VALUES (10, 1), (10, 2), (20, 1)",
 		)
 		customers := table("customers", []int{0}, "id int", "name varchar(20)")
+		before := table("orders", []int{0}, "id int", "customer_id int", "extra int")
 		orders := table("orders", []int{0}, "id int", "customer_id int")
 		lines := table("order_lines", []int{0, 1}, "order_id int", "line_no int")
-		orders.Columns[1].Nullable = false
-		tables := []*sluice.Table{customers, orders, lines}
+		before.Columns[1].Nullable, orders.Columns[1].Nullable = false, false
+		tables := []*sluice.Table{customers, before, lines}
 		name := func(n string) sluice.TableName { return sluice.TableName{Name: n} }
 		cs, err := apply.NewCascades([]sluice.ForeignKey{
 			{Name: "o_fk", Table: name("orders"), Columns: []string{"customer_id"}, RefTable: name("customers"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade},
@@ -207,7 +208,10 @@ func TestCascadeAfterSchemaChange(t *testing.T) {
 		if err := tg.Preflight(ctx, tables); err != nil {
 			t.Fatal(err)
 		}
-		ddl := &apply.Batch{Schema: &sluice.Change{Op: sluice.OpSchema, Table: customers}, DDL: []string{"CREATE INDEX c_name ON customers (name)"}}
+		// The source dropped orders.extra: its new definition is the one the
+		// cascade's path must describe orders with.
+		ddl := &apply.Batch{Schema: &sluice.Change{Op: sluice.OpSchema, Table: orders, Schema: &sluice.SchemaChange{Before: before}},
+			DDL: []string{"ALTER TABLE orders DROP COLUMN extra"}}
 		if err := tg.Apply(ctx, ddl, sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
 			t.Fatal(err)
 		}

@@ -238,17 +238,18 @@ func TestCascadeAfterSchemaChange(t *testing.T) {
 	modes(t, func(t *testing.T, mode Mode) {
 		url, conn := testDB(t,
 			"CREATE TABLE customers (id int PRIMARY KEY, name text)",
-			"CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL REFERENCES customers ON DELETE CASCADE)",
+			"CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL REFERENCES customers ON DELETE CASCADE, extra int)",
 			"CREATE TABLE order_lines (order_id int REFERENCES orders ON DELETE CASCADE, line_no int, PRIMARY KEY (order_id, line_no))",
 			"INSERT INTO customers VALUES (1, 'a'), (2, 'b')",
 			"INSERT INTO orders VALUES (10, 1), (20, 2)",
 			"INSERT INTO order_lines VALUES (10, 1), (10, 2), (20, 1)",
 		)
 		customers := pgTable("customers", "id integer*", "name text")
+		before := pgTable("orders", "id integer*", "customer_id integer", "extra integer")
 		orders := pgTable("orders", "id integer*", "customer_id integer")
 		lines := pgTable("order_lines", "order_id integer*", "line_no integer*")
-		orders.Columns[1].Nullable = false
-		tables := []*sluice.Table{customers, orders, lines}
+		before.Columns[1].Nullable, orders.Columns[1].Nullable = false, false
+		tables := []*sluice.Table{customers, before, lines}
 		name := func(n string) sluice.TableName { return sluice.TableName{Schema: "public", Name: n} }
 		cs, err := apply.NewCascades([]sluice.ForeignKey{
 			{Name: "o_fk", Table: name("orders"), Columns: []string{"customer_id"}, RefTable: name("customers"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade},
@@ -262,7 +263,10 @@ func TestCascadeAfterSchemaChange(t *testing.T) {
 		if err := tg.Preflight(ctx, tables); err != nil {
 			t.Fatal(err)
 		}
-		ddl := &apply.Batch{Schema: &sluice.Change{Op: sluice.OpSchema, Table: customers}, DDL: []string{"CREATE INDEX c_name ON customers (name)"}}
+		// The source dropped orders.extra: its new definition is the one the
+		// cascade's path must describe orders with.
+		ddl := &apply.Batch{Schema: &sluice.Change{Op: sluice.OpSchema, Table: orders, Schema: &sluice.SchemaChange{Before: before}},
+			DDL: []string{"ALTER TABLE orders DROP COLUMN extra"}}
 		if err := tg.Apply(ctx, ddl, sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
 			t.Fatal(err)
 		}

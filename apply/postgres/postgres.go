@@ -522,6 +522,11 @@ func (t *Target) apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 		// Unreachable for now (a restart, a network outage): worth retrying.
 		return &apply.RetryableError{Err: err}
 	}
+	if b.Schema != nil {
+		// The changes after a schema change use its new definition; so
+		// must a later cascade's path through the table.
+		t.described[b.Schema.Table.Name] = b.Schema.Table
+	}
 	stmts, err := t.plan(ctx, b, t.cfg.Mode == PerRow)
 	if err != nil {
 		if t.conn == nil || t.conn.IsClosed() {

@@ -513,9 +513,12 @@ func (s *state) commit(h *replication.EventHeader) error {
 			s.pos.file, s.pos.off = s.curFile, h.LogPos
 		}
 	}
-	if !s.emitted {
-		s.dirty = true
-	}
+	// The boundary after the transaction is a position no change names,
+	// whether or not the transaction gave changes: a checkpoint at its
+	// last change does not cover the boundary, and on a quiet source
+	// nothing else would move it there (cutover waits for the source's
+	// position, which is that boundary).
+	s.dirty = true
 	s.pos.baseStr = ""
 	s.inTxn, s.txn, s.mgtid, s.sid, s.tag, s.gno = false, "", nil, uuid.Nil, mysql.Tag{}, 0
 	s.xa, s.emitted, s.lastRow = "", false, nil

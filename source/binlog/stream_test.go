@@ -165,7 +165,32 @@ func TestProgressMarkers(t *testing.T) {
 		cfg := Config{Tables: []sluice.TableName{tn(dbn, "a")}, FilePositions: filePos, ProgressInterval: interval, HeartbeatPeriod: time.Second}
 		r := open(t, d.DSN, cfg, sluice.Position{})
 		dbtest.ExecSQL(t, db, "INSERT INTO a VALUES (1)")
-		readN(t, r, 1, false)
+		// The row, then one marker at the boundary after its transaction:
+		// a checkpoint at the row does not cover the source's position
+		// after it, which a quiet source would never move past.
+		var row, after *sluice.Change
+		for deadline := time.Now().Add(30 * time.Second); after == nil; {
+			if time.Now().After(deadline) {
+				t.Fatalf("file=%v: no progress marker after the transaction's row (row %v)", filePos, row)
+			}
+			cs, err := r.Read(context.Background(), 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range cs {
+				switch c := &cs[i]; {
+				case c.Op != sluice.OpProgress && row == nil:
+					row = c
+				case c.Op == sluice.OpProgress && row != nil:
+					after = c
+				default:
+					t.Fatalf("file=%v: %s, want the row and then a marker", filePos, describe(*c))
+				}
+			}
+		}
+		if ok, _, err := Covers(after.Pos, row.Pos); !ok || err != nil || strings.Contains(after.Pos.Token, "|") {
+			t.Fatalf("file=%v: marker %s after row %s: covers %v (%v), want a boundary after it", filePos, after.Pos, row.Pos, ok, err)
+		}
 		// Nothing moves: no marker, over several intervals.
 		for end := time.Now().Add(4 * interval); time.Now().Before(end); {
 			cs, err := r.Read(context.Background(), 10)

@@ -150,6 +150,9 @@ func (e *sourceError) Unwrap() error { return e.err }
 // sourceSide tags the errors of a reader's Read and Ack as the source's.
 type sourceSide struct{ reader }
 
+// Unwrap returns the reader whose errors it tags (see foreignKeysOf).
+func (r sourceSide) Unwrap() reader { return r.reader }
+
 func (r sourceSide) Read(ctx context.Context, max int) ([]sluice.Change, error) {
 	cs, err := r.reader.Read(ctx, max)
 	if err != nil {

@@ -154,7 +154,11 @@ type Target struct {
 	database  string
 	maxPacket int // max_allowed_packet
 	tables    map[sluice.TableName]*tableDesc
-	warnings  apply.Warnings // of the tables' checks
+	// known holds the source's description of every table described
+	// since the target opened, kept when tables is cleared: a cascade's
+	// path describes a table again by it (see pathTable).
+	known    map[sluice.TableName]*sluice.Table
+	warnings apply.Warnings // of the tables' checks
 	// setup asks ensureConn to send the setup packet on the first
 	// connection (see setupPacket); pre is what it prefetched, until used.
 	setup bool
@@ -231,7 +235,7 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 	dc.Params["sql_mode"] = "'" + sqlMode + "'"
 	dc.Params["foreign_key_checks"] = "0" // see the package doc
 	t := &Target{cfg: cfg, log: cfg.Logger, dcfg: dc, addr: dc.Addr, server: "MySQL",
-		tables: map[sluice.TableName]*tableDesc{}}
+		tables: map[sluice.TableName]*tableDesc{}, known: map[sluice.TableName]*sluice.Table{}}
 	dc.DialFunc = t.wire.dial(cfg.Dial)
 	t.multi = cfg.MultiStatements == nil || *cfg.MultiStatements
 	// The driver's own packet limit: high, so that it does not ask the
@@ -1083,7 +1087,7 @@ func (t *Target) planPart(ctx context.Context, stmts []statement, b *apply.Batch
 		}
 		fired := i < len(b.Cascades) && len(b.Cascades[i]) > 0
 		if fired {
-			if stmts, err = t.appendCascades(stmts, d, c, b.Cascades[i]); err != nil {
+			if stmts, err = t.appendCascades(ctx, stmts, d, c, b.Cascades[i]); err != nil {
 				return nil, err
 			}
 		}

@@ -126,7 +126,7 @@ func buildCascade(s cascadeSpec) string {
 // appendCascades adds the statements that carry out the foreign-key
 // actions change c (of d's table) fired on the source, to run right
 // before c's own.
-func (t *Target) appendCascades(stmts []statement, d *tableDesc, c *sluice.Change, steps []apply.Cascade) ([]statement, error) {
+func (t *Target) appendCascades(ctx context.Context, stmts []statement, d *tableDesc, c *sluice.Change, steps []apply.Cascade) ([]statement, error) {
 	for _, step := range steps {
 		a, err := step.Args(c)
 		if err != nil {
@@ -135,7 +135,10 @@ func (t *Target) appendCascades(stmts []statement, d *tableDesc, c *sluice.Chang
 		s := cascadeSpec{delete: step.Delete}
 		var descs []*tableDesc
 		for _, l := range step.Path {
-			ld := t.tables[l.Table]
+			ld, err := t.pathTable(ctx, l.Table)
+			if err != nil {
+				return nil, err
+			}
 			if ld == nil {
 				return nil, fmt.Errorf("apply %s for the %s in %s: table %s is not among the stream's tables on the target", step, c.Op, d.display, l.Table)
 			}
@@ -174,6 +177,23 @@ func (t *Target) appendCascades(stmts []statement, d *tableDesc, c *sluice.Chang
 			what: fmt.Sprintf("%s for the %s of %s in %s", step, c.Op, d.src.FormatKey(a.Old), d.display)})
 	}
 	return stmts, nil
+}
+
+// pathTable describes a table of a cascade's path; nil when it is not
+// among the stream's tables. The descriptions are dropped after a schema
+// change, a statement refused as the table changed, or ForgetTables, and
+// read again for the tables a batch names; a cascade may join tables the
+// batch does not name, which are described again here from the source's
+// description they were last checked with.
+func (t *Target) pathTable(ctx context.Context, name sluice.TableName) (*tableDesc, error) {
+	if d := t.tables[name]; d != nil {
+		return d, nil
+	}
+	src := t.known[name]
+	if src == nil {
+		return nil, nil
+	}
+	return t.describe(ctx, src)
 }
 
 // column is the target column of the source column named name; a column

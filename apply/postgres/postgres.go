@@ -77,6 +77,10 @@ type Target struct {
 	conn     *pgx.Conn // nil after a failure that left it unusable
 	database string
 	tables   map[sluice.TableName]*tableDesc
+	// known holds the source's description of every table described
+	// since the target opened, kept when tables is cleared: a cascade's
+	// path describes a table again by it (see pathTable).
+	known    map[sluice.TableName]*sluice.Table
 	warnings apply.Warnings // of the tables' checks
 	cpSQL    string
 	// begin opens a batch's transaction: BEGIN, and where the user may
@@ -168,6 +172,7 @@ func Open(ctx context.Context, connString string, cfg Config) (*Target, error) {
 		connConfig: pc,
 		addr:       net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))),
 		tables:     map[sluice.TableName]*tableDesc{},
+		known:      map[sluice.TableName]*sluice.Table{},
 		cpSQL:      buildCheckpointUpsert(cfg.Schema),
 	}
 	if err := t.connect(ctx); err != nil {
@@ -817,7 +822,7 @@ func (t *Target) planPart(ctx context.Context, stmts []statement, b *apply.Batch
 		}
 		fired := i < len(b.Cascades) && len(b.Cascades[i]) > 0
 		if fired {
-			if stmts, err = t.appendCascades(stmts, d, c, b.Cascades[i]); err != nil {
+			if stmts, err = t.appendCascades(ctx, stmts, d, c, b.Cascades[i]); err != nil {
 				return nil, err
 			}
 		}

@@ -59,6 +59,12 @@ type transientFault struct {
 // user should hear so at once.
 func transientOf(err error, ran bool) (transientFault, bool) {
 	side := sideOf(err)
+	if errors.Is(err, apply.ErrCommittedBefore) {
+		// A batch whose outcome a lost connection hid committed after
+		// all: the stream starts again from the target's checkpoint
+		// rather than apply its changes twice.
+		return transientFault{"target", causeLost}, true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {

@@ -167,6 +167,10 @@ type Target struct {
 	// 0: its batches are not checked.
 	gen       int64
 	genStream string
+	// unknown is the checkpoint of the batch whose commit outcome a
+	// failure left unknown (see afterFailure), until the next apply asks
+	// the target (resolveUnknown).
+	unknown *sluice.Checkpoint
 }
 
 var _ apply.Target = (*Target)(nil)
@@ -607,6 +611,9 @@ func (t *Target) apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 		}
 		return &apply.RetryableError{Err: err}
 	}
+	if err := t.resolveUnknown(ctx); err != nil {
+		return err
+	}
 	// A schema change's statements run first, each committing on its own
 	// (MySQL's DDL commits): a replay of the batch runs statements that
 	// find their work done (see apply.Batch.DDL).
@@ -896,6 +903,9 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		return &apply.RetryableError{Err: applyErr}
 	}
 	if err := t.ensureConn(ctx); err != nil {
+		if cp.Stream != "" {
+			t.unknown = &cp
+		}
 		return classify(fmt.Errorf("%w (commit outcome unknown: reconnect failed: %v)", applyErr, err), true)
 	}
 	killed := t.wasKilled(ctx, oldID)
@@ -906,6 +916,7 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		}
 		if err != nil {
 			t.discard()
+			t.unknown = &cp
 			return &apply.RetryableError{Err: fmt.Errorf("%w (commit outcome unknown: %v)", applyErr, err), Killed: killed}
 		}
 		if apply.Committed(got, cp) {
@@ -918,6 +929,36 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		return re
 	}
 	return &apply.RetryableError{Err: applyErr, Killed: killed}
+}
+
+// resolveUnknown asks the target, before a batch is applied after one
+// whose commit outcome was left unknown, whether that one committed: if
+// it did, the batch (its changes retried) is refused with
+// apply.ErrCommittedBefore, since they must not be applied twice. An
+// error reading the checkpoints is retryable, the outcome still unknown.
+// The caller holds t.mu, with a connection.
+func (t *Target) resolveUnknown(ctx context.Context) error {
+	if t.unknown == nil {
+		return nil
+	}
+	u := *t.unknown
+	got, err := t.readCheckpoints(ctx, u.Stream)
+	if t.implicitTx {
+		t.conn.ExecContext(ctx, "ROLLBACK")
+	}
+	if err != nil {
+		lost := connLost(err)
+		if lost {
+			t.discard()
+		}
+		return classify(fmt.Errorf("read stream %q checkpoint to learn whether its batch of checkpoint seq %d committed (a lost connection left it unknown): %w", u.Stream, u.Seq, err), lost)
+	}
+	t.unknown = nil
+	if apply.CommittedOrPassed(got, u) {
+		return fmt.Errorf("stream %q lane %d: %w (checkpoint seq %d, position %s): its changes are not applied again; the stream resumes from the target's checkpoint",
+			u.Stream, u.Lane, apply.ErrCommittedBefore, u.Seq, u.Position)
+	}
+	return nil
 }
 
 // constraintError turns a failed statement that broke a unique key (or the

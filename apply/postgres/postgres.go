@@ -94,6 +94,10 @@ type Target struct {
 	// pooled is set when a connection pooler stands between sluice and
 	// the server (see setup).
 	pooled bool
+	// unknown is the checkpoint of the batch whose commit outcome a
+	// failure left unknown (see afterFailure), until the next apply asks
+	// the target (resolveUnknown).
+	unknown *sluice.Checkpoint
 	// gen is the generation of genStream this process holds (see Fence);
 	// 0: its batches are not checked.
 	gen       int64
@@ -521,6 +525,9 @@ func (t *Target) apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 		// Unreachable for now (a restart, a network outage): worth retrying.
 		return &apply.RetryableError{Err: err}
 	}
+	if err := t.resolveUnknown(ctx); err != nil {
+		return err
+	}
 	stmts, err := t.plan(ctx, b, t.cfg.Mode == PerRow)
 	if err != nil {
 		if t.conn == nil || t.conn.IsClosed() {
@@ -730,10 +737,12 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		return classify(applyErr, true)
 	}
 	if err := t.connect(ctx); err != nil {
+		t.unknown = &cp
 		return classify(fmt.Errorf("%w (commit outcome unknown: reconnect failed: %v)", applyErr, err), true)
 	}
 	got, err := t.readCheckpoints(ctx, cp.Stream)
 	if err != nil {
+		t.unknown = &cp
 		return classify(fmt.Errorf("%w (commit outcome unknown: %v)", applyErr, err), true)
 	}
 	if apply.Committed(got, cp) {
@@ -741,6 +750,32 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		return nil
 	}
 	return classify(applyErr, true)
+}
+
+// resolveUnknown asks the target, before a batch is applied after one
+// whose commit outcome was left unknown, whether that one committed: if
+// it did, the batch (its changes retried) is refused with
+// apply.ErrCommittedBefore, since they must not be applied twice. An
+// error reading the checkpoints is retryable, the outcome still unknown.
+// The caller holds t.mu, with a connection.
+func (t *Target) resolveUnknown(ctx context.Context) error {
+	if t.unknown == nil {
+		return nil
+	}
+	u := *t.unknown
+	got, err := t.readCheckpoints(ctx, u.Stream)
+	if err != nil {
+		if t.conn.IsClosed() {
+			t.conn = nil
+		}
+		return classify(fmt.Errorf("read stream %q checkpoint to learn whether its batch of checkpoint seq %d committed (a lost connection left it unknown): %w", u.Stream, u.Seq, err), true)
+	}
+	t.unknown = nil
+	if apply.CommittedOrPassed(got, u) {
+		return fmt.Errorf("stream %q lane %d: %w (checkpoint seq %d, position %s): its changes are not applied again; the stream resumes from the target's checkpoint",
+			u.Stream, u.Lane, apply.ErrCommittedBefore, u.Seq, u.Position)
+	}
+	return nil
 }
 
 // classify marks the errors after which the batch may be retried as is.

@@ -587,20 +587,6 @@ func Committed(cps []sluice.Checkpoint, cp sluice.Checkpoint) bool {
 	return false
 }
 
-// CommittedOrPassed reports whether cps, the checkpoints a target holds for
-// cp's stream, show cp committed or passed: its lane's row holds cp, or a
-// later sequence number, which a lane commits only after cp (it sends its
-// next transaction once cp's returned, or chains it after cp's, which
-// checks that cp committed).
-func CommittedOrPassed(cps []sluice.Checkpoint, cp sluice.Checkpoint) bool {
-	for _, got := range cps {
-		if got.Lane == cp.Lane {
-			return got.Seq > cp.Seq || (got.Seq == cp.Seq && got.Position == cp.Position)
-		}
-	}
-	return false
-}
-
 // RetryableError marks an apply failure after which the target rolled the
 // whole batch back and the same changes may be tried again: the transaction
 // was killed (by a transaction killer or a timeout), the connection was lost,

@@ -954,7 +954,10 @@ func (t *Target) resolveUnknown(ctx context.Context) error {
 		return classify(fmt.Errorf("read stream %q checkpoint to learn whether its batch of checkpoint seq %d committed (a lost connection left it unknown): %w", u.Stream, u.Seq, err), lost)
 	}
 	t.unknown = nil
-	if apply.CommittedOrPassed(got, u) {
+	// Exactly u: a lane's row past it means a transaction chained after
+	// u committed, which proved u committed to the stream already (it
+	// retries nothing then); this connection's record of u is stale.
+	if apply.Committed(got, u) {
 		return fmt.Errorf("stream %q lane %d: %w (checkpoint seq %d, position %s): its changes are not applied again; the stream resumes from the target's checkpoint",
 			u.Stream, u.Lane, apply.ErrCommittedBefore, u.Seq, u.Position)
 	}

@@ -64,8 +64,7 @@ func TestUnknownOutcomeNotReplayed(t *testing.T) {
 
 	// Not committed: the retry, half the changes, goes ahead.
 	whole, half, rest := batch(changes), batch(changes[:1]), batch(changes[1:])
-	u := cp(1, whole)
-	tg.unknown = &u
+	tg.KeepUnknown([]sluice.Checkpoint{cp(1, whole)})
 	if err := tg.Apply(ctx, half, cp(1, half)); err != nil {
 		t.Fatalf("the retry of a batch that did not commit: %v", err)
 	}
@@ -78,8 +77,7 @@ func TestUnknownOutcomeNotReplayed(t *testing.T) {
 	check("applied once")
 
 	// Committed (the last batch): its retry is refused, the rows stay.
-	u = cp(2, rest)
-	tg.unknown = &u
+	tg.KeepUnknown([]sluice.Checkpoint{cp(2, rest)})
 	err = tg.Apply(ctx, whole, cp(2, whole))
 	if !errors.Is(err, apply.ErrCommittedBefore) {
 		t.Errorf("the retry of a batch that committed: err = %v, want apply.ErrCommittedBefore", err)

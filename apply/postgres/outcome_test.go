@@ -70,7 +70,7 @@ func TestUnknownOutcomeNotReplayed(t *testing.T) {
 
 	// Not committed: the retry, half the changes, goes ahead.
 	whole := batch(changes)
-	tg.unknown = &sluice.Checkpoint{Stream: "s", Seq: 1, Position: whole.Last, Last: whole.Last, Lanes: 1}
+	tg.KeepUnknown([]sluice.Checkpoint{{Stream: "s", Seq: 1, Position: whole.Last, Last: whole.Last, Lanes: 1}})
 	half := batch(changes[:1])
 	if err := tg.Apply(ctx, half, cp(half)); err != nil {
 		t.Fatalf("the retry of a batch that did not commit: %v", err)
@@ -85,7 +85,7 @@ func TestUnknownOutcomeNotReplayed(t *testing.T) {
 	check("applied once")
 
 	// Committed (the last batch): its retry is refused, the rows stay.
-	tg.unknown = &sluice.Checkpoint{Stream: "s", Seq: 2, Position: rest.Last, Last: rest.Last, Lanes: 1}
+	tg.KeepUnknown([]sluice.Checkpoint{{Stream: "s", Seq: 2, Position: rest.Last, Last: rest.Last, Lanes: 1}})
 	err = tg.Apply(ctx, whole, sluice.Checkpoint{Stream: "s", Seq: 2, Position: whole.Last, Last: whole.Last, Lanes: 1})
 	if !errors.Is(err, apply.ErrCommittedBefore) {
 		t.Errorf("the retry of a batch that committed: err = %v, want apply.ErrCommittedBefore", err)

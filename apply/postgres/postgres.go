@@ -94,10 +94,10 @@ type Target struct {
 	// pooled is set when a connection pooler stands between sluice and
 	// the server (see setup).
 	pooled bool
-	// unknown is the checkpoint of the batch whose commit outcome a
+	// unknown are the checkpoints of the batches whose commit outcome a
 	// failure left unknown (see afterFailure), until the next apply asks
 	// the target (resolveUnknown).
-	unknown *sluice.Checkpoint
+	unknown []sluice.Checkpoint
 	// gen is the generation of genStream this process holds (see Fence);
 	// 0: its batches are not checked.
 	gen       int64
@@ -737,12 +737,12 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		return classify(applyErr, true)
 	}
 	if err := t.connect(ctx); err != nil {
-		t.unknown = &cp
+		t.unknown = append(t.unknown, cp)
 		return classify(fmt.Errorf("%w (commit outcome unknown: reconnect failed: %v)", applyErr, err), true)
 	}
 	got, err := t.readCheckpoints(ctx, cp.Stream)
 	if err != nil {
-		t.unknown = &cp
+		t.unknown = append(t.unknown, cp)
 		return classify(fmt.Errorf("%w (commit outcome unknown: %v)", applyErr, err), true)
 	}
 	if apply.Committed(got, cp) {
@@ -759,10 +759,10 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 // error reading the checkpoints is retryable, the outcome still unknown.
 // The caller holds t.mu, with a connection.
 func (t *Target) resolveUnknown(ctx context.Context) error {
-	if t.unknown == nil {
+	if len(t.unknown) == 0 {
 		return nil
 	}
-	u := *t.unknown
+	u := t.unknown[0]
 	got, err := t.readCheckpoints(ctx, u.Stream)
 	if err != nil {
 		if t.conn.IsClosed() {
@@ -770,15 +770,38 @@ func (t *Target) resolveUnknown(ctx context.Context) error {
 		}
 		return classify(fmt.Errorf("read stream %q checkpoint to learn whether its batch of checkpoint seq %d committed (a lost connection left it unknown): %w", u.Stream, u.Seq, err), true)
 	}
+	unknown := t.unknown
 	t.unknown = nil
-	// Exactly u: a lane's row past it means a transaction chained after
-	// u committed, which proved u committed to the stream already (it
-	// retries nothing then); this connection's record of u is stale.
-	if apply.Committed(got, u) {
-		return fmt.Errorf("stream %q lane %d: %w (checkpoint seq %d, position %s): its changes are not applied again; the stream resumes from the target's checkpoint",
-			u.Stream, u.Lane, apply.ErrCommittedBefore, u.Seq, u.Position)
+	for _, u := range unknown {
+		// Exactly u: a lane's row past it means a transaction chained
+		// after u committed, which proved u committed to the stream
+		// already (it retries nothing then): the record of u is stale.
+		if u.Stream == unknown[0].Stream && apply.Committed(got, u) {
+			return fmt.Errorf("stream %q lane %d: %w (checkpoint seq %d, position %s): its changes are not applied again; the stream resumes from the target's checkpoint",
+				u.Stream, u.Lane, apply.ErrCommittedBefore, u.Seq, u.Position)
+		}
 	}
 	return nil
+}
+
+// TakeUnknown returns, and forgets, the checkpoints of the batches sent
+// on this connection whose commit outcome a failure left unknown: the
+// stream retries their changes on another connection (a lane's second
+// one failed), which must ask the target first (KeepUnknown).
+func (t *Target) TakeUnknown() []sluice.Checkpoint {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	u := t.unknown
+	t.unknown = nil
+	return u
+}
+
+// KeepUnknown adds cps to the batches whose commit outcome is unknown,
+// which the next apply asks the target about first (see TakeUnknown).
+func (t *Target) KeepUnknown(cps []sluice.Checkpoint) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.unknown = append(t.unknown, cps...)
 }
 
 // classify marks the errors after which the batch may be retried as is.

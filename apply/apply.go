@@ -644,6 +644,19 @@ var ErrFenced = errors.New("a newer sluice process runs this stream on the targe
 // sequence after, the one before it.
 var ErrChainBroken = errors.New("the transaction sent before it on the same lane did not commit")
 
+// ErrCommittedBefore is wrapped by a Target's error when the batch
+// before, whose connection broke after it was sent while the target could
+// not be asked whether it committed (a server restarting), turns out to
+// have committed after all, found when the stream retries its changes.
+// Applying them again is not safe: a foreign-key action sluice carries out
+// (Cascades) finds its rows by the values they had before the change, and
+// run again onto the rows the batch left it changes rows that took those
+// values since (a renumbered parent's old key reused). The retry is
+// refused, nothing of it applied: the stream stops and resumes from the
+// target's checkpoint, which tells exactly what the target holds. It is
+// not retryable.
+var ErrCommittedBefore = errors.New("the batch before, whose commit outcome a lost connection left unknown, committed after all")
+
 // ErrRowMissing is wrapped by a Target's error when a batch updates a row
 // it holds only some values of (the source left the others unsent: a
 // PostgreSQL source's unchanged TOASTed values) and the target has no row

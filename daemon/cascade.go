@@ -25,12 +25,46 @@ type foreignKeySource interface {
 	ForeignKeys() []sluice.ForeignKey
 }
 
+// wrappedReader is a reader that adds to another (the read ahead of
+// Start-up overlap, sourceSide): Unwrap returns the one it wraps.
+type wrappedReader interface {
+	Unwrap() reader
+}
+
+// foreignKeysOf returns the foreign-key source rd is or wraps. A wrapper
+// hides the methods of the reader it embeds from a type assertion: the
+// read-ahead reader of a resumed stream once hid ForeignKeys, and every
+// cascade after a restart (a target restart, kill -9, any run with a state
+// file) was silently dropped.
+func foreignKeysOf(rd any) (foreignKeySource, bool) {
+	for rd != nil {
+		if fs, ok := rd.(foreignKeySource); ok {
+			return fs, true
+		}
+		w, ok := rd.(wrappedReader)
+		if !ok {
+			return nil, false
+		}
+		rd = w.Unwrap()
+	}
+	return nil, false
+}
+
 // streamCascades plans the source's foreign-key actions the target carries
 // out for the stream's tables: nil for a source whose log carries their
 // rows. It refuses, with a *apply.CascadeError, those it cannot follow.
-func streamCascades(rd any, tables []*sluice.Table) (*apply.Cascades, error) {
-	fs, ok := rd.(foreignKeySource)
+// omits says the source's engine logs no row its foreign-key actions
+// change (MySQL, MariaDB): a reader of it that does not give its foreign
+// keys is refused rather than streamed without the actions, which would
+// leave on the target every row they change, in silence.
+func streamCascades(rd any, tables []*sluice.Table, omits bool) (*apply.Cascades, error) {
+	fs, ok := foreignKeysOf(rd)
 	if !ok {
+		if omits {
+			return nil, fmt.Errorf("the source reader (%T) does not give the source's foreign keys, whose actions sluice must carry out on the target "+
+				"for a MySQL or MariaDB source (its log omits the rows they change): streaming on would leave those rows on the target; "+
+				"this is a bug in sluice, please report it", rd)
+		}
 		return nil, nil
 	}
 	return apply.NewCascades(fs.ForeignKeys(), tables)

@@ -672,7 +672,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 	defer rd.Close()
 	// A MySQL source's foreign-key actions are carried out by sluice
 	// (cascade.go); what it cannot follow is refused here.
-	cascades, err := streamCascades(rd, rd.Tables())
+	cascades, err := streamCascades(rd, rd.Tables(), srcEngine == EngineMySQL)
 	if err != nil {
 		return recordErr(ctx, store, o, Fail(ExitSource, err))
 	}

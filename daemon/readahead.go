@@ -189,6 +189,11 @@ func (r *aheadReader) Read(ctx context.Context, max int) ([]sluice.Change, error
 	return r.reader.Read(ctx, max)
 }
 
+// Unwrap returns the reader read ahead: the methods it has besides the
+// reader interface (ForeignKeys) are not the aheadReader's (see
+// foreignKeysOf).
+func (r *aheadReader) Unwrap() reader { return r.reader }
+
 // Close ends the read ahead and closes the reader.
 func (r *aheadReader) Close() error {
 	r.halt()

@@ -60,6 +60,12 @@ type transientFault struct {
 // user should hear so at once.
 func transientOf(err error, ran bool) (transientFault, bool) {
 	side := sideOf(err)
+	if errors.Is(err, apply.ErrCommittedBefore) {
+		// A batch whose outcome a lost connection hid committed after
+		// all: the stream starts again from the target's checkpoint
+		// rather than apply its changes twice.
+		return transientFault{"target", causeLost}, true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
@@ -150,6 +156,9 @@ func (e *sourceError) Unwrap() error { return e.err }
 
 // sourceSide tags the errors of a reader's Read and Ack as the source's.
 type sourceSide struct{ reader }
+
+// Unwrap returns the reader whose errors it tags (see foreignKeysOf).
+func (r sourceSide) Unwrap() reader { return r.reader }
 
 func (r sourceSide) Read(ctx context.Context, max int) ([]sluice.Change, error) {
 	cs, err := r.reader.Read(ctx, max)

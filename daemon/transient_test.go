@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-cdc/sluice"
+	"github.com/sluice-cdc/sluice/apply"
 	"github.com/sluice-cdc/sluice/endpoint"
 	"github.com/sluice-cdc/sluice/internal/dbtest"
 )
@@ -47,6 +48,7 @@ func TestTransientOf(t *testing.T) {
 		{"connection refused at the first start", Fail(ExitTarget, refused), false, "", ""},
 		{"postgres session terminated under a starting stream", Fail(ExitTarget, fmt.Errorf("create checkpoint table: %w", pgconn.ErrConnClosed)), true, causeLost, "target"},
 		{"reset after a run", fmt.Errorf("x: %w", syscall.ECONNRESET), true, causeLost, "source or target"},
+		{"batch committed before its retry", fmt.Errorf("apply batch: stream %q: %w", "s", apply.ErrCommittedBefore), true, causeLost, "target"},
 		{"cancelled", context.Canceled, true, "", ""},
 		{"other", errors.New("duplicate key"), true, "", ""},
 	}

@@ -309,7 +309,33 @@ func (m *multi) fly(ctx context.Context, l *lane, f *flight, next **prepared, ch
 				m.s.log.Debug("chained transaction rolled back with the one before it", append(ErrAttrs(g.err), "lane", l.id, "seq", g.cp.Seq)...)
 			}
 		}
+		if f.t != l.target {
+			moveUnknown(f.t, l.target)
+		}
 		return len(f.cs), err
+	}
+}
+
+// unknownKeeper is a target that keeps the batches whose commit outcome a
+// failure left unknown, and asks the target about them before its next
+// batch (apply.ErrCommittedBefore).
+type unknownKeeper interface {
+	TakeUnknown() []sluice.Checkpoint
+	KeepUnknown(cps []sluice.Checkpoint)
+}
+
+// moveUnknown hands from's batches of unknown outcome to to: a lane
+// retries the changes of a transaction that failed on its second
+// connection on its own, which must learn first whether that transaction
+// committed after all, lest its changes be applied twice.
+func moveUnknown(from, to Target) {
+	f, ok := from.(unknownKeeper)
+	t, ok2 := to.(unknownKeeper)
+	if !ok || !ok2 {
+		return
+	}
+	if u := f.TakeUnknown(); len(u) > 0 {
+		t.KeepUnknown(u)
 	}
 }
 

@@ -123,11 +123,9 @@ func (t *Target) appendCascades(ctx context.Context, stmts []statement, d *table
 		s := cascadeSpec{delete: step.Delete, vals: a.Set}
 		var descs []*tableDesc
 		for _, l := range step.Path {
-			ld := t.tables[l.Table]
-			if src := t.described[l.Table]; ld == nil && src != nil {
-				if ld, err = t.describe(ctx, src); err != nil {
-					return nil, fmt.Errorf("apply %s for the %s in %s: %w", step, c.Op, d.display, err)
-				}
+			ld, err := t.pathTable(ctx, l.Table)
+			if err != nil {
+				return nil, err
 			}
 			if ld == nil {
 				return nil, fmt.Errorf("apply %s for the %s in %s: table %s is not among the stream's tables on the target", step, c.Op, d.display, l.Table)
@@ -159,6 +157,23 @@ func (t *Target) appendCascades(ctx context.Context, stmts []statement, d *table
 			what: fmt.Sprintf("%s for the %s of %s in %s", step, c.Op, d.src.FormatKey(a.Old), d.display)})
 	}
 	return stmts, nil
+}
+
+// pathTable describes a table of a cascade's path; nil when it is not
+// among the stream's tables. The descriptions are dropped after a schema
+// change, a statement refused as the table changed, or ForgetTables, and
+// read again for the tables a batch names; a cascade may join tables the
+// batch does not name, which are described again here from the source's
+// description they were last checked with.
+func (t *Target) pathTable(ctx context.Context, name sluice.TableName) (*tableDesc, error) {
+	if d := t.tables[name]; d != nil {
+		return d, nil
+	}
+	src := t.known[name]
+	if src == nil {
+		return nil, nil
+	}
+	return t.describe(ctx, src)
 }
 
 // column is the target column of the source column named name; a column

@@ -154,12 +154,11 @@ type Target struct {
 	database  string
 	maxPacket int // max_allowed_packet
 	tables    map[sluice.TableName]*tableDesc
-	// described keeps the last source description each table was checked
-	// with: t.tables is cleared whenever the target's catalog may have
-	// changed (DDL, reconnect), and a cascade's path names tables that
-	// the batch itself may not touch, so it describes them again from here.
-	described map[sluice.TableName]*sluice.Table
-	warnings  apply.Warnings // of the tables' checks
+	// known holds the source's description of every table described
+	// since the target opened, kept when tables is cleared: a cascade's
+	// path describes a table again by it (see pathTable).
+	known    map[sluice.TableName]*sluice.Table
+	warnings apply.Warnings // of the tables' checks
 	// setup asks ensureConn to send the setup packet on the first
 	// connection (see setupPacket); pre is what it prefetched, until used.
 	setup bool
@@ -168,6 +167,10 @@ type Target struct {
 	// 0: its batches are not checked.
 	gen       int64
 	genStream string
+	// unknown are the checkpoints of the batches whose commit outcome a
+	// failure left unknown (see afterFailure), until the next apply asks
+	// the target (resolveUnknown).
+	unknown []sluice.Checkpoint
 }
 
 var _ apply.Target = (*Target)(nil)
@@ -203,7 +206,7 @@ func Open(ctx context.Context, dsnOrURL string, cfg Config) (*Target, error) {
 	dc.Params["sql_mode"] = "'" + sqlMode + "'"
 	dc.Params["foreign_key_checks"] = "0" // see the package doc
 	t := &Target{cfg: cfg, log: cfg.Logger, dcfg: dc, addr: dc.Addr, server: "MySQL",
-		tables: map[sluice.TableName]*tableDesc{}, described: map[sluice.TableName]*sluice.Table{}}
+		tables: map[sluice.TableName]*tableDesc{}, known: map[sluice.TableName]*sluice.Table{}}
 	dc.DialFunc = t.wire.dial(cfg.Dial)
 	t.multi = cfg.MultiStatements == nil || *cfg.MultiStatements
 	// The driver's own packet limit: high, so that it does not ask the
@@ -575,6 +578,9 @@ func (t *Target) apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 		}
 		return &apply.RetryableError{Err: err}
 	}
+	if err := t.resolveUnknown(ctx); err != nil {
+		return err
+	}
 	// A schema change's statements run first, each committing on its own
 	// (MySQL's DDL commits): a replay of the batch runs statements that
 	// find their work done (see apply.Batch.DDL).
@@ -595,7 +601,7 @@ func (t *Target) apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 	if b.Schema != nil {
 		// The changes after a schema change use its new definition; so
 		// must a later cascade's path through the table.
-		t.described[b.Schema.Table.Name] = b.Schema.Table
+		t.known[b.Schema.Table.Name] = b.Schema.Table
 	}
 	stmts, err := t.plan(ctx, b, t.cfg.Mode == PerRow)
 	if err != nil {
@@ -869,6 +875,9 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		return &apply.RetryableError{Err: applyErr}
 	}
 	if err := t.ensureConn(ctx); err != nil {
+		if cp.Stream != "" {
+			t.unknown = append(t.unknown, cp)
+		}
 		return classify(fmt.Errorf("%w (commit outcome unknown: reconnect failed: %v)", applyErr, err), true)
 	}
 	killed := t.wasKilled(ctx, oldID)
@@ -879,6 +888,7 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		}
 		if err != nil {
 			t.discard()
+			t.unknown = append(t.unknown, cp)
 			return &apply.RetryableError{Err: fmt.Errorf("%w (commit outcome unknown: %v)", applyErr, err), Killed: killed}
 		}
 		if apply.Committed(got, cp) {
@@ -891,6 +901,62 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		return re
 	}
 	return &apply.RetryableError{Err: applyErr, Killed: killed}
+}
+
+// resolveUnknown asks the target, before a batch is applied after one
+// whose commit outcome was left unknown, whether that one committed: if
+// it did, the batch (its changes retried) is refused with
+// apply.ErrCommittedBefore, since they must not be applied twice. An
+// error reading the checkpoints is retryable, the outcome still unknown.
+// The caller holds t.mu, with a connection.
+func (t *Target) resolveUnknown(ctx context.Context) error {
+	if len(t.unknown) == 0 {
+		return nil
+	}
+	u := t.unknown[0]
+	got, err := t.readCheckpoints(ctx, u.Stream)
+	if t.implicitTx {
+		t.conn.ExecContext(ctx, "ROLLBACK")
+	}
+	if err != nil {
+		lost := connLost(err)
+		if lost {
+			t.discard()
+		}
+		return classify(fmt.Errorf("read stream %q checkpoint to learn whether its batch of checkpoint seq %d committed (a lost connection left it unknown): %w", u.Stream, u.Seq, err), lost)
+	}
+	unknown := t.unknown
+	t.unknown = nil
+	for _, u := range unknown {
+		// Exactly u: a lane's row past it means a transaction chained
+		// after u committed, which proved u committed to the stream
+		// already (it retries nothing then): the record of u is stale.
+		if u.Stream == unknown[0].Stream && apply.Committed(got, u) {
+			return fmt.Errorf("stream %q lane %d: %w (checkpoint seq %d, position %s): its changes are not applied again; the stream resumes from the target's checkpoint",
+				u.Stream, u.Lane, apply.ErrCommittedBefore, u.Seq, u.Position)
+		}
+	}
+	return nil
+}
+
+// TakeUnknown returns, and forgets, the checkpoints of the batches sent
+// on this connection whose commit outcome a failure left unknown: the
+// stream retries their changes on another connection (a lane's second
+// one failed), which must ask the target first (KeepUnknown).
+func (t *Target) TakeUnknown() []sluice.Checkpoint {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	u := t.unknown
+	t.unknown = nil
+	return u
+}
+
+// KeepUnknown adds cps to the batches whose commit outcome is unknown,
+// which the next apply asks the target about first (see TakeUnknown).
+func (t *Target) KeepUnknown(cps []sluice.Checkpoint) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.unknown = append(t.unknown, cps...)
 }
 
 // constraintError turns a failed statement that broke a unique key (or the

@@ -199,7 +199,7 @@ func (t *Target) loadWith(ctx context.Context, tbl *sluice.Table, allowMerge boo
 	d.ident = tableIdent(tbl.Name)
 	d.merge = allowMerge
 	t.tables[tbl.Name] = d
-	t.described[tbl.Name] = tbl
+	t.known[tbl.Name] = tbl
 	t.warnings.Add(d.warnings)
 	return d, nil
 }

@@ -289,3 +289,65 @@ func TestCascadeAfterSchemaChange(t *testing.T) {
 		}
 	})
 }
+
+// TestCascadesAfterTablesForgotten: the target describes tables again
+// after a schema change's batch, a statement refused as the target's
+// table changed (SQLSTATE class 42) or ForgetTables, and then knows only
+// those a batch names. A cascade into a table no batch has named since
+// must still run. Seen before the fix: the next parent's delete failed
+// with "table public.orders is not among the stream's tables on the
+// target", and the stream stopped for good.
+func TestCascadesAfterTablesForgotten(t *testing.T) {
+	url, conn := testDB(t,
+		"CREATE TABLE customers (id int PRIMARY KEY, name text)",
+		"CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL REFERENCES customers ON DELETE CASCADE ON UPDATE CASCADE)",
+		"CREATE TABLE order_lines (order_id int REFERENCES orders ON DELETE CASCADE ON UPDATE CASCADE, line_no int, PRIMARY KEY (order_id, line_no))",
+		"INSERT INTO customers VALUES (1, 'a'), (2, 'b')",
+		"INSERT INTO orders VALUES (10, 1), (20, 2)",
+		"INSERT INTO order_lines VALUES (10, 1), (10, 2), (20, 1)",
+	)
+	customers := pgTable("customers", "id integer*", "name text")
+	orders := pgTable("orders", "id integer*", "customer_id integer")
+	lines := pgTable("order_lines", "order_id integer*", "line_no integer*")
+	orders.Columns[1].Nullable = false
+	tables := []*sluice.Table{customers, orders, lines}
+	name := func(n string) sluice.TableName { return sluice.TableName{Schema: "public", Name: n} }
+	cs, err := apply.NewCascades([]sluice.ForeignKey{
+		{Name: "o_fk", Table: name("orders"), Columns: []string{"customer_id"}, RefTable: name("customers"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade, OnUpdate: sluice.FKCascade},
+		{Name: "l_fk", Table: name("order_lines"), Columns: []string{"order_id"}, RefTable: name("orders"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade, OnUpdate: sluice.FKCascade},
+	}, tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := openTarget(t, url, Pipelined)
+	ctx := context.Background()
+	if err := tg.Preflight(ctx, tables); err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		name   string
+		change sluice.Change
+	}{
+		{"delete", del(customers, "1")},
+		{"renumbering", sluice.Change{Table: customers, Op: sluice.OpUpdate, Key: row("2"), Row: row("200", "b")}},
+	} {
+		tg.ForgetTables()
+		comp := apply.NewCompactor(nil)
+		comp.Cut = cs.Fires
+		comp.Add([]sluice.Change{tc.change})
+		b := comp.Batch()
+		cs.Attach(b)
+		if err := tg.Apply(ctx, b, sluice.Checkpoint{Stream: "s", Seq: uint64(i + 1)}); err != nil {
+			t.Fatalf("%s after the tables were forgotten: %v", tc.name, err)
+		}
+	}
+	for _, tc := range []struct{ table, want string }{
+		{"customers", "[(200,b)]"},
+		{"orders", "[(20,200)]"},
+		{"order_lines", "[(20,1)]"},
+	} {
+		if got := fmt.Sprint(dump(t, conn, tc.table)); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.table, got, tc.want)
+		}
+	}
+}

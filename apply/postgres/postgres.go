@@ -77,13 +77,12 @@ type Target struct {
 	conn     *pgx.Conn // nil after a failure that left it unusable
 	database string
 	tables   map[sluice.TableName]*tableDesc
-	// described keeps the last source description each table was checked
-	// with: t.tables is cleared whenever the target's catalog may have
-	// changed (DDL, reconnect), and a cascade's path names tables that
-	// the batch itself may not touch, so it describes them again from here.
-	described map[sluice.TableName]*sluice.Table
-	warnings  apply.Warnings // of the tables' checks
-	cpSQL     string
+	// known holds the source's description of every table described
+	// since the target opened, kept when tables is cleared: a cascade's
+	// path describes a table again by it (see pathTable).
+	known    map[sluice.TableName]*sluice.Table
+	warnings apply.Warnings // of the tables' checks
+	cpSQL    string
 	// begin opens a batch's transaction: BEGIN, and where the user may
 	// set it, session_replication_role = replica for the transaction.
 	begin []string
@@ -95,6 +94,10 @@ type Target struct {
 	// pooled is set when a connection pooler stands between sluice and
 	// the server (see setup).
 	pooled bool
+	// unknown are the checkpoints of the batches whose commit outcome a
+	// failure left unknown (see afterFailure), until the next apply asks
+	// the target (resolveUnknown).
+	unknown []sluice.Checkpoint
 	// gen is the generation of genStream this process holds (see Fence);
 	// 0: its batches are not checked.
 	gen       int64
@@ -173,7 +176,7 @@ func Open(ctx context.Context, connString string, cfg Config) (*Target, error) {
 		connConfig: pc,
 		addr:       net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))),
 		tables:     map[sluice.TableName]*tableDesc{},
-		described:  map[sluice.TableName]*sluice.Table{},
+		known:      map[sluice.TableName]*sluice.Table{},
 		cpSQL:      buildCheckpointUpsert(cfg.Schema),
 	}
 	if err := t.connect(ctx); err != nil {
@@ -522,10 +525,13 @@ func (t *Target) apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 		// Unreachable for now (a restart, a network outage): worth retrying.
 		return &apply.RetryableError{Err: err}
 	}
+	if err := t.resolveUnknown(ctx); err != nil {
+		return err
+	}
 	if b.Schema != nil {
 		// The changes after a schema change use its new definition; so
 		// must a later cascade's path through the table.
-		t.described[b.Schema.Table.Name] = b.Schema.Table
+		t.known[b.Schema.Table.Name] = b.Schema.Table
 	}
 	stmts, err := t.plan(ctx, b, t.cfg.Mode == PerRow)
 	if err != nil {
@@ -736,10 +742,12 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		return classify(applyErr, true)
 	}
 	if err := t.connect(ctx); err != nil {
+		t.unknown = append(t.unknown, cp)
 		return classify(fmt.Errorf("%w (commit outcome unknown: reconnect failed: %v)", applyErr, err), true)
 	}
 	got, err := t.readCheckpoints(ctx, cp.Stream)
 	if err != nil {
+		t.unknown = append(t.unknown, cp)
 		return classify(fmt.Errorf("%w (commit outcome unknown: %v)", applyErr, err), true)
 	}
 	if apply.Committed(got, cp) {
@@ -747,6 +755,58 @@ func (t *Target) afterFailure(ctx context.Context, applyErr error, cp sluice.Che
 		return nil
 	}
 	return classify(applyErr, true)
+}
+
+// resolveUnknown asks the target, before a batch is applied after one
+// whose commit outcome was left unknown, whether that one committed: if
+// it did, the batch (its changes retried) is refused with
+// apply.ErrCommittedBefore, since they must not be applied twice. An
+// error reading the checkpoints is retryable, the outcome still unknown.
+// The caller holds t.mu, with a connection.
+func (t *Target) resolveUnknown(ctx context.Context) error {
+	if len(t.unknown) == 0 {
+		return nil
+	}
+	u := t.unknown[0]
+	got, err := t.readCheckpoints(ctx, u.Stream)
+	if err != nil {
+		if t.conn.IsClosed() {
+			t.conn = nil
+		}
+		return classify(fmt.Errorf("read stream %q checkpoint to learn whether its batch of checkpoint seq %d committed (a lost connection left it unknown): %w", u.Stream, u.Seq, err), true)
+	}
+	unknown := t.unknown
+	t.unknown = nil
+	for _, u := range unknown {
+		// Exactly u: a lane's row past it means a transaction chained
+		// after u committed, which proved u committed to the stream
+		// already (it retries nothing then): the record of u is stale.
+		if u.Stream == unknown[0].Stream && apply.Committed(got, u) {
+			return fmt.Errorf("stream %q lane %d: %w (checkpoint seq %d, position %s): its changes are not applied again; the stream resumes from the target's checkpoint",
+				u.Stream, u.Lane, apply.ErrCommittedBefore, u.Seq, u.Position)
+		}
+	}
+	return nil
+}
+
+// TakeUnknown returns, and forgets, the checkpoints of the batches sent
+// on this connection whose commit outcome a failure left unknown: the
+// stream retries their changes on another connection (a lane's second
+// one failed), which must ask the target first (KeepUnknown).
+func (t *Target) TakeUnknown() []sluice.Checkpoint {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	u := t.unknown
+	t.unknown = nil
+	return u
+}
+
+// KeepUnknown adds cps to the batches whose commit outcome is unknown,
+// which the next apply asks the target about first (see TakeUnknown).
+func (t *Target) KeepUnknown(cps []sluice.Checkpoint) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.unknown = append(t.unknown, cps...)
 }
 
 // classify marks the errors after which the batch may be retried as is.

@@ -187,7 +187,7 @@ func (t *Target) loadWith(ctx context.Context, tbl *sluice.Table, allowMerge boo
 	d.ident = ident
 	d.merge = allowMerge
 	t.tables[tbl.Name] = d
-	t.described[tbl.Name] = tbl
+	t.known[tbl.Name] = tbl
 	t.warnings.Add(d.warnings)
 	return d, nil
 }

@@ -184,6 +184,28 @@ func (t *Target) ApplyAfter(ctx context.Context, b *apply.Batch, cp sluice.Check
 	return t.sourceNames(c.ApplyAfter(ctx, out, cp, after, written))
 }
 
+// unknownKeeper is an inner target that keeps the batches whose commit
+// outcome a failure left unknown (see apply.ErrCommittedBefore).
+type unknownKeeper interface {
+	TakeUnknown() []sluice.Checkpoint
+	KeepUnknown(cps []sluice.Checkpoint)
+}
+
+// TakeUnknown is the inner target's; nil when it keeps none.
+func (t *Target) TakeUnknown() []sluice.Checkpoint {
+	if k, ok := t.Inner.(unknownKeeper); ok {
+		return k.TakeUnknown()
+	}
+	return nil
+}
+
+// KeepUnknown is the inner target's, when it has one.
+func (t *Target) KeepUnknown(cps []sluice.Checkpoint) {
+	if k, ok := t.Inner.(unknownKeeper); ok {
+		k.KeepUnknown(cps)
+	}
+}
+
 // convert returns b with its tables mapped and its values converted, part
 // after part.
 func (t *Target) convert(ctx context.Context, b *apply.Batch) (*apply.Batch, error) {

@@ -349,12 +349,19 @@ func syncStatus(c *cli.Context) error {
 		if s.Copy != nil {
 			printCopy(c.App.Writer, s)
 		}
+		if m := s.Memory; m != nil && s.Running {
+			fmt.Fprintf(c.App.Writer, "\nstream %s: memory: Go heap %s, Go runtime %s, RSS %s, peak RSS %s; queue %s\n",
+				s.Stream, mib(m.HeapBytes), mib(m.GoBytes), mib(m.RSSBytes), mib(m.PeakRSSBytes), mib(uint64(max(0, s.QueueBytes))))
+		}
 		if s.Health != nil {
 			printHealth(c.App.Writer, s.Stream, s.Health)
 		}
 	}
 	return unhealthy(list, c.Duration("max-lag"))
 }
+
+// mib formats bytes in MiB, to a tenth.
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // printHealth shows a stream's last health check: what its source keeps
 // for it, and the warnings.

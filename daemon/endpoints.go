@@ -87,7 +87,10 @@ type sourceOptions struct {
 	// sluice before lanes kept checkpoints of their own, which moved an
 	// idle PostgreSQL slot past its checkpoint.
 	OldCheckpoint bool
-	Logger        *slog.Logger
+	// BufferBytes bounds what a log reader decodes ahead of the stream
+	// (zero: source.DefaultBufferBytes); see ReadAheadBytes.
+	BufferBytes int64
+	Logger      *slog.Logger
 }
 
 type reader interface {
@@ -169,6 +172,7 @@ func openSource(ctx context.Context, o sourceOptions, from sluice.Position) (rea
 		r, err := pglogical.Open(ctx, o.URL, pglogical.Config{
 			Tables: o.Tables, Stream: o.Stream, FromNow: o.FromNow, PollInterval: o.PollInterval, Logger: o.Logger,
 			AcceptSlotAhead: o.OldCheckpoint, ProgressInterval: o.Progress, StatusInterval: o.Progress,
+			BufferBytes: o.BufferBytes,
 		}, from)
 		if err != nil {
 			return nil, hint(err)
@@ -177,7 +181,7 @@ func openSource(ctx context.Context, o sourceOptions, from sluice.Position) (rea
 	case ModeBinlog:
 		r, err := binlog.Open(ctx, o.URL, binlog.Config{
 			Tables: o.Tables, FromNow: o.FromNow, PollInterval: o.PollInterval, Logger: o.Logger,
-			ProgressInterval: o.Progress, HeartbeatPeriod: o.Progress,
+			ProgressInterval: o.Progress, HeartbeatPeriod: o.Progress, BufferBytes: o.BufferBytes,
 		}, from)
 		if err != nil {
 			return nil, hint(err)

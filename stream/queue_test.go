@@ -42,7 +42,7 @@ func TestQueueAcrossPages(t *testing.T) {
 			if next == total {
 				break
 			}
-			got, err := q.take(ctx, k)
+			got, err := q.take(ctx, k, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -212,6 +212,9 @@ type Stream struct {
 	// ordered holds the tables whose changes are applied in source order
 	// for now (ordered.go).
 	ordered orderedTables
+	// laneQueues are the lanes' queues while the lanes run: Stats counts
+	// what they hold (the changes of the batches in flight) as queued.
+	laneQueues atomic.Pointer[[]*laneQueue]
 }
 
 type ratePoint struct {
@@ -248,7 +251,7 @@ func New(cfg Config) *Stream {
 	if cfg.Recovery != nil {
 		loops = max(loops, cfg.Recovery.Lanes)
 	}
-	s := &Stream{cfg: cfg, log: log, q: newQueue(cfg.MaxQueueBytes), beats: make([]atomic.Int64, loops),
+	s := &Stream{cfg: cfg, log: log, q: newQueue(queueShare(cfg.MaxQueueBytes)), beats: make([]atomic.Int64, loops),
 		ackWake: make(chan struct{}, 1)}
 	s.stats = Stats{
 		Stream:    cfg.ID,
@@ -264,10 +267,23 @@ func New(cfg Config) *Stream {
 
 // Stats returns a snapshot of the stream's live state.
 func (s *Stream) Stats() Stats {
+	// The lanes' queues first, outside s.mu: a lane may hold its queue's
+	// lock while it waits for s.mu.
+	var laneLen int
+	var laneBytes int64
+	if lq := s.laneQueues.Load(); lq != nil {
+		for _, q := range *lq {
+			n, b := q.size()
+			laneLen += n
+			laneBytes += b
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
 	st.QueueLen, st.QueueBytes = s.q.size()
+	st.QueueLen += laneLen
+	st.QueueBytes += laneBytes
 	st.BatchSize = s.cfg.Batch.Size()
 	st.FixedCost, st.PerChange, _ = s.cfg.Batch.Model()
 	oldest := s.oldest
@@ -394,6 +410,17 @@ var errStalled = errors.New("stream stalled")
 // DefaultMaxQueueBytes bounds the queue of a stream configured without
 // MaxQueueBytes.
 const DefaultMaxQueueBytes = 64 << 20
+
+// MaxQueueBytes bounds every change the stream holds, wherever it is, by
+// Change.Size: a read waiting to be queued (readShare), the stream's queue
+// (queueShare), the changes the dispatcher took to route (dispatchShare)
+// and the lanes' queues, which keep the changes of the batches in flight
+// until they commit (laneShare). The shares add up to the whole, so a
+// source transaction of any size streams through in bounded memory.
+func readShare(q int64) int64     { return q / 8 }
+func queueShare(q int64) int64    { return q - readShare(q) - dispatchShare(q) - laneShare(q) }
+func dispatchShare(q int64) int64 { return q / 16 }
+func laneShare(q int64) int64     { return q / 2 }
 
 // txBegan records that apply loop (lane) i begins a target transaction,
 // and returns when; txEnded records that it ended.
@@ -544,9 +571,10 @@ func (s *Stream) read(ctx context.Context) error {
 		if page < 1000 {
 			page = 1000
 		}
-		// One read must not hold more than half the queue's bytes: memory
-		// is bounded by --max-queue-bytes, not by the backlog.
-		if limit := int(s.cfg.MaxQueueBytes / 2 / avgSize); limit < page {
+		// One read holds at most its share of the queue's bytes while it
+		// waits to be queued: memory is bounded by --max-queue-bytes, not
+		// by the backlog or a source transaction.
+		if limit := int(readShare(s.cfg.MaxQueueBytes) / avgSize); limit < page {
 			page = limit
 		}
 		if page < 1 {
@@ -637,7 +665,7 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 				sized()
 			}
 			if ch := s.q.waitNonEmpty(); ch == nil {
-				more, err := s.q.take(ctx, want-len(pending))
+				more, err := s.q.take(ctx, want-len(pending), 0)
 				if err != nil {
 					return nil
 				}
@@ -666,7 +694,7 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 			// The next batch's changes, compacted while this one is in
 			// flight: what is queued now, up to this batch's size.
 			if len(pending) < n+want && s.q.waitNonEmpty() == nil {
-				more, err := s.q.take(ctx, n+want-len(pending))
+				more, err := s.q.take(ctx, n+want-len(pending), 0)
 				if err != nil {
 					return nil
 				}

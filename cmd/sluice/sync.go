@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -163,7 +164,24 @@ func syncStart(c *cli.Context) error {
 	defer signal.Stop(hup)
 	reloads := make(chan []daemon.StreamOptions)
 	go reloadOnHangup(c, hup, reloads, log, streams[0], progress, secrets)
+	limitMemory(opts, log)
 	return daemon.Run(c.Context, opts, reloads)
+}
+
+// limitMemory sets the Go runtime's soft memory limit to the memory
+// formula's bound (daemon.MemoryBound), unless GOMEMLIMIT sets one: the
+// collector then runs before the heap's garbage takes the process past
+// what its settings allow, rather than at twice the live heap (GOGC),
+// which is what made the resident size follow a large transaction. The
+// limit is the streams' at start; a reload keeps it.
+func limitMemory(opts []daemon.StreamOptions, log *slog.Logger) {
+	bound := daemon.MemoryBound(opts)
+	if os.Getenv("GOMEMLIMIT") != "" {
+		log.Info("memory", "bound_bytes", bound, "go_memory_limit", "GOMEMLIMIT")
+		return
+	}
+	debug.SetMemoryLimit(bound)
+	log.Info("memory", "bound_bytes", bound, "go_memory_limit", bound)
 }
 
 // daemonOptions turns effective settings into the daemon's stream options,

@@ -43,7 +43,7 @@ func largeTransactionMemory(t *testing.T, bin string, engine daemon.Engine) {
 		dropSlotAtCleanup(t, src, "mem", []string{table})
 	}
 	const (
-		rows  = 400_000
+		rows  = 200_000
 		queue = 8 << 20
 		batch = 2 << 20
 		lanes = 2
@@ -60,7 +60,8 @@ func largeTransactionMemory(t *testing.T, bin string, engine daemon.Engine) {
 	waitStatus(t, proc, dir, 60*time.Second, "start", func(s daemon.Status) bool { return s.Running })
 
 	// Each statement is one source transaction of every (or half of
-	// every) row: about 60 MB of changes as the queue counts them.
+	// every) row: about 75 MB of changes as the queue counts them, nine
+	// times the queue.
 	gen := map[daemon.Engine]string{
 		daemon.EnginePostgres: `INSERT INTO big SELECT g, md5(g::text) || md5((g+1)::text), g FROM generate_series(1, %d) g`,
 		daemon.EngineMySQL:    `INSERT INTO big SELECT seq, CONCAT(MD5(seq), MD5(seq+1)), seq FROM seq_1_to_%d`,

@@ -409,7 +409,7 @@ var errStalled = errors.New("stream stalled")
 
 // DefaultMaxQueueBytes bounds the queue of a stream configured without
 // MaxQueueBytes.
-const DefaultMaxQueueBytes = 64 << 20
+const DefaultMaxQueueBytes = 32 << 20
 
 // MaxQueueBytes bounds every change the stream holds, wherever it is, by
 // Change.Size: a read waiting to be queued (readShare), the stream's queue

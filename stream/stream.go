@@ -215,6 +215,10 @@ type Stream struct {
 	// laneQueues are the lanes' queues while the lanes run: Stats counts
 	// what they hold (the changes of the batches in flight) as queued.
 	laneQueues atomic.Pointer[[]*laneQueue]
+	// pendingBytes is what the single apply loop took from the queue and
+	// holds until it commits (the batch in flight and the one compacted
+	// ahead): the lanes' share of the queue, counted as queued.
+	pendingBytes atomic.Int64
 }
 
 type ratePoint struct {
@@ -283,7 +287,7 @@ func (s *Stream) Stats() Stats {
 	st := s.stats
 	st.QueueLen, st.QueueBytes = s.q.size()
 	st.QueueLen += laneLen
-	st.QueueBytes += laneBytes
+	st.QueueBytes += laneBytes + s.pendingBytes.Load()
 	st.BatchSize = s.cfg.Batch.Size()
 	st.FixedCost, st.PerChange, _ = s.cfg.Batch.Model()
 	oldest := s.oldest
@@ -617,7 +621,24 @@ func (s *Stream) read(ctx context.Context) error {
 
 const idlePing = 5 * time.Second
 
+// pendingRoom is how many bytes the single apply loop may take from the
+// queue now: its held changes stay within the lanes' share (a take
+// always returns one change, so a change larger than the share still
+// goes).
+func (s *Stream) pendingRoom() int64 {
+	return max(laneShare(s.cfg.MaxQueueBytes)-s.pendingBytes.Load(), 1)
+}
+
+func changesSize(cs []sluice.Change) int64 {
+	var n int64
+	for i := range cs {
+		n += int64(cs[i].Size())
+	}
+	return n
+}
+
 func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
+	defer s.pendingBytes.Store(0)
 	var pending []sluice.Change // taken from the queue, not yet committed
 	// head numbers pending[0] (changes taken before it); next is the batch
 	// after the one in flight, compacted ahead (see prepare).
@@ -665,10 +686,11 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 				sized()
 			}
 			if ch := s.q.waitNonEmpty(); ch == nil {
-				more, err := s.q.take(ctx, want-len(pending), 0)
+				more, err := s.q.take(ctx, want-len(pending), s.pendingRoom())
 				if err != nil {
 					return nil
 				}
+				s.pendingBytes.Add(changesSize(more))
 				pending = append(pending, more...)
 				s.mu.Lock()
 				s.oldest = pending[0].Time
@@ -694,10 +716,11 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 			// The next batch's changes, compacted while this one is in
 			// flight: what is queued now, up to this batch's size.
 			if len(pending) < n+want && s.q.waitNonEmpty() == nil {
-				more, err := s.q.take(ctx, n+want-len(pending), 0)
+				more, err := s.q.take(ctx, n+want-len(pending), s.pendingRoom())
 				if err != nil {
 					return nil
 				}
+				s.pendingBytes.Add(changesSize(more))
 				pending = append(pending, more...)
 			}
 			if rest := pending[n:min(n+want, len(pending))]; len(rest) > 0 {
@@ -718,6 +741,7 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 			lastPing = time.Now()
 		}
 		if err == nil {
+			s.pendingBytes.Add(-changesSize(pending[:n]))
 			clear(pending[:n])
 			pending = pending[n:]
 			head += uint64(n)

@@ -177,11 +177,11 @@ func syncStart(c *cli.Context) error {
 func limitMemory(opts []daemon.StreamOptions, log *slog.Logger) {
 	bound := daemon.MemoryBound(opts)
 	if os.Getenv("GOMEMLIMIT") != "" {
-		log.Info("memory", "bound_bytes", bound, "go_memory_limit", "GOMEMLIMIT")
+		log.Debug("memory", "bound_bytes", bound, "go_memory_limit", "GOMEMLIMIT")
 		return
 	}
 	debug.SetMemoryLimit(bound)
-	log.Info("memory", "bound_bytes", bound, "go_memory_limit", bound)
+	log.Debug("memory", "bound_bytes", bound, "go_memory_limit", bound)
 }
 
 // daemonOptions turns effective settings into the daemon's stream options,

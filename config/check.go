@@ -79,7 +79,7 @@ func (s Stream) Check() error {
 		add(fmt.Errorf("--max-batch-bytes %d: must not be negative: give bytes, e.g. --max-batch-bytes 16777216 (0: only --max-queue-bytes bounds a batch)", s.MaxBatchBytes))
 	}
 	if s.MaxQueueBytes < 1 {
-		add(fmt.Errorf("--max-queue-bytes %d: must be at least 1: give bytes, e.g. --max-queue-bytes 67108864", s.MaxQueueBytes))
+		add(fmt.Errorf("--max-queue-bytes %d: must be at least 1: give bytes, e.g. --max-queue-bytes 33554432", s.MaxQueueBytes))
 	}
 	// The health settings' zero is their default.
 	add(notNegative("health-interval", s.HealthInterval, "30s"))

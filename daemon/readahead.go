@@ -8,6 +8,7 @@ import (
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/endpoint"
+	"github.com/sluice-cdc/sluice/source"
 	"github.com/sluice-cdc/sluice/stream"
 )
 
@@ -61,14 +62,10 @@ func openEarly(ctx context.Context, store *checkpoint.Store, o StreamOptions, lo
 			e.err = err
 			return
 		}
-		// Half the queue's bytes, as one read of the stream's may hold:
-		// what was read ahead moves into the empty queue before anything
-		// else is read, so memory stays within --max-queue-bytes.
-		limit := o.MaxQueueBytes
-		if limit <= 0 {
-			limit = stream.DefaultMaxQueueBytes
-		}
-		e.rd = readAhead(ctx, cancel, rd, limit/2)
+		// An eighth of the queue's bytes, as one read of the stream's
+		// may hold: what was read ahead moves into the empty queue before
+		// anything else is read, so memory stays within --max-queue-bytes.
+		e.rd = readAhead(ctx, cancel, rd, queueBytes(o)/8)
 	}()
 	return e
 }
@@ -85,8 +82,23 @@ func streamSourceOptions(o StreamOptions, log *slog.Logger, oldCheckpoint bool) 
 		Progress:      o.ProgressInterval,
 		Install:       true,
 		OldCheckpoint: oldCheckpoint,
+		BufferBytes:   ReadAheadBytes(queueBytes(o)),
 		Logger:        log,
 	}
+}
+
+func queueBytes(o StreamOptions) int64 {
+	if o.MaxQueueBytes <= 0 {
+		return stream.DefaultMaxQueueBytes
+	}
+	return o.MaxQueueBytes
+}
+
+// ReadAheadBytes is what a log reader may decode ahead of the stream for a
+// queue of q bytes: a quarter of it, at most source.DefaultBufferBytes. It
+// is on top of the queue (see MemoryBound).
+func ReadAheadBytes(q int64) int64 {
+	return max(min(source.DefaultBufferBytes, q/4), 1<<20)
 }
 
 // take waits for the early open and returns its reader and error when it

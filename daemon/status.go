@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/metrics"
 	"github.com/sluice-cdc/sluice/stream"
 	"github.com/sluice-cdc/sluice/tablecopy"
 )
@@ -39,6 +40,9 @@ type Status struct {
 	Stalled    bool    `json:"stalled"`
 	StallWhy   string  `json:"stall_reason,omitempty"`
 	LastError  string  `json:"last_error,omitempty"`
+	// Memory is the process's memory when the status was written (shared
+	// by the streams of one process).
+	Memory *metrics.Memory `json:"memory,omitempty"`
 	// Copy is the initial copy's progress while the stream copies.
 	Copy *CopyStatus `json:"copy,omitempty"`
 	// Health is the stream's last health check (health.go).
@@ -132,6 +136,10 @@ func WriteStatus(dir string, s stream.Stats, running bool) error {
 		QueueLen: s.QueueLen, QueueBytes: s.QueueBytes, Retries: s.Retries, Kills: s.Kills,
 		SourceRate: s.SourceRate, Stalled: s.Stalled, StallWhy: s.StallReason, Lanes: s.Lanes,
 		LastError: s.LastError, LastCommit: s.LastCommit, Updated: time.Now().UTC(), PID: os.Getpid(),
+	}
+	if running {
+		m := metrics.ReadMemory()
+		v.Memory = &m
 	}
 	return writeStatusFile(dir, v)
 }

@@ -80,7 +80,10 @@ type SourceOptions struct {
 	// sluice before lanes kept checkpoints of their own, which moved an
 	// idle PostgreSQL slot past its checkpoint.
 	OldCheckpoint bool
-	Logger        *slog.Logger
+	// BufferBytes bounds what a log reader decodes ahead of the stream
+	// (zero: source.DefaultBufferBytes).
+	BufferBytes int64
+	Logger      *slog.Logger
 }
 
 // Reader is a source's reader, as OpenSource returns it.
@@ -136,6 +139,7 @@ func OpenSource(ctx context.Context, o SourceOptions, from sluice.Position) (Rea
 		r, err := pglogical.Open(ctx, o.URL, pglogical.Config{
 			Tables: o.Tables, Stream: o.Stream, FromNow: o.FromNow, PollInterval: o.PollInterval, Logger: o.Logger,
 			AcceptSlotAhead: o.OldCheckpoint, ProgressInterval: o.Progress, StatusInterval: o.Progress,
+			BufferBytes: o.BufferBytes,
 		}, from)
 		if err != nil {
 			return nil, hint(err)
@@ -144,7 +148,7 @@ func OpenSource(ctx context.Context, o SourceOptions, from sluice.Position) (Rea
 	case ModeBinlog:
 		r, err := binlog.Open(ctx, o.URL, binlog.Config{
 			Tables: o.Tables, FromNow: o.FromNow, PollInterval: o.PollInterval, Logger: o.Logger,
-			ProgressInterval: o.Progress, HeartbeatPeriod: o.Progress,
+			ProgressInterval: o.Progress, HeartbeatPeriod: o.Progress, BufferBytes: o.BufferBytes,
 		}, from)
 		if err != nil {
 			return nil, hint(err)

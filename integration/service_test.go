@@ -387,7 +387,8 @@ func TestMetricsDuringSync(t *testing.T) {
 		t.Errorf("sluice_checkpoint_applied_changes %v, want %v", c, want)
 	}
 	for _, name := range []string{`sluice_up{stream="svc"}`, `sluice_kill_budget_seconds{stream="svc"}`, `sluice_lanes{stream="svc"}`,
-		`sluice_transaction_duration_seconds_count{outcome="commit",stream="svc"}`, `sluice_last_checkpoint_timestamp_seconds{stream="svc"}`} {
+		`sluice_transaction_duration_seconds_count{outcome="commit",stream="svc"}`, `sluice_last_checkpoint_timestamp_seconds{stream="svc"}`,
+		`sluice_memory_bytes{kind="heap"}`, `sluice_memory_bytes{kind="go"}`, `sluice_memory_bytes{kind="rss"}`, `sluice_memory_bytes{kind="peak_rss"}`} {
 		if m[name] <= 0 {
 			t.Errorf("%s = %v, want > 0", name, m[name])
 		}

@@ -54,7 +54,7 @@ func New() *Metrics {
 		streams: map[string]streamSource{},
 	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.applied, m.batches, (*statsCollector)(m))
+		m.applied, m.batches, (*statsCollector)(m), memoryCollector{})
 	return m
 }
 

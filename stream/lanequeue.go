@@ -235,6 +235,13 @@ func (q *laneQueue) avgSize() int64 {
 	return q.bytes / int64(q.n)
 }
 
+// size is how many changes are queued and their bytes.
+func (q *laneQueue) size() (int, int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.n, q.bytes
+}
+
 // len is how many changes are queued.
 func (q *laneQueue) len() int {
 	q.mu.Lock()

@@ -242,7 +242,7 @@ func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 		wPos: s.cfg.Start.Position, durableCP: s.cfg.Start, flushWake: make(chan struct{}, 1),
 		keys: keyOrder{idle: keyOrderIdle, minPrune: keyOrderPrune}}
 	n := len(s.beats)
-	per := s.cfg.MaxQueueBytes / int64(2*n)
+	per := laneShare(s.cfg.MaxQueueBytes) / int64(n)
 	for i := 0; i < n; i++ {
 		l := &lane{id: i, q: newLaneQueue(max(per, 1<<20))}
 		if i == 0 {
@@ -256,6 +256,12 @@ func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 		}
 		m.lanes = append(m.lanes, l)
 	}
+	lq := make([]*laneQueue, len(m.lanes))
+	for i, l := range m.lanes {
+		lq[i] = l.q
+	}
+	s.laneQueues.Store(&lq)
+	defer s.laneQueues.Store(nil)
 	defer func() {
 		for _, l := range m.lanes {
 			l.closeAlt(ctx, min(s.cfg.ShutdownTimeout, 5*time.Second))
@@ -317,7 +323,7 @@ func (s *Stream) runLanes(ctx context.Context, readErr <-chan error) error {
 // running.
 func (m *multi) sizeQueues() {
 	m.mu.Lock()
-	per := m.s.cfg.MaxQueueBytes / int64(2*m.active)
+	per := laneShare(m.s.cfg.MaxQueueBytes) / int64(m.active)
 	m.mu.Unlock()
 	for _, l := range m.lanes {
 		l.q.setMax(max(per, 1<<20))
@@ -406,7 +412,7 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 			continue
 		case <-s.q.waitNonEmptyChan():
 		}
-		cs, err := s.q.take(ctx, 10_000)
+		cs, err := s.q.take(ctx, 10_000, dispatchShare(s.cfg.MaxQueueBytes))
 		if err != nil {
 			return nil
 		}

@@ -66,21 +66,29 @@ func (q *queue) push(ctx context.Context, cs []sluice.Change) error {
 	}
 }
 
-// take removes up to max changes, waiting for at least one until ctx ends.
-func (q *queue) take(ctx context.Context, max int) ([]sluice.Change, error) {
+// take removes up to max changes and, past the first, up to maxBytes of
+// them (≤ 0: no byte limit), waiting for at least one until ctx ends.
+// Taken changes leave the queue's count, so a caller that holds them a
+// while bounds them with maxBytes.
+func (q *queue) take(ctx context.Context, max int, maxBytes int64) ([]sluice.Change, error) {
 	for {
 		q.mu.Lock()
 		if q.count > 0 {
 			k := min(max, q.count)
-			out := make([]sluice.Change, 0, k)
+			out := make([]sluice.Change, 0, min(k, 1024))
 			var n int64
 			for len(out) < k {
 				p := q.pages[0][q.head:]
 				m := min(k-len(out), len(p))
-				out = append(out, p[:m]...)
 				for i := range p[:m] {
-					n += int64(p[i].Size())
+					sz := int64(p[i].Size())
+					if maxBytes > 0 && len(out)+i > 0 && n+sz > maxBytes {
+						m, k = i, len(out)+i
+						break
+					}
+					n += sz
 				}
+				out = append(out, p[:m]...)
 				// Drop references so taken changes can be collected.
 				clear(p[:m])
 				q.head += m

@@ -42,7 +42,7 @@ func TestQueueAcrossPages(t *testing.T) {
 			if next == total {
 				break
 			}
-			got, err := q.take(ctx, k)
+			got, err := q.take(ctx, k, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,5 +66,53 @@ func TestQueueAcrossPages(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestQueueTakeBytes: a take with a byte limit stops before the change
+// that would pass it (but always returns one), across pages, and the
+// queue's bytes go down by exactly what was taken.
+func TestQueueTakeBytes(t *testing.T) {
+	tbl := &sluice.Table{Name: sluice.TableName{Name: "t"}, Columns: []sluice.Column{{Name: "id"}}, Key: []int{0}}
+	one := sluice.Change{Table: tbl, Op: sluice.OpInsert, Row: sluice.Row{{Text: "x"}}}
+	size := int64(one.Size())
+	for _, tc := range []struct {
+		name     string
+		pages    []int
+		max      int
+		maxBytes int64
+		want     int
+	}{
+		{"no byte limit", []int{4, 4}, 6, 0, 6},
+		{"bytes cut inside a page", []int{10}, 10, 3*size + size/2, 3},
+		{"bytes cut across pages", []int{2, 2, 2}, 10, 5 * size, 5},
+		{"count before bytes", []int{10}, 2, 8 * size, 2},
+		{"one change over the limit still goes", []int{3}, 3, size / 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			q := newQueue(1 << 30)
+			total := 0
+			for _, n := range tc.pages {
+				page := make([]sluice.Change, n)
+				for i := range page {
+					page[i] = one
+				}
+				total += n
+				if err := q.push(ctx, page); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := q.take(ctx, tc.max, tc.maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.want {
+				t.Fatalf("take(%d, %d bytes) returned %d changes, want %d", tc.max, tc.maxBytes, len(got), tc.want)
+			}
+			if n, b := q.size(); n != total-tc.want || b != int64(total-tc.want)*size {
+				t.Errorf("queue left with %d changes, %d bytes; want %d, %d", n, b, total-tc.want, int64(total-tc.want)*size)
+			}
+		})
 	}
 }

@@ -212,6 +212,13 @@ type Stream struct {
 	// ordered holds the tables whose changes are applied in source order
 	// for now (ordered.go).
 	ordered orderedTables
+	// laneQueues are the lanes' queues while the lanes run: Stats counts
+	// what they hold (the changes of the batches in flight) as queued.
+	laneQueues atomic.Pointer[[]*laneQueue]
+	// pendingBytes is what the single apply loop took from the queue and
+	// holds until it commits (the batch in flight and the one compacted
+	// ahead): the lanes' share of the queue, counted as queued.
+	pendingBytes atomic.Int64
 }
 
 type ratePoint struct {
@@ -248,7 +255,7 @@ func New(cfg Config) *Stream {
 	if cfg.Recovery != nil {
 		loops = max(loops, cfg.Recovery.Lanes)
 	}
-	s := &Stream{cfg: cfg, log: log, q: newQueue(cfg.MaxQueueBytes), beats: make([]atomic.Int64, loops),
+	s := &Stream{cfg: cfg, log: log, q: newQueue(queueShare(cfg.MaxQueueBytes)), beats: make([]atomic.Int64, loops),
 		ackWake: make(chan struct{}, 1)}
 	s.stats = Stats{
 		Stream:    cfg.ID,
@@ -264,10 +271,23 @@ func New(cfg Config) *Stream {
 
 // Stats returns a snapshot of the stream's live state.
 func (s *Stream) Stats() Stats {
+	// The lanes' queues first, outside s.mu: a lane may hold its queue's
+	// lock while it waits for s.mu.
+	var laneLen int
+	var laneBytes int64
+	if lq := s.laneQueues.Load(); lq != nil {
+		for _, q := range *lq {
+			n, b := q.size()
+			laneLen += n
+			laneBytes += b
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
 	st.QueueLen, st.QueueBytes = s.q.size()
+	st.QueueLen += laneLen
+	st.QueueBytes += laneBytes + s.pendingBytes.Load()
 	st.BatchSize = s.cfg.Batch.Size()
 	st.FixedCost, st.PerChange, _ = s.cfg.Batch.Model()
 	oldest := s.oldest
@@ -393,7 +413,18 @@ var errStalled = errors.New("stream stalled")
 
 // DefaultMaxQueueBytes bounds the queue of a stream configured without
 // MaxQueueBytes.
-const DefaultMaxQueueBytes = 64 << 20
+const DefaultMaxQueueBytes = 32 << 20
+
+// MaxQueueBytes bounds every change the stream holds, wherever it is, by
+// Change.Size: a read waiting to be queued (readShare), the stream's queue
+// (queueShare), the changes the dispatcher took to route (dispatchShare)
+// and the lanes' queues, which keep the changes of the batches in flight
+// until they commit (laneShare). The shares add up to the whole, so a
+// source transaction of any size streams through in bounded memory.
+func readShare(q int64) int64     { return q / 8 }
+func queueShare(q int64) int64    { return q - readShare(q) - dispatchShare(q) - laneShare(q) }
+func dispatchShare(q int64) int64 { return q / 16 }
+func laneShare(q int64) int64     { return q / 2 }
 
 // txBegan records that apply loop (lane) i begins a target transaction,
 // and returns when; txEnded records that it ended.
@@ -544,9 +575,10 @@ func (s *Stream) read(ctx context.Context) error {
 		if page < 1000 {
 			page = 1000
 		}
-		// One read must not hold more than half the queue's bytes: memory
-		// is bounded by --max-queue-bytes, not by the backlog.
-		if limit := int(s.cfg.MaxQueueBytes / 2 / avgSize); limit < page {
+		// One read holds at most its share of the queue's bytes while it
+		// waits to be queued: memory is bounded by --max-queue-bytes, not
+		// by the backlog or a source transaction.
+		if limit := int(readShare(s.cfg.MaxQueueBytes) / avgSize); limit < page {
 			page = limit
 		}
 		if page < 1 {
@@ -589,7 +621,24 @@ func (s *Stream) read(ctx context.Context) error {
 
 const idlePing = 5 * time.Second
 
+// pendingRoom is how many bytes the single apply loop may take from the
+// queue now: its held changes stay within the lanes' share (a take
+// always returns one change, so a change larger than the share still
+// goes).
+func (s *Stream) pendingRoom() int64 {
+	return max(laneShare(s.cfg.MaxQueueBytes)-s.pendingBytes.Load(), 1)
+}
+
+func changesSize(cs []sluice.Change) int64 {
+	var n int64
+	for i := range cs {
+		n += int64(cs[i].Size())
+	}
+	return n
+}
+
 func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
+	defer s.pendingBytes.Store(0)
 	var pending []sluice.Change // taken from the queue, not yet committed
 	// head numbers pending[0] (changes taken before it); next is the batch
 	// after the one in flight, compacted ahead (see prepare).
@@ -637,10 +686,11 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 				sized()
 			}
 			if ch := s.q.waitNonEmpty(); ch == nil {
-				more, err := s.q.take(ctx, want-len(pending))
+				more, err := s.q.take(ctx, want-len(pending), s.pendingRoom())
 				if err != nil {
 					return nil
 				}
+				s.pendingBytes.Add(changesSize(more))
 				pending = append(pending, more...)
 				s.mu.Lock()
 				s.oldest = pending[0].Time
@@ -666,10 +716,11 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 			// The next batch's changes, compacted while this one is in
 			// flight: what is queued now, up to this batch's size.
 			if len(pending) < n+want && s.q.waitNonEmpty() == nil {
-				more, err := s.q.take(ctx, n+want-len(pending))
+				more, err := s.q.take(ctx, n+want-len(pending), s.pendingRoom())
 				if err != nil {
 					return nil
 				}
+				s.pendingBytes.Add(changesSize(more))
 				pending = append(pending, more...)
 			}
 			if rest := pending[n:min(n+want, len(pending))]; len(rest) > 0 {
@@ -690,6 +741,7 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 			lastPing = time.Now()
 		}
 		if err == nil {
+			s.pendingBytes.Add(-changesSize(pending[:n]))
 			clear(pending[:n])
 			pending = pending[n:]
 			head += uint64(n)

@@ -10,11 +10,13 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/connstr"
@@ -32,7 +34,9 @@ var (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	stopProfile := cpuProfile(os.Getenv("SLUICE_CPU_PROFILE"), os.Stderr)
+	stopHeap := heapProfile(os.Getenv("SLUICE_HEAP_PROFILE"), os.Stderr)
 	code := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stopHeap()
 	stopProfile()
 	stop()
 	os.Exit(code)
@@ -63,6 +67,54 @@ func cpuProfile(path string, stderr io.Writer) func() {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+	}
+}
+
+// heapProfile writes a Go heap profile to path (the environment's
+// SLUICE_HEAP_PROFILE: a developer's tool, to see what holds memory at a
+// run's peak) each time the heap in use passes its previous peak by a
+// tenth, sampled twice a second, so the file left is the one nearest the
+// peak. Like cpuProfile: "%p" becomes the process id, and a failure is
+// reported once and never stops the stream.
+func heapProfile(path string, stderr io.Writer) func() {
+	if path == "" {
+		return func() {}
+	}
+	path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		var peak uint64
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse <= peak+peak/10 {
+				continue
+			}
+			peak = ms.HeapInuse
+			f, err := os.Create(path)
+			if err == nil {
+				err = pprof.Lookup("heap").WriteTo(f, 0)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "sluice: SLUICE_HEAP_PROFILE %s: %v; running without a heap profile\n", path, err)
+				return
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
 	}
 }
 

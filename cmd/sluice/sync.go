@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -92,7 +93,7 @@ func syncStartFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "target-tx-timeout", EnvVars: env("TARGET_TX_TIMEOUT"), DefaultText: "detected", Usage: "how long the target lets a transaction run before killing it; detected at start: 20s for Vitess/PlanetScale, the target's own limit where one is set (PostgreSQL transaction_timeout, statement_timeout, idle_in_transaction_session_timeout; MariaDB max_statement_time, idle_transaction_timeout), else 60s"},
 		&cli.Int64Flag{Name: "max-batch-bytes", Value: 16 << 20, EnvVars: env("MAX_BATCH_BYTES"), Usage: "most bytes of changes one target transaction carries, whatever the batch size (0: only --max-queue-bytes bounds it)"},
 		&cli.DurationFlag{Name: "poll-interval", Value: 200 * time.Millisecond, EnvVars: env("POLL_INTERVAL"), Usage: "how long the reader waits for new changes before it lets the applier flush (trigger mode: how often it polls the changelog)"},
-		&cli.Int64Flag{Name: "max-queue-bytes", Value: 64 << 20, EnvVars: env("MAX_QUEUE_BYTES"), Usage: "memory for changes read but not yet applied; when full the reader waits"},
+		&cli.Int64Flag{Name: "max-queue-bytes", Value: 32 << 20, EnvVars: env("MAX_QUEUE_BYTES"), Usage: "memory for changes read but not yet applied; when full the reader waits"},
 		&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, EnvVars: env("SHUTDOWN_TIMEOUT"), Usage: "on SIGINT/SIGTERM, how long the batch in flight may take to commit before it is rolled back"},
 		&cli.DurationFlag{Name: "transient-retry-for", Value: 5 * time.Minute, EnvVars: env("TRANSIENT_RETRY_FOR"), Usage: "how long a stream stopped by a passing state of its target or source (starting up or shutting down, read-only, a connection lost after it ran) is started again in the process, with a warning each time, before sluice exits with the error (0: exit at once)"},
 		&cli.StringFlag{Name: "metrics-listen", EnvVars: env("METRICS_LISTEN"), Usage: "serve Prometheus /metrics, /healthz and /readyz over HTTP at this address (host:port, e.g. 127.0.0.1:9187); off when empty"},
@@ -164,7 +165,24 @@ func syncStart(c *cli.Context) error {
 	defer signal.Stop(hup)
 	reloads := make(chan []daemon.StreamOptions)
 	go reloadOnHangup(c, hup, reloads, log, streams[0], progress, secrets)
+	limitMemory(opts, log)
 	return daemon.Run(c.Context, opts, reloads)
+}
+
+// limitMemory sets the Go runtime's soft memory limit to the memory
+// formula's bound (daemon.MemoryBound), unless GOMEMLIMIT sets one: the
+// collector then runs before the heap's garbage takes the process past
+// what its settings allow, rather than at twice the live heap (GOGC),
+// which is what made the resident size follow a large transaction. The
+// limit is the streams' at start; a reload keeps it.
+func limitMemory(opts []daemon.StreamOptions, log *slog.Logger) {
+	bound := daemon.MemoryBound(opts)
+	if os.Getenv("GOMEMLIMIT") != "" {
+		log.Debug("memory", "bound_bytes", bound, "go_memory_limit", "GOMEMLIMIT")
+		return
+	}
+	debug.SetMemoryLimit(bound)
+	log.Debug("memory", "bound_bytes", bound, "go_memory_limit", bound)
 }
 
 // daemonOptions turns effective settings into the daemon's stream options,
@@ -350,12 +368,19 @@ func syncStatus(c *cli.Context) error {
 		if s.Copy != nil {
 			printCopy(c.App.Writer, s)
 		}
+		if m := s.Memory; m != nil && s.Running {
+			fmt.Fprintf(c.App.Writer, "\nstream %s: memory: Go heap %s, Go runtime %s, RSS %s, peak RSS %s; queue %s\n",
+				s.Stream, mib(m.HeapBytes), mib(m.GoBytes), mib(m.RSSBytes), mib(m.PeakRSSBytes), mib(uint64(max(0, s.QueueBytes))))
+		}
 		if s.Health != nil {
 			printHealth(c.App.Writer, s.Stream, s.Health)
 		}
 	}
 	return unhealthy(list, c.Duration("max-lag"))
 }
+
+// mib formats bytes in MiB, to a tenth.
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // printHealth shows a stream's last health check: what its source keeps
 // for it, and the warnings.

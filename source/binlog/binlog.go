@@ -803,8 +803,12 @@ func (r *Reader) newSyncer() *replication.BinlogSyncer {
 		RenderJSONAsMySQLText:   true,
 		HeartbeatPeriod:         r.cfg.HeartbeatPeriod,
 		DisableRetrySync:        true,
-		EventCacheCount:         1024,
-		Logger:                  slog.New(discardHandler{}),
+		// Events decoded ahead by go-mysql, outside the reader's byte
+		// budget: a rows event holds up to binlog_row_event_max_size
+		// (8 KiB by default) of rows, several times that decoded, and
+		// 1024 of them held 25 MB at the peak of a large transaction.
+		EventCacheCount: 64,
+		Logger:          slog.New(discardHandler{}),
 	})
 }
 

@@ -28,7 +28,9 @@
 // through counted 96 ms links, and its accuracy cases, issue 12) and
 // "keymoves" (keymoves.go: a backlog with primary-key changes against the
 // same without, and with -keymoves-live a live load that moves keys,
-// issue 29).
+// issue 29) and "memory" (memory.go: peak RSS and Go heap streaming three
+// large source transactions live at default settings, 96 ms, on both
+// engines, issue 34; -memory-rows sets their sizes).
 package main
 
 import (
@@ -109,6 +111,7 @@ type config struct {
 	verify   verifyConfig
 	native   nativeConfig
 	keymoves keyMovesConfig
+	memory   memoryConfig
 }
 
 const (
@@ -116,7 +119,7 @@ const (
 	secController = "controller"
 )
 
-var allSections = []string{secSources, secController, secCopy, secNative, secVerify, secKeyMoves}
+var allSections = []string{secSources, secController, secCopy, secNative, secVerify, secKeyMoves, secMemory}
 
 func main() {
 	var cfg config
@@ -143,6 +146,7 @@ func main() {
 	verifyDone := verifyFlags(&cfg.verify)
 	nativeDone := nativeFlags(&cfg.native)
 	keyMovesDone := keyMovesFlags(&cfg.keymoves)
+	memoryDone := memoryFlags(&cfg.memory)
 	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the whole run to this file")
 	flag.Parse()
 	var err error
@@ -172,6 +176,9 @@ func main() {
 	}
 	if err == nil {
 		err = keyMovesDone()
+	}
+	if err == nil {
+		err = memoryDone()
 	}
 	if err == nil && (cfg.ctl.changes < 1 || cfg.ctl.maxLanes < 1 || cfg.ctl.killAfter <= 0 || cfg.ctl.killBudget <= 0 || cfg.ctl.runLimit <= 0) {
 		err = errors.New("controller section: -controller-changes, -controller-max-lanes, -controller-kill-after, -controller-kill-budget and -controller-run-limit must be positive")
@@ -493,6 +500,17 @@ func run(ctx context.Context, cfg config) error {
 		if err != nil {
 			fmt.Print(report)
 			return fmt.Errorf("keymoves: %w", err)
+		}
+	}
+	if slices.Contains(cfg.sections, secMemory) {
+		memBegan := time.Now()
+		mr, err := e.benchMemory(ctx)
+		if len(mr) > 0 {
+			report += renderMemory(cfg.memory, mr, time.Since(memBegan))
+		}
+		if err != nil {
+			fmt.Print(report)
+			return fmt.Errorf("memory: %w", err)
 		}
 	}
 	fmt.Print(report)

@@ -1,13 +1,15 @@
 package binlog
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
-
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/source/internal/mycopy"
 )
@@ -383,4 +385,295 @@ func (c *colDef) text(s string) (sluice.Value, error) {
 // (1.5e-7, 1e20; MySQL is not covered by the tests here).
 func formatFloat(f float64, bits int, mariadb bool) string {
 	return mycopy.FormatFloat(f, bits, mariadb)
+}
+
+type tableMap struct {
+	repl  bool
+	name  string
+	table *sluice.Table
+	defs  []colDef
+}
+
+func (s *state) tableMap(e *replication.TableMapEvent) error {
+	name := string(e.Schema) + "." + string(e.Table)
+	described := s.r.repl[name]
+	if described == nil {
+		s.byID[e.TableID] = &tableMap{name: name}
+		return nil
+	}
+	if old := s.byID[e.TableID]; old != nil && old.repl && old.name == name {
+		// The same map again (MySQL writes one per statement): nothing to redo
+		// unless the columns changed.
+		if len(old.defs) == int(e.ColumnCount) && sameDefsQuick(old.defs, e) {
+			return nil
+		}
+	}
+	defs, err := colDefs(e, s.r.flavor == mysql.MariaDBFlavor, s.r.colls)
+	if err != nil {
+		return &sluice.TableError{Table: described.Name, Err: fmt.Errorf("binlog: %w", err)}
+	}
+	if s.defs == nil {
+		s.defs = map[string][]colDef{}
+	}
+	prev := s.defs[name]
+	if !s.live[name] {
+		// Only maps of changes skipped as below the resume position were
+		// seen: they may predate a DDL the operator has since applied to
+		// the target. Compare with the table as described at Open.
+		prev = nil
+	}
+	table := s.byName[name]
+	changed := false
+	if prev == nil {
+		changed = !shapeMatches(table, defs)
+	} else {
+		for _, p := range prev {
+			j := indexDef(defs, p.name)
+			if j < 0 {
+				return fmt.Errorf("binlog: table %s: column %s was dropped or renamed on the source: the stream cannot follow it; make the target match, then restart the stream", name, p.name)
+			}
+			if !p.sameType(defs[j]) {
+				return fmt.Errorf("binlog: table %s: column %s changed type on the source (from %s to %s): the stream cannot follow it; make the target match, then restart the stream",
+					name, p.name, p.typeName(), defs[j].typeName())
+			}
+		}
+		changed = len(prev) != len(defs)
+		for i := range defs {
+			if !changed && defs[i].name != prev[i].name {
+				changed = true
+			}
+		}
+	}
+	if changed {
+		nt, err := buildTable(described, defs, e, s.r.currentColumns)
+		if err != nil {
+			return err
+		}
+		if prev != nil {
+			s.r.log.Info("binlog: table changed on the source; following it", "table", name, "columns", len(defs))
+		}
+		table = nt
+		s.byName[name] = nt
+	}
+	s.defs[name] = defs
+	s.byID[e.TableID] = &tableMap{repl: true, name: name, table: table, defs: defs}
+	return nil
+}
+
+func sameDefsQuick(defs []colDef, e *replication.TableMapEvent) bool {
+	names := e.ColumnNameString()
+	if len(names) != len(defs) {
+		return false
+	}
+	// A column's character set can change with its byte length kept
+	// (VARCHAR(20) latin1 to VARCHAR(5) utf8mb4): its decoder with it.
+	colls, enumSet := e.CollationMap(), e.EnumSetCollationMap()
+	for i, d := range defs {
+		if d.name != names[i] || d.meta != e.ColumnMeta[i] || d.rawTyp != e.ColumnType[i] {
+			return false
+		}
+		id, ok := colls[i]
+		if !ok {
+			id = enumSet[i]
+		}
+		if id != d.collID {
+			return false
+		}
+	}
+	return true
+}
+
+func indexDef(defs []colDef, name string) int {
+	for i, d := range defs {
+		if d.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// shapeMatches reports whether the described table has exactly the map's
+// columns in order, so its pointer can be reused.
+func shapeMatches(t *sluice.Table, defs []colDef) bool {
+	if t == nil || len(t.Columns) != len(defs) {
+		return false
+	}
+	for i, d := range defs {
+		if t.Columns[i].Name != d.name || t.Columns[i].Collation != d.collation {
+			return false
+		}
+	}
+	return true
+}
+
+// buildTable describes a table from its table map. Column types are the
+// server's spelling (information_schema's COLUMN_TYPE) where the column
+// has the same base type now, else spelled from the table map; a column's
+// generation expression (which the table map does not carry) is the
+// server's.
+func buildTable(described *sluice.Table, defs []colDef, e *replication.TableMapEvent, current func(sluice.TableName) map[string]sluice.Column) (*sluice.Table, error) {
+	t := &sluice.Table{Name: described.Name}
+	var now map[string]sluice.Column
+	for _, d := range defs {
+		typ, gen := d.typeName(), ""
+		if j := described.ColumnIndex(d.name); j >= 0 && sameBase(described.Columns[j].Type, typ) {
+			typ, gen = described.Columns[j].Type, described.Columns[j].Generated
+		} else {
+			if now == nil {
+				now = current(described.Name)
+			}
+			if c, ok := now[d.name]; ok && sameBase(c.Type, typ) {
+				typ, gen = c.Type, c.Generated
+			}
+		}
+		t.Columns = append(t.Columns, sluice.Column{Name: d.name, Type: typ, Nullable: d.nullable, Collation: d.collation, Generated: gen})
+	}
+	if len(e.PrimaryKey) > 0 {
+		for _, k := range e.PrimaryKey {
+			t.Key = append(t.Key, int(k))
+		}
+	} else {
+		for _, k := range described.KeyNames() {
+			j := t.ColumnIndex(k)
+			if j < 0 {
+				return nil, fmt.Errorf("binlog: table %s: primary key column %s is not in the binlog's row image", described.Name, k)
+			}
+			t.Key = append(t.Key, j)
+		}
+	}
+	if len(t.Key) == 0 {
+		return nil, fmt.Errorf("binlog: table %s has no primary key in the binlog's table map", described.Name)
+	}
+	return t, nil
+}
+
+// noForeignKeyChecks is the rows event flag of a session that ran with
+// foreign_key_checks = 0 (Rows_log_event::NO_FOREIGN_KEY_CHECKS_F): its
+// changes fired no foreign-key action, which a replica's InnoDB then
+// leaves alone too.
+const noForeignKeyChecks = 0x02
+
+func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replication.RowsEvent) error {
+	id := evID{pos: h.LogPos, sub: s.sub}
+	tm := s.byID[e.TableID]
+	repl := tm != nil && tm.repl
+	step := 1
+	switch h.EventType {
+	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2, replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1:
+		step = 2 // before and after images
+	}
+	n := len(e.Rows) / step
+	// Resuming inside a transaction: every row up to the position's is
+	// done, whichever table it belongs to.
+	first := 0
+	if s.skipTo != nil {
+		switch id.cmp(s.skipTo.ev) {
+		case -1:
+			first = n
+		case 0:
+			if s.skipTo.row >= n {
+				return fmt.Errorf("binlog: the position is after row %d of the rows event ending at %d of transaction %s, but that event has %d rows: "+
+					"the binlog at %s is not the one the position was taken from", s.skipTo.row, id.pos, orAnon(s.expectTxn), n, s.pos.base())
+			}
+			first = s.skipTo.row + 1
+			s.skipTo = nil
+		default:
+			return fmt.Errorf("binlog: the position is after row %d of the rows event ending at %d of transaction %s, but the transaction has no event ending there: "+
+				"the binlog at %s is not the one the position was taken from", s.skipTo.row, s.skipTo.ev.pos, orAnon(s.expectTxn), s.pos.base())
+		}
+	}
+	if n > 0 {
+		s.lastRow = &rowID{ev: id, row: n - 1}
+	}
+	if !repl {
+		return nil
+	}
+	if s.xa != "" {
+		return &XAError{XID: s.xa, GTID: s.txn, Table: tm.table.Name, Before: s.pos.base()}
+	}
+	var op sluice.Op
+	switch h.EventType {
+	case replication.WRITE_ROWS_EVENTv0, replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2, replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1:
+		op = sluice.OpInsert
+	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2, replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1:
+		op = sluice.OpUpdate
+	case replication.DELETE_ROWS_EVENTv0, replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2, replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1:
+		op = sluice.OpDelete
+	default:
+		return fmt.Errorf("binlog: table %s: unsupported rows event %s (partial JSON updates?)", tm.name, h.EventType)
+	}
+	if first < n {
+		if err := s.partialRows(h, e, tm, op, step); err != nil {
+			return err
+		}
+	}
+	at := time.Unix(int64(h.Timestamp), 0).UTC()
+	s.pos.base() // fill the cache on the original, not on the copies below
+	// The event's changes go out in one slice (flush, below): sized once,
+	// not grown change by change.
+	s.buf = slices.Grow(s.buf, n-first)
+	for j := first; j < n; j++ {
+		if s.skipK > 0 {
+			s.skipK-- // a token of an earlier version counts streamed changes
+			continue
+		}
+		if s.live == nil {
+			s.live = map[string]bool{}
+		}
+		s.live[tm.name] = true
+		c := sluice.Change{Table: tm.table, Op: op, Time: at, FKChecksOff: e.Flags&noForeignKeyChecks != 0}
+		var err error
+		i := j * step
+		switch op {
+		case sluice.OpInsert:
+			c.Row, err = s.convertRow(tm, e.Rows[i])
+		case sluice.OpUpdate:
+			var old sluice.Row
+			if old, err = s.convertRow(tm, e.Rows[i]); err == nil {
+				c.Key = tm.table.KeyOf(old)
+				c.Row, err = s.convertRow(tm, e.Rows[i+1])
+			}
+		case sluice.OpDelete:
+			var old sluice.Row
+			if old, err = s.convertRow(tm, e.Rows[i]); err == nil {
+				c.Key = tm.table.KeyOf(old)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		p := *s.pos
+		p.txn, p.at, p.oldK = s.txn, &rowID{ev: id, row: j}, 0
+		c.Pos = sluice.Position{Kind: Kind, Token: p.token()}
+		s.emit(c)
+	}
+	s.flush(ctx)
+	return nil
+}
+
+func (s *state) convertRow(tm *tableMap, vals []any) (sluice.Row, error) {
+	if len(vals) != len(tm.defs) {
+		return nil, fmt.Errorf("binlog: table %s: row has %d values, table map %d columns (binlog_row_image must be FULL)", tm.name, len(vals), len(tm.defs))
+	}
+	row := make(sluice.Row, len(vals))
+	for i, v := range vals {
+		val, err := tm.defs[i].convert(v)
+		if err != nil {
+			return nil, fmt.Errorf("binlog: table %s column %s: %w", tm.name, tm.defs[i].name, err)
+		}
+		row[i] = val
+	}
+	return row, nil
+}
+
+// sameBase compares the first word of two type spellings ("int(11)
+// unsigned" and "int unsigned" are the same base type).
+func sameBase(a, b string) bool {
+	base := func(s string) string {
+		if i := strings.IndexAny(s, "( "); i >= 0 {
+			s = s[:i]
+		}
+		return strings.ToLower(s)
+	}
+	return base(a) == base(b)
 }

@@ -1,10 +1,16 @@
 package pglogical
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/sluice-cdc/sluice"
 )
 
 // tupleBuf decodes a pgoutput TupleData into memory reused from one message
@@ -112,4 +118,401 @@ func decodeRowMessage(data []byte, oldBuf, newBuf *tupleBuf) (m rowMessage, ok b
 	}
 	m.new = &newBuf.td
 	return m, true, nil
+}
+
+// relState is what the receiver knows of one streamed table.
+type relState struct {
+	info  *tableInfo
+	table *sluice.Table // the shape changes are emitted with
+	typ   []colType
+	seen  bool // a relation message past the resume position arrived since Open
+	// pending is the newest relation message that arrived while the
+	// receiver skipped changes already applied.
+	pending *pglogrepl.RelationMessage
+	// attnums are table's columns' numbers, by name; indexes the
+	// secondary indexes as the catalog last had them (nil until the first
+	// relation message read them), for following the table's DDL
+	// (schema.go).
+	attnums map[string]int16
+	indexes []sluice.Index
+}
+
+// txStart records where a transaction began in the sequence handed out:
+// before is the boundary LSN of the transactions applied before it.
+type txStart struct {
+	commit pglogrepl.LSN
+	before pglogrepl.LSN
+}
+
+type txState struct {
+	open   bool
+	xid    uint32
+	commit pglogrepl.LSN
+	time   time.Time
+	n      int64 // changes of streamed tables seen so far
+	// at is the WAL position of the last change seen, idx its index among
+	// that record's changes.
+	at  pglogrepl.LSN
+	idx int64
+	// skipAll: the resume position is past the whole transaction; skipN:
+	// it names its first skipN changes (an old ordinal token); skipTo: it
+	// names a change of it by WAL position.
+	skipAll bool
+	skipN   int64
+	skipTo  *position
+}
+
+// next returns the index the change of the WAL record at at has: records
+// give their changes one after another.
+func (tx *txState) next(at pglogrepl.LSN) int64 {
+	if at == tx.at {
+		return tx.idx + 1
+	}
+	return 0
+}
+
+// message handles one decoded pgoutput message.
+func (r *Reader) message(ctx context.Context, m pglogrepl.Message, at pglogrepl.LSN) error {
+	switch m := m.(type) {
+	case *pglogrepl.BeginMessage:
+		r.tx = txState{open: true, xid: m.Xid, commit: m.FinalLSN, time: m.CommitTime}
+		switch {
+		case r.resume.skipTx(m.FinalLSN):
+			r.tx.skipAll = true
+		case m.FinalLSN == r.resume.lsn && r.resume.at > 0:
+			p := r.resume
+			r.tx.skipTo = &p
+		case m.FinalLSN == r.resume.lsn:
+			r.tx.skipN = r.resume.k
+		}
+	case *pglogrepl.CommitMessage:
+		if r.held != nil {
+			p := position{lsn: m.TransactionEndLSN}
+			if err := r.push(ctx, p); err != nil {
+				return err
+			}
+		}
+		r.tx = txState{}
+	case *pglogrepl.RelationMessage:
+		return r.relation(ctx, m, at)
+	case *pglogrepl.InsertMessage:
+		return r.change(ctx, at, m.RelationID, sluice.OpInsert, nil, m.Tuple)
+	case *pglogrepl.UpdateMessage:
+		return r.change(ctx, at, m.RelationID, sluice.OpUpdate, m.OldTuple, m.NewTuple)
+	case *pglogrepl.DeleteMessage:
+		return r.change(ctx, at, m.RelationID, sluice.OpDelete, m.OldTuple, nil)
+	case *pglogrepl.LogicalDecodingMessage:
+		return r.marker(ctx, m, at)
+	case *pglogrepl.TruncateMessage:
+		truncated, err := r.truncateTables(ctx, m.RelationIDs)
+		var te *sluice.TableError
+		if errors.As(err, &te) {
+			if r.skipping(at) {
+				return nil
+			}
+			return r.stop(ctx, fmt.Errorf("%w (stream stopped at %s, nothing after it applied)", err, r.errPos()))
+		}
+		if err != nil {
+			return err
+		}
+		if len(truncated) == 0 {
+			return nil
+		}
+		if !r.tx.open {
+			return &fatalError{fmt.Errorf("TRUNCATE outside a transaction in the replication stream at LSN %s", at)}
+		}
+		if r.cfg.Truncate != "apply" {
+			if r.skipping(at) {
+				return nil
+			}
+			names := make([]string, len(truncated))
+			for i, rs := range truncated {
+				names[i] = rs.table.Name.String()
+			}
+			return r.stop(ctx, fmt.Errorf("TRUNCATE of %s at LSN %s: the truncate setting is \"refuse\": truncate the target table(s) yourself; the stream stops at %s, before the transaction's remaining changes",
+				strings.Join(names, ", "), r.tx.commit, r.errPos()))
+		}
+		// One change per table, in the message's order, each the next of
+		// the truncate record's changes.
+		for _, rs := range truncated {
+			if !r.take(at) {
+				continue
+			}
+			if err := r.hold(ctx, sluice.Change{Table: rs.table, Op: sluice.OpTruncate, Time: r.tx.time}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// skipping reports whether the next change of the open transaction, from
+// the WAL record at at, is one the resume position says is applied.
+func (r *Reader) skipping(at pglogrepl.LSN) bool {
+	switch {
+	case r.tx.skipAll:
+		return true
+	case r.tx.skipTo != nil:
+		return r.tx.skipTo.skipChange(at, r.tx.next(at))
+	}
+	return r.tx.n < r.tx.skipN
+}
+
+// take counts the next change of the open transaction, from the WAL
+// record at at, and reports whether to hand it out: whether the resume
+// position has not applied it.
+func (r *Reader) take(at pglogrepl.LSN) bool {
+	skip := r.skipping(at)
+	r.tx.idx = r.tx.next(at)
+	r.tx.at = at
+	r.tx.n++
+	return !skip
+}
+
+// hold keeps c, the change just taken, until the next change or the commit
+// gives its position, and pushes the one held before it.
+func (r *Reader) hold(ctx context.Context, c sluice.Change) error {
+	if r.held != nil {
+		if err := r.push(ctx, r.heldPos); err != nil {
+			return err
+		}
+	}
+	r.held, r.heldPos = &c, position{lsn: r.tx.commit, at: r.tx.at, i: r.tx.idx}
+	return nil
+}
+
+// errPos is the position a stream stopped by an error resumes from: right
+// after the last change pushed (the held one, if any, is pushed first).
+func (r *Reader) errPos() string {
+	if r.held != nil {
+		return r.heldPos.sluice().String()
+	}
+	return r.resume.sluice().String()
+}
+
+// stop pushes the change held back, then err, and ends streaming.
+func (r *Reader) stop(ctx context.Context, err error) error {
+	if r.held != nil {
+		if perr := r.push(ctx, r.heldPos); perr != nil {
+			return perr
+		}
+	}
+	return &fatalError{err}
+}
+
+// push hands the held change to the buffer with position p, blocking while
+// the buffer is full but still reporting status to the server.
+func (r *Reader) push(ctx context.Context, p position) error {
+	c := *r.held
+	r.held = nil
+	c.Pos = p.sluice()
+	it := item{kind: itemChange, change: c, size: int64(c.Size())}
+	if r.budget.TryTake(it.size) {
+		select {
+		case r.items <- it:
+			r.resume = p
+			return nil
+		default:
+		}
+	} else {
+		it.size = -1 // not taken yet
+	}
+	t := time.NewTicker(max(r.cfg.StatusInterval/2, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		var send chan item
+		if it.size < 0 {
+			if n := int64(c.Size()); r.budget.TryTake(n) {
+				it.size = n
+			}
+		}
+		if it.size >= 0 {
+			send = r.items
+		}
+		select {
+		case send <- it:
+			r.resume = p
+			return nil
+		case <-r.budget.Freed():
+		case <-ctx.Done():
+			if it.size > 0 {
+				r.budget.Give(it.size)
+			}
+			return ctx.Err()
+		case <-t.C:
+			if err := r.sendStatus(false); err != nil {
+				return err
+			}
+		case <-r.wake:
+			if err := r.sendStatus(false); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// change turns an insert, update or delete, from the WAL record at at,
+// into a Change, holding it back until the next one (or the commit) gives
+// its position.
+func (r *Reader) change(ctx context.Context, at pglogrepl.LSN, rel uint32, op sluice.Op, old, new *pglogrepl.TupleData) error {
+	rs := r.rels[rel]
+	var leaf *leafRel
+	if rs == nil {
+		if leaf = r.leaves[rel]; leaf != nil {
+			rs = leaf.root
+		}
+	}
+	if rs == nil {
+		if !r.ignored[rel] {
+			r.ignored[rel] = true
+			r.log.Warn("publication streams a table sluice was not configured for; ignoring its changes", "relation_oid", rel, "publication", r.cfg.Publication)
+		}
+		return nil
+	}
+	if !r.tx.open {
+		return &fatalError{fmt.Errorf("change to %s outside a transaction in the replication stream", rs.table.Name)}
+	}
+	if err := r.emitDeferred(ctx); err != nil {
+		return err
+	}
+	if !r.take(at) {
+		return nil
+	}
+	pending := &rs.pending
+	if leaf != nil {
+		pending = &leaf.pending
+	}
+	if *pending != nil {
+		if err := r.relation(ctx, *pending, at); err != nil {
+			return err
+		}
+	}
+	var perm []int
+	if leaf != nil {
+		perm = leaf.perm
+	}
+	t := rs.table
+	c := sluice.Change{Table: t, Op: op, Time: r.tx.time}
+	var err error
+	if new != nil {
+		if c.Row, err = r.tuple(rs, new, perm); err != nil {
+			return err
+		}
+	}
+	if old != nil {
+		oldRow, err := r.tuple(rs, old, perm)
+		if err != nil {
+			return err
+		}
+		c.Key = t.KeyOf(oldRow)
+	} else if op == sluice.OpUpdate {
+		c.Key = t.KeyOf(c.Row)
+	} else if op == sluice.OpDelete {
+		return &fatalError{fmt.Errorf("delete from %s at LSN %s without the old key: check the table's REPLICA IDENTITY (want DEFAULT with a primary key)", t.Name, r.tx.commit)}
+	}
+	for i, v := range c.Key {
+		if v.Null || v.Unchanged {
+			return &fatalError{fmt.Errorf("%s on %s at LSN %s: key column %s not sent (REPLICA IDENTITY changed?): set REPLICA IDENTITY DEFAULT",
+				op, t.Name, r.tx.commit, t.Columns[t.Key[i]].Name)}
+		}
+	}
+	return r.hold(ctx, c)
+}
+
+// tuple turns a row of the relation into one of rs's table: a leaf
+// partition's columns go to the table's columns perm names.
+func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData, perm []int) (sluice.Row, error) {
+	t := rs.table
+	if len(td.Columns) != len(t.Columns) {
+		return nil, &fatalError{fmt.Errorf("row of %s at LSN %s has %d columns, the table %d", t.Name, r.tx.commit, len(td.Columns), len(t.Columns))}
+	}
+	row := make(sluice.Row, len(td.Columns))
+	// The text values of the row are copied into one string, which the
+	// columns' values are slices of: one allocation per row, not one per
+	// column.
+	n := 0
+	for _, c := range td.Columns {
+		if c.DataType == pglogrepl.TupleDataTypeText {
+			n += len(c.Data)
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, c := range td.Columns {
+		if c.DataType == pglogrepl.TupleDataTypeText {
+			b.Write(c.Data)
+		}
+	}
+	text := b.String()
+	off := 0
+	for i, c := range td.Columns {
+		if perm != nil {
+			i = perm[i]
+		}
+		switch c.DataType {
+		case pglogrepl.TupleDataTypeNull:
+			row[i] = sluice.Null
+		case pglogrepl.TupleDataTypeToast:
+			row[i] = sluice.Value{Unchanged: true}
+		case pglogrepl.TupleDataTypeText:
+			v := text[off : off+len(c.Data)]
+			off += len(c.Data)
+			row[i] = sluice.Text(castText(rs.typ[i].base, v))
+		default:
+			return nil, &fatalError{fmt.Errorf("column %s of %s at LSN %s: unexpected tuple data type %q", t.Columns[i].Name, t.Name, r.tx.commit, c.DataType)}
+		}
+	}
+	return row, nil
+}
+
+func (r *Reader) formatType(ctx context.Context, oid uint32, typmod int32) (string, uint32, error) {
+	var s string
+	var base uint32
+	err := r.withSQL(ctx, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT format_type($1, $2), coalesce(nullif(typbasetype, 0), oid) FROM pg_type WHERE oid = $1`, oid, typmod).Scan(&s, &base)
+	})
+	if err != nil {
+		return fmt.Sprintf("type %d", oid), oid, fmt.Errorf("look up type %d: %w", oid, err)
+	}
+	return s, base, nil
+}
+
+// castText turns a value's output-function text, which pgoutput sends, into
+// the text of value::text, which the other PostgreSQL reader gives: they
+// differ for the types with a cast to text of their own.
+func castText(base uint32, s string) string {
+	switch base {
+	case 16: // boolean: 't' → true
+		switch s {
+		case "t":
+			return "true"
+		case "f":
+			return "false"
+		}
+	case 1042: // character(n): the cast drops the padding
+		return strings.TrimRight(s, " ")
+	case 869: // inet: the cast always shows the netmask
+		if !strings.Contains(s, "/") {
+			if strings.Contains(s, ":") {
+				return s + "/128"
+			}
+			return s + "/32"
+		}
+	}
+	return s
+}
+
+func (r *Reader) aliveColumns(ctx context.Context, rel uint32, cols []sluice.Column) (bool, error) {
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	var n int
+	err := r.withSQL(ctx, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT count(*) FROM pg_attribute WHERE attrelid = $1 AND attname = ANY($2) AND NOT attisdropped AND attnum > 0`, rel, names).Scan(&n)
+	})
+	if err != nil {
+		return false, fmt.Errorf("look up columns of relation %d: %w", rel, err)
+	}
+	return n == len(names), nil
 }

@@ -134,6 +134,7 @@ func streamOptions(t *testing.T, p *pair, tables []string) daemon.StreamOptions 
 // concurrent source transactions, one long transaction that takes its
 // changelog ids first and commits last, all applied over a 96 ms link.
 func TestEndToEndOverWAN(t *testing.T) {
+	t.Parallel() // a database pair of its own; a trigger stream's state lives in it
 	p := newPair(t, 48*time.Millisecond, schema...)
 	ctx := context.Background()
 	installCapture(t, p.srcURL, schemaTables)
@@ -183,6 +184,7 @@ func TestEndToEndOverWAN(t *testing.T) {
 // TestRestartMidStream stops the stream (as SIGINT does) several times
 // while the source is being written and restarts it from its checkpoint.
 func TestRestartMidStream(t *testing.T) {
+	t.Parallel() // a database pair of its own; a trigger stream's state lives in it
 	p := newPair(t, 5*time.Millisecond, schema...)
 	ctx := context.Background()
 	installCapture(t, p.srcURL, schemaTables)
@@ -341,6 +343,7 @@ func (r *running) waitStarted(t *testing.T, within time.Duration) {
 // included, which move rows between lanes) through several lanes, each with
 // its own target connection, over a 96 ms link.
 func TestLanesOverWAN(t *testing.T) {
+	t.Parallel() // a database pair of its own; a trigger stream's state lives in it
 	p := newPair(t, 48*time.Millisecond, schema...)
 	ctx := context.Background()
 	installCapture(t, p.srcURL, schemaTables)

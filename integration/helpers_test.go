@@ -7,6 +7,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -168,4 +169,12 @@ func steadyInserts(ctx context.Context, p *pgxpool.Pool, table string, perTick i
 		}
 	}()
 	return written
+}
+
+// uniqueStream returns base suffixed with a hash of the test's name. Tests
+// that run in parallel share the servers, and a PostgreSQL source's
+// replication slot and publication are named after the stream, server-wide:
+// two subtests streaming as "lr" at once would take each other's slot.
+func uniqueStream(t *testing.T, base string) string {
+	return fmt.Sprintf("%s_%08x", base, crc32.ChecksumIEEE([]byte(t.Name())))
 }

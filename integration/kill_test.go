@@ -73,6 +73,7 @@ func waitStatus(t *testing.T, p *sluiceProc, dir string, within time.Duration, w
 // checks that the target converges to the source, that a second sluice on
 // the same state dir is refused while one runs, and that SIGTERM exits 0.
 func TestKill9AndRestart(t *testing.T) {
+	t.Parallel() // kills only its own sluice processes; a trigger stream's state lives in its databases
 	bin := buildSluice(t)
 	p := newPair(t, 10*time.Millisecond, schema...)
 	ctx := context.Background()

@@ -275,6 +275,7 @@ var docsAfter = dumped{table: "docs", cols: []string{"id", "n", "body", "note"},
 // COLUMN mid-stream; the target must equal the source by normalised
 // checksum.
 func TestLogReadOverWAN(t *testing.T) {
+	t.Parallel() // waits on the link and the servers, not the CPU: it overlaps the other such tests
 	pairs := []struct{ from, to daemon.Engine }{
 		{daemon.EnginePostgres, daemon.EnginePostgres},
 		{daemon.EnginePostgres, daemon.EngineMySQL},
@@ -283,6 +284,7 @@ func TestLogReadOverWAN(t *testing.T) {
 	}
 	for _, pr := range pairs {
 		t.Run(string(pr.from)+"_to_"+string(pr.to), func(t *testing.T) {
+			t.Parallel() // databases and a slot (uniqueStream) of its own
 			ctx := context.Background()
 			src, dst := newEndpoint(t, pr.from), newEndpoint(t, pr.to)
 			for _, e := range []*endpoint{src, dst} {
@@ -295,7 +297,7 @@ func TestLogReadOverWAN(t *testing.T) {
 			}
 			dstURL, proxy := dst.viaProxy(t, 48*time.Millisecond)
 			tables := []string{"items", "order_lines", "docs"}
-			o := logOptions(t, "lr", src, dstURL, tables)
+			o := logOptions(t, uniqueStream(t, "lr"), src, dstURL, tables)
 			dropSlotAtCleanup(t, src, o.ID, tables)
 			r := rng(t)
 			run := startStream(t, o)

@@ -521,6 +521,7 @@ var badCases = []badCase{
 
 // TestBadInputMatrix runs every bad-input case through the real binary.
 func TestBadInputMatrix(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases and stream ids of their own: overlap them with the other tests too
 	bin := buildSluice(t)
 	for _, bc := range badCases {
 		t.Run(bc.name, func(t *testing.T) {

@@ -123,6 +123,7 @@ var copyPairs = []copyPair{
 // the other half and a writer on cp_big while the copy runs, and checks
 // that the target converges to the source exactly.
 func TestInitialCopy(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases and stream ids of their own: overlap them with the other tests too
 	for i, cp := range copyPairs {
 		t.Run(cp.name, func(t *testing.T) {
 			t.Parallel()
@@ -315,6 +316,7 @@ func countDone(t *testing.T, d *endpoint, stream string) int {
 // done chunks may be written again. Between the kills, a start with
 // --from-now is refused: the target holds half a copy.
 func TestInitialCopyKill9(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases and stream ids of their own: overlap them with the other tests too
 	bin := buildSluice(t)
 	for i, cp := range []copyPair{copyPairs[0], copyPairs[3]} {
 		t.Run(cp.name, func(t *testing.T) {

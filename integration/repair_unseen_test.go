@@ -28,6 +28,7 @@ import (
 // once the commit is released it writes the new row. Each source is a
 // private server, since the setting holds back every commit of a server.
 func TestRepairWaitsForUnseenCommits(t *testing.T) {
+	t.Parallel() // its subtests run on private servers (they change server settings): overlap them with the other tests too
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run(string(eng), func(t *testing.T) {
 			t.Parallel()

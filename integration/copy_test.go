@@ -475,6 +475,7 @@ func churnTable(ctx context.Context, e *endpoint, table string, r *rand.Rand, n 
 // hold) and a table without a primary key. Neither may leave a replication
 // slot behind: a slot keeps WAL until someone drops it.
 func TestInitialCopyRefusals(t *testing.T) {
+	t.Parallel() // databases of its own, a stream id (slot) the suite's alone; its subtests run in turn
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name   string

@@ -221,6 +221,7 @@ func TestRestartMidStream(t *testing.T) {
 // TestBadInput checks that each misconfiguration stops sluice before any
 // data moves, with an error that names the object and the fix.
 func TestBadInput(t *testing.T) {
+	t.Parallel() // each case fails before it applies anything, on databases of its own
 	tests := []struct {
 		name      string
 		srcDDL    []string
@@ -273,6 +274,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			p := newPair(t, 0)
 			for _, s := range tt.srcDDL {
 				exec1(t, p.src, s)

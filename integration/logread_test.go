@@ -341,6 +341,7 @@ func TestLogReadOverWAN(t *testing.T) {
 // must carry it over from the old row, not write NULL. The update lands in
 // its own target transaction (the insert is applied first).
 func TestLogReadToastKeyChange(t *testing.T) {
+	t.Parallel() // databases of its own, a stream id (slot) the suite's alone; its subtests run in turn
 	for _, to := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run("postgres_to_"+string(to), func(t *testing.T) {
 			ctx := context.Background()
@@ -389,6 +390,7 @@ func TestLogReadToastKeyChange(t *testing.T) {
 // the stream (same state, same stream id), it continues from there and the
 // target converges.
 func TestLogReadUnsupportedDDL(t *testing.T) {
+	t.Parallel() // databases of its own, a stream id (slot) the suite's alone; its subtests run in turn
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run(string(eng), func(t *testing.T) {
 			ctx := context.Background()

@@ -182,6 +182,7 @@ func TestToastKeyChangedTwice(t *testing.T) {
 // past the row. And a restart without --from-now once refused with "no
 // checkpoint" although the source held every change since the first start.
 func TestFromNowRestartSkipsNothing(t *testing.T) {
+	t.Parallel() // databases of its own, a stream id (slot) the suite's alone; its subtests run in turn
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run(string(eng), func(t *testing.T) {
 			ctx := context.Background()
@@ -229,6 +230,7 @@ func TestFromNowRestartSkipsNothing(t *testing.T) {
 // still has the changes since (the binlog) the target converges, and where
 // it does not (a slot sluice let move on) it refuses, saying why.
 func TestRestoredTarget(t *testing.T) {
+	t.Parallel() // databases of its own, a stream id (slot) the suite's alone; its subtests run in turn
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run(string(eng), func(t *testing.T) {
 			ctx := context.Background()
@@ -300,6 +302,7 @@ func TestRestoredTarget(t *testing.T) {
 // break the unique key; the stream must apply the table in source order
 // instead, never stop, never crawl.
 func TestUniqueSwapsUnderLoad(t *testing.T) {
+	t.Parallel() // databases of its own, a stream id (slot) the suite's alone; its subtests run in turn
 	for _, to := range []daemon.Engine{daemon.EngineMySQL, daemon.EnginePostgres} {
 		t.Run("mariadb_to_"+string(to), func(t *testing.T) {
 			ctx := context.Background()

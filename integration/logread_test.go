@@ -528,17 +528,20 @@ func TestLogReadUnsupportedDDL(t *testing.T) {
 // a workload writes it and the stream runs behind (the target is across a
 // 96 ms link): the reader must reconnect on its own and resume — the
 // stream never stops — with nothing lost or doubled. The target is on the
-// other engine, so only the source restarts. It restarts the test
-// binary's shared servers; tests that run after it connect afresh.
+// other engine, so only the source restarts. The source is a server of
+// the test's own: restarting a shared one would cut every other test's
+// sessions, and this test could then not run beside them.
 func TestLogReadSourceRestart(t *testing.T) {
+	t.Parallel()
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run(string(eng), func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			other := daemon.EngineMySQL
 			if eng == daemon.EngineMySQL {
 				other = daemon.EnginePostgres
 			}
-			src, dst := newEndpoint(t, eng), newEndpoint(t, other)
+			src, dst := privateEndpoint(t, eng), newEndpoint(t, other)
 			for _, e := range []*endpoint{src, dst} {
 				if err := e.createSchema(ctx); err != nil {
 					t.Fatal(err)

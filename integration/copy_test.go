@@ -538,16 +538,16 @@ func TestInitialCopyRefusals(t *testing.T) {
 // naming the copy, the copy's metrics are exported and STATUS= carries its
 // progress; after the hand-off /readyz answers 200.
 func TestInitialCopyAsService(t *testing.T) {
+	t.Parallel() // the copy crosses the 96 ms link; NOTIFY_SOCKET goes to its own process only
 	bin := buildSluice(t)
 	p := newPair(t, 48*time.Millisecond, `CREATE TABLE items (id bigint PRIMARY KEY, v text NOT NULL)`)
 	exec1(t, p.src, `INSERT INTO items SELECT g, repeat('v', 100) || g FROM generate_series(1, 100000) g`)
 	ns := listenNotify(t)
-	t.Setenv("NOTIFY_SOCKET", ns.path)
 	addr := freePort(t)
 	dir := t.TempDir()
 	dropSlotAtCleanup(t, &endpoint{engine: daemon.EnginePostgres, url: p.srcURL}, "svccopy", []string{"public.items"})
 	began := time.Now()
-	proc := startSluice(t, bin, "sync", "start", "--source", p.srcURL, "--target", p.dstURL, "--tables", "public.items",
+	proc := startSluiceEnv(t, bin, []string{"NOTIFY_SOCKET=" + ns.path}, "sync", "start", "--source", p.srcURL, "--target", p.dstURL, "--tables", "public.items",
 		"--state-dir", dir, "--stream-id", "svccopy", "--metrics-listen", addr, "--copy-chunk-rows", "4000",
 		"--copy-workers", "2", "--log-format", "json")
 

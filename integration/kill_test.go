@@ -22,12 +22,23 @@ type sluiceProc struct {
 
 func startSluice(t *testing.T, bin string, args ...string) *sluiceProc {
 	t.Helper()
+	return startSluiceEnv(t, bin, nil, args...)
+}
+
+// startSluiceEnv is startSluice with env (KEY=value) added to the
+// process's environment: unlike t.Setenv, it leaves the test free to run
+// in parallel.
+func startSluiceEnv(t *testing.T, bin string, env []string, args ...string) *sluiceProc {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "sluice.log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

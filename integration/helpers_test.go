@@ -6,6 +6,7 @@ package integration
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -51,7 +54,23 @@ func buildSluice(t *testing.T) string {
 	return sluiceBin.path
 }
 
+// waitingParallel is how many parallel tests run at once unless -parallel
+// says otherwise. Go's default, GOMAXPROCS, suits tests that compute; these
+// mostly wait (on the 96 ms link, on rows slowed by pg_sleep, on a killed
+// process's restart), and two of them at a time leave a 2-core machine
+// half idle. Tests whose claim is a timing measurement stay serial.
+const waitingParallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", strconv.Itoa(max(waitingParallel, runtime.GOMAXPROCS(0)))); err != nil {
+			fmt.Fprintf(os.Stderr, "integration: set -test.parallel: %v\n", err)
+			os.Exit(2)
+		}
+	}
 	code := func() int {
 		defer func() {
 			if sluiceBin.path != "" {

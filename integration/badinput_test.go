@@ -46,8 +46,8 @@ type badEnv struct {
 	// cases run in parallel on shared servers, where two streams named
 	// "default" would take each other's slot.
 	stream string
-	code     int
-	out      string
+	code   int
+	out    string
 }
 
 func (c *badEnv) exec(t *testing.T, e *endpoint, qs ...string) {

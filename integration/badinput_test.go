@@ -46,8 +46,8 @@ type badEnv struct {
 	// cases run in parallel on shared servers, where two streams named
 	// "default" would take each other's slot.
 	stream string
-	code     int
-	out      string
+	code   int
+	out    string
 }
 
 func (c *badEnv) exec(t *testing.T, e *endpoint, qs ...string) {
@@ -521,6 +521,7 @@ var badCases = []badCase{
 
 // TestBadInputMatrix runs every bad-input case through the real binary.
 func TestBadInputMatrix(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases and stream ids of their own: overlap them with the other tests too
 	bin := buildSluice(t)
 	for _, bc := range badCases {
 		t.Run(bc.name, func(t *testing.T) {

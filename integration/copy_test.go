@@ -123,6 +123,7 @@ var copyPairs = []copyPair{
 // the other half and a writer on cp_big while the copy runs, and checks
 // that the target converges to the source exactly.
 func TestInitialCopy(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases and stream ids of their own: overlap them with the other tests too
 	for i, cp := range copyPairs {
 		t.Run(cp.name, func(t *testing.T) {
 			t.Parallel()
@@ -315,6 +316,7 @@ func countDone(t *testing.T, d *endpoint, stream string) int {
 // done chunks may be written again. Between the kills, a start with
 // --from-now is refused: the target holds half a copy.
 func TestInitialCopyKill9(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases and stream ids of their own: overlap them with the other tests too
 	bin := buildSluice(t)
 	for i, cp := range []copyPair{copyPairs[0], copyPairs[3]} {
 		t.Run(cp.name, func(t *testing.T) {
@@ -473,6 +475,7 @@ func churnTable(ctx context.Context, e *endpoint, table string, r *rand.Rand, n 
 // hold) and a table without a primary key. Neither may leave a replication
 // slot behind: a slot keeps WAL until someone drops it.
 func TestInitialCopyRefusals(t *testing.T) {
+	t.Parallel() // databases of its own, a stream id (slot) the suite's alone; its subtests run in turn
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name   string
@@ -535,16 +538,16 @@ func TestInitialCopyRefusals(t *testing.T) {
 // naming the copy, the copy's metrics are exported and STATUS= carries its
 // progress; after the hand-off /readyz answers 200.
 func TestInitialCopyAsService(t *testing.T) {
+	t.Parallel() // the copy crosses the 96 ms link; NOTIFY_SOCKET goes to its own process only
 	bin := buildSluice(t)
 	p := newPair(t, 48*time.Millisecond, `CREATE TABLE items (id bigint PRIMARY KEY, v text NOT NULL)`)
 	exec1(t, p.src, `INSERT INTO items SELECT g, repeat('v', 100) || g FROM generate_series(1, 100000) g`)
 	ns := listenNotify(t)
-	t.Setenv("NOTIFY_SOCKET", ns.path)
 	addr := freePort(t)
 	dir := t.TempDir()
 	dropSlotAtCleanup(t, &endpoint{engine: daemon.EnginePostgres, url: p.srcURL}, "svccopy", []string{"public.items"})
 	began := time.Now()
-	proc := startSluice(t, bin, "sync", "start", "--source", p.srcURL, "--target", p.dstURL, "--tables", "public.items",
+	proc := startSluiceEnv(t, bin, []string{"NOTIFY_SOCKET=" + ns.path}, "sync", "start", "--source", p.srcURL, "--target", p.dstURL, "--tables", "public.items",
 		"--state-dir", dir, "--stream-id", "svccopy", "--metrics-listen", addr, "--copy-chunk-rows", "4000",
 		"--copy-workers", "2", "--log-format", "json")
 

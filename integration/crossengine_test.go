@@ -331,6 +331,7 @@ func waitXConverged(t *testing.T, src, dst *endpoint, within time.Duration, run 
 // to end over a 96 ms link: concurrent inserts, updates (including primary
 // key changes) and deletes, a composite key, every mapped type and NULLs.
 func TestCrossEngineOverWAN(t *testing.T) {
+	t.Parallel() // waits on the link and the servers, not the CPU: it overlaps the other such tests
 	pairs := []struct{ from, to daemon.Engine }{
 		{daemon.EngineMySQL, daemon.EngineMySQL},
 		{daemon.EngineMySQL, daemon.EnginePostgres},
@@ -338,6 +339,7 @@ func TestCrossEngineOverWAN(t *testing.T) {
 	}
 	for _, pr := range pairs {
 		t.Run(string(pr.from)+"_to_"+string(pr.to), func(t *testing.T) {
+			t.Parallel() // a database pair of its own; a trigger stream's state lives in it
 			ctx := context.Background()
 			src, dst := newEndpoint(t, pr.from), newEndpoint(t, pr.to)
 			if err := src.createSchema(ctx); err != nil {

@@ -131,6 +131,7 @@ func runCutover(t *testing.T, bin string, args ...string) (string, string, int) 
 // reach the old source through the reverse stream, whose kill -9 loses
 // none of them.
 func TestCutover(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases and stream ids of their own: overlap them with the other tests too
 	bin := buildSluice(t)
 	pg, my := daemon.EnginePostgres, daemon.EngineMySQL
 	for _, tc := range []struct{ from, to daemon.Engine }{{pg, pg}, {my, my}, {pg, my}, {my, pg}} {

@@ -21,6 +21,7 @@ import (
 // with nothing in the log. Wanted: the stream stops at the change, naming
 // the table, the column and why, and goes on once started again.
 func TestAddColumnVolatileDefault(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases and stream ids of their own: overlap them with the other tests too
 	for i, tc := range []struct {
 		engine daemon.Engine
 		ddl    string

@@ -134,6 +134,7 @@ func streamOptions(t *testing.T, p *pair, tables []string) daemon.StreamOptions 
 // concurrent source transactions, one long transaction that takes its
 // changelog ids first and commits last, all applied over a 96 ms link.
 func TestEndToEndOverWAN(t *testing.T) {
+	t.Parallel() // a database pair of its own; a trigger stream's state lives in it
 	p := newPair(t, 48*time.Millisecond, schema...)
 	ctx := context.Background()
 	installCapture(t, p.srcURL, schemaTables)
@@ -183,6 +184,7 @@ func TestEndToEndOverWAN(t *testing.T) {
 // TestRestartMidStream stops the stream (as SIGINT does) several times
 // while the source is being written and restarts it from its checkpoint.
 func TestRestartMidStream(t *testing.T) {
+	t.Parallel() // a database pair of its own; a trigger stream's state lives in it
 	p := newPair(t, 5*time.Millisecond, schema...)
 	ctx := context.Background()
 	installCapture(t, p.srcURL, schemaTables)
@@ -219,6 +221,7 @@ func TestRestartMidStream(t *testing.T) {
 // TestBadInput checks that each misconfiguration stops sluice before any
 // data moves, with an error that names the object and the fix.
 func TestBadInput(t *testing.T) {
+	t.Parallel() // each case fails before it applies anything, on databases of its own
 	tests := []struct {
 		name      string
 		srcDDL    []string
@@ -271,6 +274,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			p := newPair(t, 0)
 			for _, s := range tt.srcDDL {
 				exec1(t, p.src, s)
@@ -341,6 +345,7 @@ func (r *running) waitStarted(t *testing.T, within time.Duration) {
 // included, which move rows between lanes) through several lanes, each with
 // its own target connection, over a 96 ms link.
 func TestLanesOverWAN(t *testing.T) {
+	t.Parallel() // a database pair of its own; a trigger stream's state lives in it
 	p := newPair(t, 48*time.Millisecond, schema...)
 	ctx := context.Background()
 	installCapture(t, p.srcURL, schemaTables)

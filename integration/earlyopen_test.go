@@ -57,6 +57,7 @@ func (h messages) logged(s string) bool {
 // applied, so it must equal the changes written, and the target the
 // source.
 func TestResumeStateFileBehindTarget(t *testing.T) {
+	t.Parallel() // databases of its own, a stream id (slot) the suite's alone; its subtests run in turn
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run(string(eng), func(t *testing.T) {
 			ctx := context.Background()

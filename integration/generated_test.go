@@ -187,6 +187,7 @@ func (w *genWorkload) tx(ctx context.Context) error {
 // databases by CHECKSUM TABLE; then a row changed and one deleted on the
 // target are repaired by verify --repair.
 func TestGeneratedColumns(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases and stream ids of their own: overlap them with the other tests too
 	pg, my := daemon.EnginePostgres, daemon.EngineMySQL
 	for i, tc := range []struct {
 		name      string

@@ -6,12 +6,16 @@ package integration
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -50,7 +54,23 @@ func buildSluice(t *testing.T) string {
 	return sluiceBin.path
 }
 
+// waitingParallel is how many parallel tests run at once unless -parallel
+// says otherwise. Go's default, GOMAXPROCS, suits tests that compute; these
+// mostly wait (on the 96 ms link, on rows slowed by pg_sleep, on a killed
+// process's restart), and two of them at a time leave a 2-core machine
+// half idle. Tests whose claim is a timing measurement stay serial.
+const waitingParallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", strconv.Itoa(max(waitingParallel, runtime.GOMAXPROCS(0)))); err != nil {
+			fmt.Fprintf(os.Stderr, "integration: set -test.parallel: %v\n", err)
+			os.Exit(2)
+		}
+	}
 	code := func() int {
 		defer func() {
 			if sluiceBin.path != "" {
@@ -168,4 +188,12 @@ func steadyInserts(ctx context.Context, p *pgxpool.Pool, table string, perTick i
 		}
 	}()
 	return written
+}
+
+// uniqueStream returns base suffixed with a hash of the test's name. Tests
+// that run in parallel share the servers, and a PostgreSQL source's
+// replication slot and publication are named after the stream, server-wide:
+// two subtests streaming as "lr" at once would take each other's slot.
+func uniqueStream(t *testing.T, base string) string {
+	return fmt.Sprintf("%s_%08x", base, crc32.ChecksumIEEE([]byte(t.Name())))
 }

@@ -22,12 +22,23 @@ type sluiceProc struct {
 
 func startSluice(t *testing.T, bin string, args ...string) *sluiceProc {
 	t.Helper()
+	return startSluiceEnv(t, bin, nil, args...)
+}
+
+// startSluiceEnv is startSluice with env (KEY=value) added to the
+// process's environment: unlike t.Setenv, it leaves the test free to run
+// in parallel.
+func startSluiceEnv(t *testing.T, bin string, env []string, args ...string) *sluiceProc {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "sluice.log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -73,6 +84,7 @@ func waitStatus(t *testing.T, p *sluiceProc, dir string, within time.Duration, w
 // checks that the target converges to the source, that a second sluice on
 // the same state dir is refused while one runs, and that SIGTERM exits 0.
 func TestKill9AndRestart(t *testing.T) {
+	t.Parallel() // kills only its own sluice processes; a trigger stream's state lives in its databases
 	bin := buildSluice(t)
 	p := newPair(t, 10*time.Millisecond, schema...)
 	ctx := context.Background()

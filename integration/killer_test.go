@@ -14,6 +14,7 @@ import (
 // killed batch is rolled back and retried smaller; nothing is lost or
 // applied twice.
 func TestKilledTransactionsAreRetried(t *testing.T) {
+	t.Parallel() // the killer sees only its target database; the rows are slowed by pg_sleep, not CPU
 	ddl := `CREATE TABLE slow (id int PRIMARY KEY, v text NOT NULL)`
 	p := newPair(t, 0, ddl)
 	ctx := context.Background()

@@ -181,6 +181,7 @@ func targetCheckpoint(t *testing.T, p *pgxpool.Pool, stream string) (pglogrepl.L
 // stream's progress is checkpointed on the target before the slot moves),
 // so confirmed_flush_lsn is never past the target's checkpoint.
 func TestLogReadKill9(t *testing.T) {
+	t.Parallel() // kills only its own sluice process; slot "lk9" is the suite's alone
 	bin := buildSluice(t)
 	ddl := append(append([]string(nil), schema...), `CREATE TABLE txlog (id bigint PRIMARY KEY, worker integer NOT NULL)`)
 	p := newPair(t, 10*time.Millisecond, ddl...)

@@ -275,6 +275,7 @@ var docsAfter = dumped{table: "docs", cols: []string{"id", "n", "body", "note"},
 // COLUMN mid-stream; the target must equal the source by normalised
 // checksum.
 func TestLogReadOverWAN(t *testing.T) {
+	t.Parallel() // waits on the link and the servers, not the CPU: it overlaps the other such tests
 	pairs := []struct{ from, to daemon.Engine }{
 		{daemon.EnginePostgres, daemon.EnginePostgres},
 		{daemon.EnginePostgres, daemon.EngineMySQL},
@@ -283,6 +284,7 @@ func TestLogReadOverWAN(t *testing.T) {
 	}
 	for _, pr := range pairs {
 		t.Run(string(pr.from)+"_to_"+string(pr.to), func(t *testing.T) {
+			t.Parallel() // databases and a slot (uniqueStream) of its own
 			ctx := context.Background()
 			src, dst := newEndpoint(t, pr.from), newEndpoint(t, pr.to)
 			for _, e := range []*endpoint{src, dst} {
@@ -295,7 +297,7 @@ func TestLogReadOverWAN(t *testing.T) {
 			}
 			dstURL, proxy := dst.viaProxy(t, 48*time.Millisecond)
 			tables := []string{"items", "order_lines", "docs"}
-			o := logOptions(t, "lr", src, dstURL, tables)
+			o := logOptions(t, uniqueStream(t, "lr"), src, dstURL, tables)
 			dropSlotAtCleanup(t, src, o.ID, tables)
 			r := rng(t)
 			run := startStream(t, o)
@@ -339,6 +341,7 @@ func TestLogReadOverWAN(t *testing.T) {
 // must carry it over from the old row, not write NULL. The update lands in
 // its own target transaction (the insert is applied first).
 func TestLogReadToastKeyChange(t *testing.T) {
+	t.Parallel() // databases of its own, a stream id (slot) the suite's alone; its subtests run in turn
 	for _, to := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run("postgres_to_"+string(to), func(t *testing.T) {
 			ctx := context.Background()
@@ -387,6 +390,7 @@ func TestLogReadToastKeyChange(t *testing.T) {
 // the stream (same state, same stream id), it continues from there and the
 // target converges.
 func TestLogReadUnsupportedDDL(t *testing.T) {
+	t.Parallel() // databases of its own, a stream id (slot) the suite's alone; its subtests run in turn
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run(string(eng), func(t *testing.T) {
 			ctx := context.Background()
@@ -524,17 +528,20 @@ func TestLogReadUnsupportedDDL(t *testing.T) {
 // a workload writes it and the stream runs behind (the target is across a
 // 96 ms link): the reader must reconnect on its own and resume — the
 // stream never stops — with nothing lost or doubled. The target is on the
-// other engine, so only the source restarts. It restarts the test
-// binary's shared servers; tests that run after it connect afresh.
+// other engine, so only the source restarts. The source is a server of
+// the test's own: restarting a shared one would cut every other test's
+// sessions, and this test could then not run beside them.
 func TestLogReadSourceRestart(t *testing.T) {
+	t.Parallel()
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run(string(eng), func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			other := daemon.EngineMySQL
 			if eng == daemon.EngineMySQL {
 				other = daemon.EnginePostgres
 			}
-			src, dst := newEndpoint(t, eng), newEndpoint(t, other)
+			src, dst := privateEndpoint(t, eng), newEndpoint(t, other)
 			for _, e := range []*endpoint{src, dst} {
 				if err := e.createSchema(ctx); err != nil {
 					t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // that the first batches overrun it. Killed batches are rolled back and
 // retried smaller; the target converges, nothing lost or doubled.
 func TestMariaDBKilledTransactionsAreRetried(t *testing.T) {
+	t.Parallel() // the killer sees only its target database; the rows are slowed by SLEEP, not CPU
 	ctx := context.Background()
 	src, dst := newEndpoint(t, daemon.EngineMySQL), newEndpoint(t, daemon.EngineMySQL)
 	for _, e := range []*endpoint{src, dst} {

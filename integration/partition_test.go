@@ -152,6 +152,7 @@ const plainEvents = `CREATE TABLE events (id bigint, day date, kind text, payloa
 // started again stops there again rather than go on with the target
 // holding the partition's rows.
 func TestPartitionedTable(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases and stream ids of their own: overlap them with the other tests too
 	bin := buildSluice(t)
 	t.Run("stream", func(t *testing.T) {
 		t.Parallel()

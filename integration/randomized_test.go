@@ -88,6 +88,7 @@ var randomizedSources = []randomizedSource{
 // pair, the lanes, every differing row and the source statements that
 // touched it; SLUICE_TEST_SEED=<seed> replays it.
 func TestRandomized(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases and stream ids of their own: overlap them with the other tests too
 	n := randomizedN(t)
 	lanes := []struct{ min, max int }{{1, 1}, {2, 4}}
 	for i, src := range randomizedSources {

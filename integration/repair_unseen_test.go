@@ -28,6 +28,10 @@ import (
 // once the commit is released it writes the new row. Each source is a
 // private server, since the setting holds back every commit of a server.
 func TestRepairWaitsForUnseenCommits(t *testing.T) {
+	// Serial, although its servers are its own: hold() relies on the
+	// server's reload (pg_reload_conf) landing before the next commit, and
+	// under the parallel pool's CPU load it once did not ("the hazard is
+	// not staged").
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run(string(eng), func(t *testing.T) {
 			t.Parallel()

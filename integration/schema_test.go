@@ -132,6 +132,7 @@ func (w *appWriter) tx(ctx context.Context) error {
 // the source by the independent comparison, with the target's keys,
 // index and foreign keys as the source has them.
 func TestSchemaCreateCopyStream(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases and stream ids of their own: overlap them with the other tests too
 	for i, pair := range []struct{ from, to daemon.Engine }{
 		{daemon.EnginePostgres, daemon.EnginePostgres},
 		{daemon.EnginePostgres, daemon.EngineMySQL},

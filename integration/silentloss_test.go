@@ -124,11 +124,13 @@ func waitEqualDB(t *testing.T, want, got dbtest.DB, tables []string, within time
 // over bodies PostgreSQL keeps out of line and does not send when they do
 // not change. The target once ended with NULL bodies. One lane and four.
 func TestToastKeyChangedTwice(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		to    daemon.Engine
 		lanes int
 	}{{daemon.EnginePostgres, 1}, {daemon.EnginePostgres, 4}, {daemon.EngineMySQL, 1}} {
 		t.Run(fmt.Sprintf("to_%s_lanes_%d", tc.to, tc.lanes), func(t *testing.T) {
+			t.Parallel() // databases and a slot (uniqueStream) of its own
 			ctx := context.Background()
 			src, dst := newEndpoint(t, daemon.EnginePostgres), newEndpoint(t, tc.to)
 			for _, e := range []*endpoint{src, dst} {
@@ -147,7 +149,7 @@ func TestToastKeyChangedTwice(t *testing.T) {
 			}
 			tables := []string{"docs"}
 			dstURL, _ := dst.viaProxy(t, 5*time.Millisecond)
-			o := logOptions(t, "toast2", src, dstURL, tables)
+			o := logOptions(t, uniqueStream(t, "toast2"), src, dstURL, tables)
 			o.MinLanes, o.MaxLanes = tc.lanes, tc.lanes
 			o.BatchSize = 7 // batches that cut the writer's transactions at odd places
 			dropSlotAtCleanup(t, src, o.ID, tables)
@@ -180,6 +182,7 @@ func TestToastKeyChangedTwice(t *testing.T) {
 // past the row. And a restart without --from-now once refused with "no
 // checkpoint" although the source held every change since the first start.
 func TestFromNowRestartSkipsNothing(t *testing.T) {
+	t.Parallel() // databases of its own, a stream id (slot) the suite's alone; its subtests run in turn
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run(string(eng), func(t *testing.T) {
 			ctx := context.Background()
@@ -227,6 +230,7 @@ func TestFromNowRestartSkipsNothing(t *testing.T) {
 // still has the changes since (the binlog) the target converges, and where
 // it does not (a slot sluice let move on) it refuses, saying why.
 func TestRestoredTarget(t *testing.T) {
+	t.Parallel() // databases of its own, a stream id (slot) the suite's alone; its subtests run in turn
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run(string(eng), func(t *testing.T) {
 			ctx := context.Background()
@@ -298,6 +302,7 @@ func TestRestoredTarget(t *testing.T) {
 // break the unique key; the stream must apply the table in source order
 // instead, never stop, never crawl.
 func TestUniqueSwapsUnderLoad(t *testing.T) {
+	t.Parallel() // databases of its own, a stream id (slot) the suite's alone; its subtests run in turn
 	for _, to := range []daemon.Engine{daemon.EngineMySQL, daemon.EnginePostgres} {
 		t.Run("mariadb_to_"+string(to), func(t *testing.T) {
 			ctx := context.Background()
@@ -458,6 +463,7 @@ func (h *countingHandler) WithGroup(g string) slog.Handler {
 // and a key change applied twice once deleted the moved row. The target
 // must equal the source.
 func TestToastKeyChangesKill9Lanes(t *testing.T) {
+	t.Parallel() // kills only its own sluice process; slot "toastk9" is the suite's alone
 	bin := buildSluice(t)
 	ctx := context.Background()
 	src, dst := newEndpoint(t, daemon.EnginePostgres), newEndpoint(t, daemon.EnginePostgres)

@@ -28,6 +28,7 @@ import (
 // on the target must stop the stream with an error naming the table, the
 // column and the row's key.
 func TestTypeFidelity(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases and stream ids of their own: overlap them with the other tests too
 	for _, tc := range []struct {
 		from, to daemon.Engine
 		mode     string

@@ -26,6 +26,7 @@ import (
 // shows (a FLOAT rounded to 6 digits, a timestamp moved by 1 µs, a JSON
 // member, a byte) must give different texts, and only there.
 func TestVerifyCanonicalForms(t *testing.T) {
+	t.Parallel() // its subtests already run in parallel on databases of their own: overlap them with the other tests too
 	for _, tc := range canonPairs {
 		t.Run(string(tc.from)+"_to_"+string(tc.to), func(t *testing.T) {
 			t.Parallel()

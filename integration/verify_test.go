@@ -116,8 +116,10 @@ func independentDiffs(ds dbtest.Diffs) []string {
 // found and named, and verify's list is the independent comparison's;
 // then --repair's engine makes the target equal to the source.
 func TestVerifySameEngine(t *testing.T) {
+	t.Parallel() // databases of its own, no stream
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
 		t.Run(string(eng), func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			src, dst := newEndpoint(t, eng), newEndpoint(t, eng)
 			verifyTable(ctx, t, src)
@@ -266,8 +268,12 @@ func repairChecked(ctx context.Context, t *testing.T, cfg verify.Config, src, ds
 // Once the writer stops and the stream catches up, the independent
 // comparison finds that same row and nothing else.
 func TestVerifyLive(t *testing.T) {
+	t.Parallel() // databases of its own; the stream ids (slots) are the suite's alone
 	for _, eng := range []daemon.Engine{daemon.EnginePostgres, daemon.EngineMySQL} {
-		t.Run(string(eng), func(t *testing.T) { verifyLive(t, eng) })
+		t.Run(string(eng), func(t *testing.T) {
+			t.Parallel()
+			verifyLive(t, eng)
+		})
 	}
 }
 

@@ -164,6 +164,17 @@ func (t *Target) appendCascades(ctx context.Context, stmts []statement, d *table
 // change, a statement refused as the table changed, or ForgetTables, and
 // read again for the tables a batch names; a cascade may join tables the
 // batch does not name, which are described again here from the source's
+// Learn records tbl as the definition of its table, for the foreign-key
+// actions whose path runs through it: a cross-engine wrapper's schema
+// change reaches the target as the source defines the table, and the
+// wrapper hands over the converted definition this way once the change
+// applied.
+func (t *Target) Learn(tbl *sluice.Table) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.known[tbl.Name] = tbl
+}
+
 // description they were last checked with.
 func (t *Target) pathTable(ctx context.Context, name sluice.TableName) (*tableDesc, error) {
 	if d := t.tables[name]; d != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-cdc/sluice"
 	"github.com/sluice-cdc/sluice/apply"
+	"github.com/sluice-cdc/sluice/apply/typemap"
 )
 
 func TestGoldenCascadeSQL(t *testing.T) {
@@ -289,6 +290,66 @@ func TestCascadesAfterTablesForgotten(t *testing.T) {
 	for _, tc := range []struct{ table, want string }{
 		{"customers", "[200|b]"},
 		{"orders", "[20|200]"},
+		{"order_lines", "[20|1]"},
+	} {
+		if got := fmt.Sprint(dump(t, db, tc.table)); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.table, got, tc.want)
+		}
+	}
+}
+
+// TestCascadeAfterSchemaChangeWrapped is TestCascadeAfterSchemaChange
+// through the cross-engine wrapper, as a MySQL → MySQL stream runs: the
+// schema change's batch carries the source's definition under the
+// source's name, and the target knows the table under its own; before the
+// wrapper handed the converted definition over (Learn), the cascade's path
+// described orders as the stream started ("column orders.extra is missing
+// on the target", seen in TestSchemaCreateCopyStream/mysql_to_mysql).
+func TestCascadeAfterSchemaChangeWrapped(t *testing.T) {
+	dsn, db := testDB(t,
+		"CREATE TABLE customers (id int PRIMARY KEY, name varchar(20))",
+		"CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, extra int, CONSTRAINT o_fk FOREIGN KEY (customer_id) REFERENCES customers (id) ON DELETE CASCADE)",
+		"CREATE TABLE order_lines (order_id int, line_no int, PRIMARY KEY (order_id, line_no), CONSTRAINT l_fk FOREIGN KEY (order_id) REFERENCES orders (id) ON DELETE CASCADE)",
+		"INSERT INTO customers VALUES (1, 'a'), (2, 'b')",
+		"INSERT INTO orders VALUES (10, 1, NULL), (20, 2, NULL)",
+		"INSERT INTO order_lines VALUES (10, 1), (10, 2), (20, 1)",
+	)
+	src := func(tb *sluice.Table) *sluice.Table { tb.Name.Schema = "source_db"; return tb }
+	customers := src(table("customers", []int{0}, "id int", "name varchar(20)"))
+	before := src(table("orders", []int{0}, "id int", "customer_id int", "extra int"))
+	orders := src(table("orders", []int{0}, "id int", "customer_id int"))
+	lines := src(table("order_lines", []int{0, 1}, "order_id int", "line_no int"))
+	before.Columns[1].Nullable, orders.Columns[1].Nullable = false, false
+	tables := []*sluice.Table{customers, before, lines}
+	name := func(n string) sluice.TableName { return sluice.TableName{Schema: "source_db", Name: n} }
+	cs, err := apply.NewCascades([]sluice.ForeignKey{
+		{Name: "o_fk", Table: name("orders"), Columns: []string{"customer_id"}, RefTable: name("customers"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade},
+		{Name: "l_fk", Table: name("order_lines"), Columns: []string{"order_id"}, RefTable: name("orders"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade},
+	}, tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := typemap.Wrap(openTarget(t, dsn, Pipelined, nil), typemap.MySQL, typemap.MySQL)
+	ctx := context.Background()
+	if err := tg.Preflight(ctx, tables); err != nil {
+		t.Fatal(err)
+	}
+	ddl := &apply.Batch{Schema: &sluice.Change{Op: sluice.OpSchema, Table: orders, Schema: &sluice.SchemaChange{Before: before}},
+		DDL: []string{"ALTER TABLE orders DROP COLUMN extra"}}
+	if err := tg.Apply(ctx, ddl, sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	comp := apply.NewCompactor(nil)
+	comp.Cut = cs.Fires
+	comp.Add([]sluice.Change{del(customers, "1")})
+	b := comp.Batch()
+	cs.Attach(b)
+	if err := tg.Apply(ctx, b, sluice.Checkpoint{Stream: "s", Seq: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ table, want string }{
+		{"customers", "[2|b]"},
+		{"orders", "[20|2]"},
 		{"order_lines", "[20|1]"},
 	} {
 		if got := fmt.Sprint(dump(t, db, tc.table)); got != tc.want {

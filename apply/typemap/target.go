@@ -154,7 +154,32 @@ func (t *Target) Apply(ctx context.Context, b *apply.Batch, cp sluice.Checkpoint
 	if err != nil {
 		return err
 	}
-	return t.sourceNames(t.Inner.Apply(ctx, out, cp))
+	return t.sourceNames(t.learn(ctx, b, t.Inner.Apply(ctx, out, cp)))
+}
+
+// learner is an inner target that keeps each table's definition for the
+// foreign-key actions whose path runs through a table no batch names.
+type learner interface {
+	Learn(tbl *sluice.Table)
+}
+
+// learn hands the inner target a table's definition as a schema change
+// left it, converted, once the change's batch applied: the batch carries
+// the source's definition, which the inner target knows under another
+// name and shape, and which can only be converted once the target's
+// table has the change.
+func (t *Target) learn(ctx context.Context, b *apply.Batch, err error) error {
+	if err != nil || b.Schema == nil || b.Schema.Table == nil {
+		return err
+	}
+	if l, ok := t.Inner.(learner); ok {
+		// A definition that does not convert is left out: the changes
+		// after it fail on it, naming the column.
+		if m, merr := t.mapTable(ctx, b.Schema.Table); merr == nil {
+			l.Learn(m.out)
+		}
+	}
+	return nil
 }
 
 // chainer is a target that can chain a lane's transactions (see
@@ -181,7 +206,7 @@ func (t *Target) ApplyAfter(ctx context.Context, b *apply.Batch, cp sluice.Check
 	if err != nil {
 		return err
 	}
-	return t.sourceNames(c.ApplyAfter(ctx, out, cp, after, written))
+	return t.sourceNames(t.learn(ctx, b, c.ApplyAfter(ctx, out, cp, after, written)))
 }
 
 // unknownKeeper is an inner target that keeps the batches whose commit

@@ -757,6 +757,9 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 			finishCopy(ctx, log, tgt, o.ID, start.Position)
 		}
 	}
+	// A lane's connection opened after a followed schema change checks
+	// the tables as the change left them, not as the stream started.
+	current := newTableDefs(tables)
 	newTarget := func(ctx context.Context) (stream.Target, error) {
 		t, err := endpoint.OpenTarget(ctx, topts)
 		if err != nil {
@@ -765,7 +768,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		if f, ok := t.(fencer); ok && gen > 0 {
 			f.SetGeneration(o.ID, gen)
 		}
-		if err := t.Preflight(ctx, tables); err != nil {
+		if err := t.Preflight(ctx, current.list()); err != nil {
 			t.Close(context.WithoutCancel(ctx))
 			return nil, err
 		}
@@ -781,7 +784,7 @@ func runStream(ctx context.Context, o StreamOptions, log *slog.Logger, fixed int
 		defer t.Close(context.WithoutCancel(ctx))
 		return t.OldestTransaction(ctx)
 	}
-	follower := &schemaFollower{o: o, log: log}
+	follower := &schemaFollower{o: o, log: log, defs: current}
 	defer follower.close()
 	st := stream.New(stream.Config{
 		ID:                  o.ID,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -27,7 +28,7 @@ func OpenSchemaDB(ctx context.Context, rawURL string) (*schema.DB, func(), error
 	}
 	switch eng {
 	case EnginePostgres:
-		conn, err := endpoint.ConnectPostgres(ctx, rawURL)
+		conn, err := endpoint.ConnectPostgresUnprepared(ctx, rawURL)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -160,9 +161,49 @@ type schemaFollower struct {
 	log      *slog.Logger
 	f        *schema.Follower
 	closeAll func()
+	// defs records each followed table's new definition, for the lanes'
+	// connections opened after it.
+	defs *tableDefs
+}
+
+// tableDefs is the stream's tables as the schema changes applied so far
+// left them.
+type tableDefs struct {
+	mu     sync.Mutex
+	tables []*sluice.Table
+}
+
+func newTableDefs(tables []*sluice.Table) *tableDefs {
+	return &tableDefs{tables: slices.Clone(tables)}
+}
+
+func (d *tableDefs) list() []*sluice.Table {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.tables)
+}
+
+// set replaces the definition of t's table.
+func (d *tableDefs) set(t *sluice.Table) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, old := range d.tables {
+		if old.Name == t.Name {
+			d.tables[i] = t
+			return
+		}
+	}
 }
 
 func (sf *schemaFollower) statements(ctx context.Context, c *sluice.Change) ([]string, error) {
+	stmts, err := sf.follow(ctx, c)
+	if err == nil && sf.defs != nil && c.Table != nil {
+		sf.defs.set(c.Table)
+	}
+	return stmts, err
+}
+
+func (sf *schemaFollower) follow(ctx context.Context, c *sluice.Change) ([]string, error) {
 	if sf.f == nil {
 		src, tgt, opt, closeAll, err := SchemaSides(ctx, sf.o)
 		if err != nil {

@@ -13,9 +13,27 @@ import (
 
 // ConnectPostgres opens a plain connection for administrative commands.
 func ConnectPostgres(ctx context.Context, rawURL string) (*pgx.Conn, error) {
+	return connectPostgres(ctx, rawURL, false)
+}
+
+// ConnectPostgresUnprepared is ConnectPostgres for a connection that may
+// go through PgBouncer's transaction pooling, as a target's may: it
+// prepares no named statement. pgx's statement cache names a statement
+// by its text's hash, so two of sluice's connections sent to one server
+// connection by the pooler collide ("prepared statement stmtcache_…
+// already exists"); the target's own connections run this way too.
+func ConnectPostgresUnprepared(ctx context.Context, rawURL string) (*pgx.Conn, error) {
+	return connectPostgres(ctx, rawURL, true)
+}
+
+func connectPostgres(ctx context.Context, rawURL string, unprepared bool) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s: %w", MaskURL(rawURL), err)
+	}
+	if unprepared {
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+		cfg.StatementCacheCapacity, cfg.DescriptionCacheCapacity = 0, 0
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

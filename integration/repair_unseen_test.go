@@ -184,6 +184,24 @@ func holdCommits(t *testing.T, e *endpoint) (hold, release func()) {
 	if e.pg != nil {
 		return func() {
 				run("ALTER SYSTEM SET synchronous_standby_names = 'absent_standby'", "SELECT pg_reload_conf()")
+				// pg_reload_conf only signals the postmaster, which signals
+				// the backends in its own time: a commit right after it may
+				// not wait yet. Once a backend shows the setting, every
+				// backend has been signalled and applies it before its
+				// next statement.
+				for deadline := time.Now().Add(10 * time.Second); ; {
+					var v string
+					if err := e.pg.QueryRow(ctx, "SHOW synchronous_standby_names").Scan(&v); err != nil {
+						t.Fatal(err)
+					}
+					if v == "absent_standby" {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("synchronous_standby_names is %q 10 s after pg_reload_conf", v)
+					}
+					time.Sleep(20 * time.Millisecond) // polling interval
+				}
 			}, func() {
 				run("ALTER SYSTEM RESET synchronous_standby_names", "SELECT pg_reload_conf()")
 			}

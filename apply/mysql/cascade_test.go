@@ -175,185 +175,91 @@ func TestCascadesOnTarget(t *testing.T) {
 	})
 }
 
-// TestCascadeAfterSchemaChange: a schema change makes the target describe
-// its tables again, and the next batch names only the table whose delete
-// fires the cascade; the cascade's path must still find the tables it
-// runs through (seen in TestSchemaCreateCopyStream: "table order_lines is
-// not among the stream's tables on the target").
-func TestCascadeAfterSchemaChange(t *testing.T) {
-	each(t, func(t *testing.T, v variant) {
-		dsn, db := testDB(t,
-			"CREATE TABLE customers (id int PRIMARY KEY, name varchar(20))",
-			"CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, extra int, CONSTRAINT o_fk FOREIGN KEY (customer_id) REFERENCES customers (id) ON DELETE CASCADE)",
-			"CREATE TABLE order_lines (order_id int, line_no int, PRIMARY KEY (order_id, line_no), CONSTRAINT l_fk FOREIGN KEY (order_id) REFERENCES orders (id) ON DELETE CASCADE)",
-			"INSERT INTO customers VALUES (1, 'a'), (2, 'b')",
-			"INSERT INTO orders VALUES (10, 1, NULL), (20, 2, NULL)",
-			"INSERT INTO order_lines VALUES (10, 1), (10, 2), (20, 1)",
-		)
-		customers := table("customers", []int{0}, "id int", "name varchar(20)")
-		before := table("orders", []int{0}, "id int", "customer_id int", "extra int")
-		orders := table("orders", []int{0}, "id int", "customer_id int")
-		lines := table("order_lines", []int{0, 1}, "order_id int", "line_no int")
-		before.Columns[1].Nullable, orders.Columns[1].Nullable = false, false
-		tables := []*sluice.Table{customers, before, lines}
-		name := func(n string) sluice.TableName { return sluice.TableName{Name: n} }
-		cs, err := apply.NewCascades([]sluice.ForeignKey{
-			{Name: "o_fk", Table: name("orders"), Columns: []string{"customer_id"}, RefTable: name("customers"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade},
-			{Name: "l_fk", Table: name("order_lines"), Columns: []string{"order_id"}, RefTable: name("orders"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade},
-		}, tables)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tg := openTarget(t, dsn, v.mode, v.multi)
-		ctx := context.Background()
-		if err := tg.Preflight(ctx, tables); err != nil {
-			t.Fatal(err)
-		}
-		// The source dropped orders.extra: its new definition is the one the
-		// cascade's path must describe orders with.
-		ddl := &apply.Batch{Schema: &sluice.Change{Op: sluice.OpSchema, Table: orders, Schema: &sluice.SchemaChange{Before: before}},
-			DDL: []string{"ALTER TABLE orders DROP COLUMN extra"}}
-		if err := tg.Apply(ctx, ddl, sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
-			t.Fatal(err)
-		}
-		comp := apply.NewCompactor(nil)
-		comp.Cut = cs.Fires
-		comp.Add([]sluice.Change{del(customers, "1")})
-		b := comp.Batch()
-		cs.Attach(b)
-		if err := tg.Apply(ctx, b, sluice.Checkpoint{Stream: "s", Seq: 2}); err != nil {
-			t.Fatal(err)
-		}
-		for _, tc := range []struct{ table, want string }{
-			{"customers", "[2|b]"},
-			{"orders", "[20|2]"},
-			{"order_lines", "[20|1]"},
-		} {
-			if got := fmt.Sprint(dump(t, db, tc.table)); got != tc.want {
-				t.Errorf("%s: got %s, want %s", tc.table, got, tc.want)
-			}
-		}
-	})
-}
-
 // TestCascadesAfterTablesForgotten: the target describes tables again
 // after a schema change's batch, a statement refused for an unknown table
 // or column, or ForgetTables, and then knows only those a batch names. A
-// cascade into a table no batch has named since must still run. Seen
-// before the fix: the next parent's delete failed with "table orders is
-// not among the stream's tables on the target", and the stream stopped
-// for good.
+// cascade into a table no batch has named since must still run, with the
+// table as the last schema change left it, also through the cross-engine
+// wrapper, where the change's batch names the table as the source does.
+// Seen before the fixes: "table orders is not among the stream's tables on
+// the target", then "column orders.extra is missing on the target"
+// (TestSchemaCreateCopyStream/mysql_to_mysql), and the stream stopped.
 func TestCascadesAfterTablesForgotten(t *testing.T) {
-	dsn, db := testDB(t,
-		"CREATE TABLE customers (id int PRIMARY KEY, name varchar(20))",
-		"CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, CONSTRAINT o_fk FOREIGN KEY (customer_id) REFERENCES customers (id) ON DELETE CASCADE ON UPDATE CASCADE)",
-		"CREATE TABLE order_lines (order_id int, line_no int, PRIMARY KEY (order_id, line_no), CONSTRAINT l_fk FOREIGN KEY (order_id) REFERENCES orders (id) ON DELETE CASCADE ON UPDATE CASCADE)",
-		"INSERT INTO customers VALUES (1, 'a'), (2, 'b')",
-		"INSERT INTO orders VALUES (10, 1), (20, 2)",
-		"INSERT INTO order_lines VALUES (10, 1), (10, 2), (20, 1)",
-	)
-	customers := table("customers", []int{0}, "id int", "name varchar(20)")
-	orders := table("orders", []int{0}, "id int", "customer_id int")
-	lines := table("order_lines", []int{0, 1}, "order_id int", "line_no int")
-	orders.Columns[1].Nullable = false
-	tables := []*sluice.Table{customers, orders, lines}
-	name := func(n string) sluice.TableName { return sluice.TableName{Name: n} }
-	cs, err := apply.NewCascades([]sluice.ForeignKey{
-		{Name: "o_fk", Table: name("orders"), Columns: []string{"customer_id"}, RefTable: name("customers"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade, OnUpdate: sluice.FKCascade},
-		{Name: "l_fk", Table: name("order_lines"), Columns: []string{"order_id"}, RefTable: name("orders"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade, OnUpdate: sluice.FKCascade},
-	}, tables)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg := openTarget(t, dsn, Pipelined, nil)
-	ctx := context.Background()
-	if err := tg.Preflight(ctx, tables); err != nil {
-		t.Fatal(err)
-	}
-	for i, tc := range []struct {
-		name   string
-		change sluice.Change
-	}{
-		{"delete", del(customers, "1")},
-		{"renumbering", sluice.Change{Table: customers, Op: sluice.OpUpdate, Key: row("2"), Row: row("200", "b")}},
-	} {
-		tg.ForgetTables()
-		comp := apply.NewCompactor(nil)
-		comp.Cut = cs.Fires
-		comp.Add([]sluice.Change{tc.change})
-		b := comp.Batch()
-		cs.Attach(b)
-		if err := tg.Apply(ctx, b, sluice.Checkpoint{Stream: "s", Seq: uint64(i + 1)}); err != nil {
-			t.Fatalf("%s after the tables were forgotten: %v", tc.name, err)
-		}
-	}
-	for _, tc := range []struct{ table, want string }{
-		{"customers", "[200|b]"},
-		{"orders", "[20|200]"},
-		{"order_lines", "[20|1]"},
-	} {
-		if got := fmt.Sprint(dump(t, db, tc.table)); got != tc.want {
-			t.Errorf("%s: got %s, want %s", tc.table, got, tc.want)
-		}
-	}
-}
-
-// TestCascadeAfterSchemaChangeWrapped is TestCascadeAfterSchemaChange
-// through the cross-engine wrapper, as a MySQL → MySQL stream runs: the
-// schema change's batch carries the source's definition under the
-// source's name, and the target knows the table under its own; before the
-// wrapper handed the converted definition over (Learn), the cascade's path
-// described orders as the stream started ("column orders.extra is missing
-// on the target", seen in TestSchemaCreateCopyStream/mysql_to_mysql).
-func TestCascadeAfterSchemaChangeWrapped(t *testing.T) {
-	dsn, db := testDB(t,
-		"CREATE TABLE customers (id int PRIMARY KEY, name varchar(20))",
-		"CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, extra int, CONSTRAINT o_fk FOREIGN KEY (customer_id) REFERENCES customers (id) ON DELETE CASCADE)",
-		"CREATE TABLE order_lines (order_id int, line_no int, PRIMARY KEY (order_id, line_no), CONSTRAINT l_fk FOREIGN KEY (order_id) REFERENCES orders (id) ON DELETE CASCADE)",
-		"INSERT INTO customers VALUES (1, 'a'), (2, 'b')",
-		"INSERT INTO orders VALUES (10, 1, NULL), (20, 2, NULL)",
-		"INSERT INTO order_lines VALUES (10, 1), (10, 2), (20, 1)",
-	)
-	src := func(tb *sluice.Table) *sluice.Table { tb.Name.Schema = "source_db"; return tb }
-	customers := src(table("customers", []int{0}, "id int", "name varchar(20)"))
-	before := src(table("orders", []int{0}, "id int", "customer_id int", "extra int"))
-	orders := src(table("orders", []int{0}, "id int", "customer_id int"))
-	lines := src(table("order_lines", []int{0, 1}, "order_id int", "line_no int"))
-	before.Columns[1].Nullable, orders.Columns[1].Nullable = false, false
-	tables := []*sluice.Table{customers, before, lines}
-	name := func(n string) sluice.TableName { return sluice.TableName{Schema: "source_db", Name: n} }
-	cs, err := apply.NewCascades([]sluice.ForeignKey{
-		{Name: "o_fk", Table: name("orders"), Columns: []string{"customer_id"}, RefTable: name("customers"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade},
-		{Name: "l_fk", Table: name("order_lines"), Columns: []string{"order_id"}, RefTable: name("orders"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade},
-	}, tables)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tg := typemap.Wrap(openTarget(t, dsn, Pipelined, nil), typemap.MySQL, typemap.MySQL)
-	ctx := context.Background()
-	if err := tg.Preflight(ctx, tables); err != nil {
-		t.Fatal(err)
-	}
-	ddl := &apply.Batch{Schema: &sluice.Change{Op: sluice.OpSchema, Table: orders, Schema: &sluice.SchemaChange{Before: before}},
-		DDL: []string{"ALTER TABLE orders DROP COLUMN extra"}}
-	if err := tg.Apply(ctx, ddl, sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
-		t.Fatal(err)
-	}
-	comp := apply.NewCompactor(nil)
-	comp.Cut = cs.Fires
-	comp.Add([]sluice.Change{del(customers, "1")})
-	b := comp.Batch()
-	cs.Attach(b)
-	if err := tg.Apply(ctx, b, sluice.Checkpoint{Stream: "s", Seq: 2}); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct{ table, want string }{
-		{"customers", "[2|b]"},
-		{"orders", "[20|2]"},
-		{"order_lines", "[20|1]"},
-	} {
-		if got := fmt.Sprint(dump(t, db, tc.table)); got != tc.want {
-			t.Errorf("%s: got %s, want %s", tc.table, got, tc.want)
-		}
+	for _, wrapped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "wrapped"}[wrapped], func(t *testing.T) {
+			dsn, db := testDB(t,
+				"CREATE TABLE customers (id int PRIMARY KEY, name varchar(20))",
+				"CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, extra int, CONSTRAINT o_fk FOREIGN KEY (customer_id) REFERENCES customers (id) ON DELETE CASCADE ON UPDATE CASCADE)",
+				"CREATE TABLE order_lines (order_id int, line_no int, PRIMARY KEY (order_id, line_no), CONSTRAINT l_fk FOREIGN KEY (order_id) REFERENCES orders (id) ON DELETE CASCADE ON UPDATE CASCADE)",
+				"INSERT INTO customers VALUES (1, 'a'), (2, 'b')",
+				"INSERT INTO orders VALUES (10, 1, NULL), (20, 2, NULL)",
+				"INSERT INTO order_lines VALUES (10, 1), (10, 2), (20, 1)",
+			)
+			// Through the wrapper the source's names carry its database,
+			// which the target's do not.
+			schema := map[bool]string{true: "source_db"}[wrapped]
+			named := func(tb *sluice.Table) *sluice.Table { tb.Name.Schema = schema; return tb }
+			customers := named(table("customers", []int{0}, "id int", "name varchar(20)"))
+			before := named(table("orders", []int{0}, "id int", "customer_id int", "extra int"))
+			orders := named(table("orders", []int{0}, "id int", "customer_id int"))
+			lines := named(table("order_lines", []int{0, 1}, "order_id int", "line_no int"))
+			before.Columns[1].Nullable, orders.Columns[1].Nullable = false, false
+			tables := []*sluice.Table{customers, before, lines}
+			name := func(n string) sluice.TableName { return sluice.TableName{Schema: schema, Name: n} }
+			cs, err := apply.NewCascades([]sluice.ForeignKey{
+				{Name: "o_fk", Table: name("orders"), Columns: []string{"customer_id"}, RefTable: name("customers"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade, OnUpdate: sluice.FKCascade},
+				{Name: "l_fk", Table: name("order_lines"), Columns: []string{"order_id"}, RefTable: name("orders"), RefColumns: []string{"id"}, OnDelete: sluice.FKCascade, OnUpdate: sluice.FKCascade},
+			}, tables)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inner := openTarget(t, dsn, Pipelined, nil)
+			var tg interface {
+				Preflight(context.Context, []*sluice.Table) error
+				Apply(context.Context, *apply.Batch, sluice.Checkpoint) error
+			} = inner
+			if wrapped {
+				tg = typemap.Wrap(inner, typemap.MySQL, typemap.MySQL)
+			}
+			ctx := context.Background()
+			if err := tg.Preflight(ctx, tables); err != nil {
+				t.Fatal(err)
+			}
+			// The source dropped orders.extra: the cascades' paths must
+			// describe orders as it is now.
+			ddl := &apply.Batch{Schema: &sluice.Change{Op: sluice.OpSchema, Table: orders, Schema: &sluice.SchemaChange{Before: before}},
+				DDL: []string{"ALTER TABLE orders DROP COLUMN extra"}}
+			if err := tg.Apply(ctx, ddl, sluice.Checkpoint{Stream: "s", Seq: 1}); err != nil {
+				t.Fatal(err)
+			}
+			for i, tc := range []struct {
+				name   string
+				change sluice.Change
+			}{
+				{"delete", del(customers, "1")},
+				{"renumbering", sluice.Change{Table: customers, Op: sluice.OpUpdate, Key: row("2"), Row: row("200", "b")}},
+			} {
+				if i > 0 {
+					inner.ForgetTables()
+				}
+				comp := apply.NewCompactor(nil)
+				comp.Cut = cs.Fires
+				comp.Add([]sluice.Change{tc.change})
+				b := comp.Batch()
+				cs.Attach(b)
+				if err := tg.Apply(ctx, b, sluice.Checkpoint{Stream: "s", Seq: uint64(i + 2)}); err != nil {
+					t.Fatalf("%s after the tables were forgotten: %v", tc.name, err)
+				}
+			}
+			for _, tc := range []struct{ table, want string }{
+				{"customers", "[200|b]"},
+				{"orders", "[20|200]"},
+				{"order_lines", "[20|1]"},
+			} {
+				if got := fmt.Sprint(dump(t, db, tc.table)); got != tc.want {
+					t.Errorf("%s: got %s, want %s", tc.table, got, tc.want)
+				}
+			}
+		})
 	}
 }

@@ -159,11 +159,6 @@ func (t *Target) appendCascades(ctx context.Context, stmts []statement, d *table
 	return stmts, nil
 }
 
-// pathTable describes a table of a cascade's path; nil when it is not
-// among the stream's tables. The descriptions are dropped after a schema
-// change, a statement refused as the table changed, or ForgetTables, and
-// read again for the tables a batch names; a cascade may join tables the
-// batch does not name, which are described again here from the source's
 // Learn records tbl as the definition of its table, for the foreign-key
 // actions whose path runs through it: a cross-engine wrapper's schema
 // change reaches the target as the source defines the table, and the
@@ -175,7 +170,13 @@ func (t *Target) Learn(tbl *sluice.Table) {
 	t.known[tbl.Name] = tbl
 }
 
-// description they were last checked with.
+// pathTable describes a table of a cascade's path; nil when it is not
+// among the stream's tables. The descriptions are dropped after a schema
+// change, a statement refused as the table changed, or ForgetTables, and
+// read again for the tables a batch names; a cascade may join tables the
+// batch does not name, which are described again here from the source's
+// description they were last checked with, or the one the last schema
+// change of the table gave (the batch's, or Learn's).
 func (t *Target) pathTable(ctx context.Context, name sluice.TableName) (*tableDesc, error) {
 	if d := t.tables[name]; d != nil {
 		return d, nil

@@ -26,7 +26,6 @@ type state struct {
 	tag     mysql.Tag
 	gno     int64
 	xa      string // the XID when the current transaction is an XA one
-	emitted bool   // a change of the current transaction was handed out
 	lastRow *rowID // the last row of the current transaction handled
 
 	// Resume inside a transaction: skip every row up to skipTo (of any
@@ -40,8 +39,8 @@ type state struct {
 
 	stmtWarned map[string]bool // databases warned about statement-logged writes
 
-	// Progress markers: dirty when the position moved past something that
-	// produced no change since the last change or marker.
+	// Progress markers: dirty when the position moved to a boundary that
+	// no change or marker handed out since names.
 	dirty      bool
 	lastMarker time.Time
 
@@ -146,7 +145,7 @@ func (s *state) run(ctx context.Context, st *replication.BinlogStreamer) {
 			r := *s.lastRow
 			s.skipTo, s.expectTxn = &r, s.txn
 		}
-		s.inTxn, s.txn, s.xa, s.emitted, s.lastRow = false, "", "", false, nil
+		s.inTxn, s.txn, s.xa, s.lastRow = false, "", "", nil
 		for {
 			select {
 			case <-ctx.Done():
@@ -207,7 +206,7 @@ func (s *state) flush(ctx context.Context) {
 // emit queues a change for Read. Any change is also progress.
 func (s *state) emit(c sluice.Change) {
 	s.buf = append(s.buf, c)
-	s.emitted, s.dirty = true, false
+	s.dirty = false
 }
 
 // boundary is the position after the last finished transaction.
@@ -215,9 +214,10 @@ func (s *state) boundary() sluice.Position {
 	return sluice.Position{Kind: Kind, Token: s.pos.base()}
 }
 
-// progress hands out a progress marker when the position moved past
-// source log that produced no change and the last marker is at least the
-// configured interval old. Only between transactions: the marker's
+// progress hands out a progress marker when the position moved to a
+// boundary no change names (past log that gave no change, or the end of
+// a transaction that did) and the last marker is at least the configured
+// interval old. Only between transactions: the marker's
 // position is the last boundary, which must not go behind a change of
 // the current transaction already handed out.
 func (s *state) progress(ctx context.Context, now time.Time) {
@@ -457,7 +457,7 @@ func (s *state) inTxnExplicit(q string) bool {
 func (s *state) begin() {
 	s.inTxn = true
 	s.txn, s.mgtid, s.sid, s.tag, s.gno = "", nil, uuid.Nil, mysql.Tag{}, 0
-	s.xa, s.emitted, s.lastRow = "", false, nil
+	s.xa, s.lastRow = "", nil
 }
 
 func (s *state) checkExpected() error {
@@ -512,7 +512,7 @@ func (s *state) commit(h *replication.EventHeader) error {
 	s.dirty = true
 	s.pos.baseStr = ""
 	s.inTxn, s.txn, s.mgtid, s.sid, s.tag, s.gno = false, "", nil, uuid.Nil, mysql.Tag{}, 0
-	s.xa, s.emitted, s.lastRow = "", false, nil
+	s.xa, s.lastRow = "", nil
 	s.expectTxn = ""
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -97,7 +98,7 @@ func (r *Reader) relation(ctx context.Context, m *pglogrepl.RelationMessage, at 
 	if err != nil {
 		return err
 	}
-	states, indexes, readAt, err := r.catalogState(ctx, rs)
+	states, indexes, readAt, err := r.catalogState(ctx, rs, next)
 	if err != nil {
 		return err
 	}
@@ -247,7 +248,7 @@ func (r *Reader) shapeOf(ctx context.Context, rs *relState, m *pglogrepl.Relatio
 
 // catalogState reads the table's columns and indexes as the catalog has
 // them now, and the WAL position they are no older than.
-func (r *Reader) catalogState(ctx context.Context, rs *relState) (map[string]pgcatalog.ColumnState, []sluice.Index, pglogrepl.LSN, error) {
+func (r *Reader) catalogState(ctx context.Context, rs *relState, next *sluice.Table) (map[string]pgcatalog.ColumnState, []sluice.Index, pglogrepl.LSN, error) {
 	var states map[string]pgcatalog.ColumnState
 	var indexes []sluice.Index
 	var at pglogrepl.LSN
@@ -260,8 +261,26 @@ func (r *Reader) catalogState(ctx context.Context, rs *relState) (map[string]pgc
 		if at, err = pglogrepl.ParseLSN(lsn); err != nil {
 			return err
 		}
-		if states, err = pgcatalog.ColumnStates(ctx, conn, rs.table.Name, rs.info.oid); err != nil {
-			return err
+		// Logical decoding can hand out a transaction once its commit
+		// record is flushed, before the committing backend leaves the
+		// process array: a catalog read in that window misses the
+		// transaction's own DDL (an added column read as dropped since, a
+		// rename as a drop and an add; seen in TestSchemaChanges). A column
+		// the message names and the catalog lacks is read again for a
+		// short while; one dropped since (the catalog ahead of the stream)
+		// stays missing after it, as before.
+		for deadline := time.Now().Add(500 * time.Millisecond); ; {
+			if states, err = pgcatalog.ColumnStates(ctx, conn, rs.table.Name, rs.info.oid); err != nil {
+				return err
+			}
+			if !slices.ContainsFunc(next.Columns, func(c sluice.Column) bool { _, ok := states[c.Name]; return !ok }) || time.Now().After(deadline) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond): // polling interval
+			}
 		}
 		indexes, err = pgcatalog.Indexes(ctx, conn, rs.table.Name, rs.info.oid)
 		return err

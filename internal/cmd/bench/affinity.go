@@ -110,20 +110,27 @@ func (p *pinning) pin(src, dst []int) (undo func(), err error) {
 	return undo, nil
 }
 
-// check counts the tasks (threads of every process) of the trees of src
-// and of dst, and fails on the first one not on its side's CPU: the
-// processes forked and the threads started since pin must have inherited
-// it.
+// check counts the tasks (threads of every process) of the bench and of
+// the trees of src, and those of the trees of dst, and fails on the first
+// one not on its side's CPU: the processes forked and the threads started
+// since pin must have inherited it. The bench's children (the servers it
+// started among them) are not the bench's side: only its own threads
+// count.
 func (p *pinning) check(src, dst []int) (nSrc, nDst int, err error) {
 	tree, err := procTree()
 	if err != nil {
 		return 0, 0, err
 	}
+	self := os.Getpid()
 	count := func(roots []int, cpu int) (int, error) {
 		want := oneCPU(cpu)
 		n := 0
 		for _, root := range roots {
-			for _, pid := range append([]int{root}, tree.descendants(root)...) {
+			pids := []int{root}
+			if root != self {
+				pids = append(pids, tree.descendants(root)...)
+			}
+			for _, pid := range pids {
 				tids, err := tasks(pid)
 				if err != nil {
 					continue // it exited
@@ -142,7 +149,7 @@ func (p *pinning) check(src, dst []int) (nSrc, nDst int, err error) {
 		}
 		return n, nil
 	}
-	if nSrc, err = count(src, p.source); err != nil {
+	if nSrc, err = count(append([]int{self}, src...), p.source); err != nil {
 		return nSrc, 0, err
 	}
 	nDst, err = count(dst, p.target)

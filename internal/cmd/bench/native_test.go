@@ -91,12 +91,12 @@ func TestRenderNative(t *testing.T) {
 		"shared: 96 ms ÷ 0 ms: **0.80** (goal ≥ 0.9) **✗ under the goal**",
 		"Modes (issue 32): *shared*",
 		"| system | mode | link | source server | sluice | target server | total | cores busy | stolen | sluice peak RSS |",
-		"| PostgreSQL logical replication (subscription) | shared | 0 ms proxy | 10 | – | 30 | 40 | 1.75 | 0.00 | – |",
-		"| sluice, pgoutput → PostgreSQL | shared | 0 ms proxy | 10 | 20 | 30 | 60 | 1.75 | 0.00 | 50 MB |",
-		"| sluice, pgoutput → PostgreSQL | pinned | 0 ms proxy | 10 | 20 | 30 | 60 | 1.75 | 0.00 | **120 MB ✗** |",
-		"| 2 | sluice, pgoutput → PostgreSQL | shared | 0 ms proxy | 170000 | 4.00 | 42,500 | 10 / 20 / 30 | 1.75 | 50 MB | equal |",
+		"| PostgreSQL logical replication (subscription) | shared | 0 ms proxy | 10.0 | – | 30.0 | 40.0 | 1.75 | 0.00 | – |",
+		"| sluice, pgoutput → PostgreSQL | shared | 0 ms proxy | 10.0 | **20.0 ✗** | 30.0 | 60.0 | 1.75 | 0.00 | 50 MB |",
+		"| sluice, pgoutput → PostgreSQL | pinned | 0 ms proxy | 10.0 | **20.0 ✗** | 30.0 | 60.0 | 1.75 | 0.00 | **120 MB ✗** |",
+		"| 2 | sluice, pgoutput → PostgreSQL | shared | 0 ms proxy | 170000 | 4.00 | 42,500 | 10.0 / 20.0 / 30.0 | 1.75 | 50 MB | equal |",
 		"| 1 | sluice, pgoutput → PostgreSQL | shared | 96 ms proxy | 170000 | 5.00 | 34,000 | — | — | 40 MB | equal |",
-		"| 3 | sluice, pgoutput → PostgreSQL | pinned | 0 ms proxy | 170000 | 8.00 | 21,250 | 15 / 30 / 45 | 1.75 | **130 MB ✗** | equal |",
+		"| 3 | sluice, pgoutput → PostgreSQL | pinned | 0 ms proxy | 170000 | 8.00 | 21,250 | 15.0 / 30.0 / 45.0 | 1.75 | **130 MB ✗** | equal |",
 		"| 1 | PostgreSQL logical replication (subscription) | pinned | 96 ms proxy | 170000 | 10.00 | 17,000 | — | — | – | equal |",
 	} {
 		if !strings.Contains(out, want) {
@@ -144,6 +144,25 @@ func TestParseModes(t *testing.T) {
 		}
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("parseModes(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestApplierGoalCell(t *testing.T) {
+	for _, tc := range []struct {
+		system string
+		ms     float64
+		want   string
+	}{
+		{sysPGNative, 9, "–"},
+		{sysPGSluice, 2.96, "3.0"},
+		{sysMySluice, 3, "3.0"},
+		{sysPGBouncer, 3.04, "3.0"},
+		{sysPGBouncer, 3.06, "**3.1 ✗**"},
+		{sysMySluice, 5.61, "**5.6 ✗**"},
+	} {
+		if got := applierGoalCell(tc.system, tc.ms); got != tc.want {
+			t.Errorf("applierGoalCell(%s, %v) = %q, want %q", tc.system, tc.ms, got, tc.want)
 		}
 	}
 }

@@ -390,7 +390,7 @@ func (ne *nativeEnv) pinSides(src, dst []int) (undo func(), err error) {
 		restore()
 		return nil, fmt.Errorf("pinned mode: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "    pinned: the bench and the source server (%d threads) on CPU %d, the target server (and PgBouncer: %d threads) on CPU %d\n", n, ne.pinner.source, m, ne.pinner.target)
+	fmt.Fprintf(os.Stderr, "    pinned: the bench and the source server (%d threads) on CPU %d, the target side (%d threads) on CPU %d\n", n, ne.pinner.source, m, ne.pinner.target)
 	return func() {
 		ne.pinned = nil
 		restore()

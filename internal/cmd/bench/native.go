@@ -37,6 +37,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -95,12 +96,24 @@ type nativeConfig struct {
 	engines   []string
 	logDir    string   // keep each sluice run's log here; "" drops them with the state dir
 	extra     []string // more flags for the timed sluice runs (-native-sluice-flags)
+	modes     []string // modeShared, modePinned: each run runs every system in each
 }
+
+// The modes of a run (issue 32): shared is every process free to run on
+// any core; pinned puts the source side (the source server, sluice, the
+// bench and so its WAN proxy) on one core and the target side (the target
+// server, PgBouncer) on another, as two machines would.
+const (
+	modeShared = "shared"
+	modePinned = "pinned"
+)
+
+var nativeModes = []string{modeShared, modePinned}
 
 // nativeFlags registers the native section's flags; the returned function
 // checks and stores them once flag.Parse has run.
 func nativeFlags(nc *nativeConfig) func() error {
-	var rtts, engines, extra string
+	var rtts, engines, extra, modes string
 	flag.Float64Var(&nc.scale, "native-scale", 1, "native section: backlog scale: 100,000 inserts, 50,000 updates and 20,000 deletes times this (e.g. 0.1 for a quick run)")
 	flag.IntVar(&nc.runs, "native-runs", 3, "native section: runs; each cell is the median")
 	flag.StringVar(&rtts, "native-rtt", "0,96ms", "native section: round-trip times of the proxy, comma-separated; the ratios compare the last with the first")
@@ -108,6 +121,7 @@ func nativeFlags(nc *nativeConfig) func() error {
 	flag.IntVar(&nc.myThreads, "native-my-threads", 4, "native section: slave_parallel_threads (mode optimistic) of the tuned MariaDB replica row; 0 leaves the row out")
 	flag.StringVar(&engines, "native-engines", "postgres,mariadb", "native section: engines to run, comma-separated: postgres, mariadb")
 	flag.StringVar(&nc.logDir, "native-logs", "", "native section: keep each sluice run's JSON log in this directory, named by stream and run (to read its batches' timeline)")
+	flag.StringVar(&modes, "native-modes", "shared,pinned", "native section: modes, comma-separated: shared (every process on any core), pinned (the source server, sluice and the proxy on one core, the target server on another)")
 	flag.StringVar(&extra, "native-sluice-flags", "", "native section: more flags for the timed sluice runs, space-separated (e.g. \"--min-lanes 2\")")
 	return func() error {
 		nc.extra = strings.Fields(extra)
@@ -121,9 +135,34 @@ func nativeFlags(nc *nativeConfig) func() error {
 		if nc.rtts, err = parseRTTs("-native-rtt", rtts); err != nil {
 			return err
 		}
-		nc.engines, err = parseEngines("-native-engines", engines)
+		if nc.engines, err = parseEngines("-native-engines", engines); err != nil {
+			return err
+		}
+		nc.modes, err = parseModes("-native-modes", modes)
 		return err
 	}
+}
+
+// parseModes reads flag's comma-separated list of modes (shared, pinned),
+// each once, in the order given.
+func parseModes(flag, s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.ToLower(strings.TrimSpace(f))
+		if f == "" {
+			continue
+		}
+		if !slices.Contains(nativeModes, f) {
+			return nil, fmt.Errorf("%s: unknown mode %q (want %s)", flag, f, strings.Join(nativeModes, ", "))
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no mode given", flag)
+	}
+	return out, nil
 }
 
 // errNoEngine is parseEngines' error for a list that names none.
@@ -253,6 +292,7 @@ const nativeDDL = "CREATE TABLE items (id bigint PRIMARY KEY, k int NOT NULL, c 
 // nativeRun is one system catching up one backlog over one link.
 type nativeRun struct {
 	system   string
+	mode     string // modeShared, modePinned
 	rtt      time.Duration
 	run      int
 	changes  int
@@ -260,6 +300,7 @@ type nativeRun struct {
 	verified bool
 	note     string
 	cpu      runCPU // from start until the marker
+	rss      uint64 // sluice's peak RSS (VmHWM) just before it is stopped; 0 for native replication or unknown
 }
 
 func (r nativeRun) rate() float64 {
@@ -277,7 +318,15 @@ type nativeEnv struct {
 	out    []nativeRun
 	// tables are sluice's --tables, comma-separated; "" for nativeTable.
 	tables string
+	mode   string   // of the runs under way
+	pinner *pinning // the pinned mode's cores; nil when it does not run
+	// pinned holds the roots of each side's process trees while a pinned
+	// run's timed part runs; nil otherwise.
+	pinned *pinnedSides
 }
+
+// pinnedSides are the process trees a pinned run put on each side's core.
+type pinnedSides struct{ source, target []int }
 
 func (e *env) benchNative(ctx context.Context) ([]nativeRun, error) {
 	ne := &nativeEnv{env: e, nc: e.cfg.native, shape: shapeFor(e.cfg.native.scale)}
@@ -289,24 +338,80 @@ func (e *env) benchNative(ctx context.Context) ([]nativeRun, error) {
 		return nil, fmt.Errorf("-sluice %s: %w (run `make build` first)", e.cfg.copy.sluice, err)
 	}
 	ne.sluice = bin
+	modes := ne.nc.modes
+	if slices.Contains(modes, modePinned) {
+		if ne.pinner, err = newPinning(); err != nil {
+			fmt.Fprintf(os.Stderr, "==> native: pinned mode skipped: %v\n", err)
+			modes = slices.DeleteFunc(slices.Clone(modes), func(m string) bool { return m == modePinned })
+		} else {
+			fmt.Fprintf(os.Stderr, "==> native: pinned mode: the source side on CPU %d, the target side on CPU %d\n", ne.pinner.source, ne.pinner.target)
+		}
+	}
 	for run := 1; run <= ne.nc.runs; run++ {
-		for _, eng := range ne.nc.engines {
-			if ctx.Err() != nil {
-				return ne.out, ctx.Err()
-			}
-			if eng == "postgres" {
-				e.stopMariaDB()
-				err = ne.postgresRun(ctx, run)
-			} else {
-				e.stopPostgres()
-				err = ne.mariadbRun(ctx, run)
-			}
-			if err != nil {
-				return ne.out, fmt.Errorf("run %d, %s: %w", run, eng, err)
+		for _, mode := range modes {
+			ne.mode = mode
+			for _, eng := range ne.nc.engines {
+				if ctx.Err() != nil {
+					return ne.out, ctx.Err()
+				}
+				if eng == "postgres" {
+					e.stopMariaDB()
+					err = ne.postgresRun(ctx, run)
+				} else {
+					e.stopPostgres()
+					err = ne.mariadbRun(ctx, run)
+				}
+				if err != nil {
+					return ne.out, fmt.Errorf("run %d, %s, %s: %w", run, mode, eng, err)
+				}
 			}
 		}
 	}
 	return ne.out, nil
+}
+
+// pinSides, in pinned mode, puts the bench and the process trees of src on
+// the source core and those of dst on the target core, for the timed part
+// of a run, and returns the function that gives them every CPU back (a
+// no-op in shared mode). The backlog is written before, on every core: it
+// is not timed.
+func (ne *nativeEnv) pinSides(src, dst []int) (undo func(), err error) {
+	if ne.mode != modePinned {
+		return func() {}, nil
+	}
+	restore, err := ne.pinner.pin(src, dst)
+	if err != nil {
+		return nil, err
+	}
+	ne.pinned = &pinnedSides{source: src, target: dst}
+	n, m, err := ne.pinner.check(src, dst)
+	if err != nil {
+		ne.pinned = nil
+		restore()
+		return nil, fmt.Errorf("pinned mode: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "    pinned: the bench and the source server (%d threads) on CPU %d, the target side (%d threads) on CPU %d\n", n, ne.pinner.source, m, ne.pinner.target)
+	return func() {
+		ne.pinned = nil
+		restore()
+	}, nil
+}
+
+// checkPinned, in a pinned run, checks that every thread of each side is
+// still on its core (those forked or started since: walsenders, apply
+// workers, replica threads, sluice), more (sluice) counting with the
+// source; it returns a note for the run when one is not, "" otherwise.
+func (ne *nativeEnv) checkPinned(more ...int) string {
+	if ne.pinned == nil {
+		return ""
+	}
+	n, m, err := ne.pinner.check(append(slices.Clone(ne.pinned.source), more...), ne.pinned.target)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "    **pinned check failed**: %v\n", err)
+		return "pinned check failed: " + err.Error()
+	}
+	fmt.Fprintf(os.Stderr, "    pinned check: the bench, the source server and sluice: %d threads on CPU %d; the target side: %d on CPU %d\n", n, ne.pinner.source, m, ne.pinner.target)
+	return ""
 }
 
 func (ne *nativeEnv) record(r nativeRun) {
@@ -314,7 +419,11 @@ func (ne *nativeEnv) record(r nativeRun) {
 	if !r.verified {
 		v = "**MISMATCH**"
 	}
-	fmt.Fprintf(os.Stderr, "    %s, %s: %d changes in %.2f s, %s changes/s, %s\n", r.system, linkLabel(r.rtt), r.changes, r.elapsed.Seconds(), thousands(r.rate()), v)
+	rss := ""
+	if r.rss > 0 {
+		rss = ", sluice peak RSS " + mb(r.rss)
+	}
+	fmt.Fprintf(os.Stderr, "    %s, %s, %s: %d changes in %.2f s, %s changes/s%s, %s\n", r.system, r.mode, linkLabel(r.rtt), r.changes, r.elapsed.Seconds(), thousands(r.rate()), rss, v)
 	ne.out = append(ne.out, r)
 }
 
@@ -403,6 +512,11 @@ func (ne *nativeEnv) postgresRun(ctx context.Context, run int) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "    backlog written in %.1f s\n", time.Since(t0).Seconds())
+	unpin, err := ne.pinSides([]int{src.PID()}, []int{dst.PID(), bouncer.PID()})
+	if err != nil {
+		return err
+	}
+	defer unpin()
 
 	// The launcher starts a subscription's worker at most once per
 	// wal_retrieve_retry_interval (5 s by default) since it last started
@@ -445,7 +559,7 @@ func (ne *nativeEnv) postgresRun(ctx context.Context, run int) error {
 // backlog) in a fresh database of the second server, through a proxy in
 // front of the source, and times it from ENABLE to the marker.
 func (ne *nativeEnv) pgSubscription(ctx context.Context, run int, srcURL, srcDB, slot string, rtt time.Duration) (nativeRun, error) {
-	res := nativeRun{system: sysPGNative, rtt: rtt, run: run, changes: ne.shape.changes()}
+	res := nativeRun{system: sysPGNative, mode: ne.mode, rtt: rtt, run: run, changes: ne.shape.changes()}
 	fmt.Fprintf(os.Stderr, "==> native, run %d, PostgreSQL subscription, %s\n", run, linkLabel(rtt))
 	src, dst := ne.pgSrc.(*dbtest.Postgres), ne.pgDst.(*dbtest.Postgres) // the subscription names the superuser and the data directory
 	proxy, err := wanproxy.Start(src.Addr(), rtt/2)
@@ -495,6 +609,7 @@ func (ne *nativeEnv) pgSubscription(ctx context.Context, run int, srcURL, srcDB,
 		return res, err
 	}
 	res.elapsed, res.cpu = seen.Sub(t0), meter.stop()
+	res.note = ne.checkPinned()
 	res.verified, err = pgEqual(ctx, srcURL, dstURL)
 	return res, err
 }
@@ -642,6 +757,11 @@ func (ne *nativeEnv) mariadbRun(ctx context.Context, run int) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "    backlog written in %.1f s (binlog from %s:%d)\n", time.Since(t0).Seconds(), file, pos)
+	unpin, err := ne.pinSides([]int{src.PID()}, []int{dst.PID()})
+	if err != nil {
+		return err
+	}
+	defer unpin()
 
 	type replica struct {
 		system  string
@@ -706,7 +826,7 @@ func scanMasterStatus(ctx context.Context, db *sql.DB, file *string, pos *int64)
 // the binlog position taken before the backlog, and times it from START
 // SLAVE to the marker.
 func (ne *nativeEnv) myReplica(ctx context.Context, run int, system string, threads int, srcURL, dstURL, file string, pos int64, rtt time.Duration) (nativeRun, error) {
-	res := nativeRun{system: system, rtt: rtt, run: run, changes: ne.shape.changes()}
+	res := nativeRun{system: system, mode: ne.mode, rtt: rtt, run: run, changes: ne.shape.changes()}
 	fmt.Fprintf(os.Stderr, "==> native, run %d, MariaDB replica (slave_parallel_threads %d), %s\n", run, threads, linkLabel(rtt))
 	src := ne.mySrc.(*dbtest.MariaDB) // the replica names the root user
 	proxy, err := wanproxy.Start(src.Addr(), rtt/2)
@@ -754,6 +874,7 @@ func (ne *nativeEnv) myReplica(ctx context.Context, run int, system string, thre
 		return res, err
 	}
 	res.elapsed, res.cpu = seen.Sub(t0), meter.stop()
+	res.note = ne.checkPinned()
 	res.verified, err = myEqual(ctx, srcURL, dstURL)
 	return res, err
 }
@@ -865,7 +986,7 @@ func (ne *nativeEnv) sluiceFromNow(ctx context.Context, srcURL, dstURL, stream, 
 // marker on the target.
 func (ne *nativeEnv) sluiceCatchUp(ctx context.Context, system string, run int, srcURL, dstURL, dstAddr, stream, stateDir string, rtt time.Duration, sides cpuSides,
 	marker func(context.Context) (bool, error), equal func(context.Context) (bool, error)) (nativeRun, error) {
-	res := nativeRun{system: system, rtt: rtt, run: run, changes: ne.shape.changes()}
+	res := nativeRun{system: system, mode: ne.mode, rtt: rtt, run: run, changes: ne.shape.changes()}
 	fmt.Fprintf(os.Stderr, "==> native, run %d, %s, %s\n", run, nativeTitle(system, ne.nc), linkLabel(rtt))
 	proxy, proxyURL, err := proxied(dstAddr, dstURL, rtt)
 	if err != nil {
@@ -913,9 +1034,14 @@ func (ne *nativeEnv) sluiceCatchUp(ctx context.Context, system string, run int, 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	// Read while it still runs: its peak over the whole catch-up and the
+	// equality checks, which the issue bounds (≤ 100 MB).
+	res.rss = vmHWM(p.cmd.Process.Pid)
+	notes := []string{res.note, ne.checkPinned(p.cmd.Process.Pid)}
 	if code, err := p.stop(); err != nil || code != 0 {
-		res.note = fmt.Sprintf("exit %d after SIGTERM (%v)", code, err)
+		notes = append(notes, fmt.Sprintf("exit %d after SIGTERM (%v)", code, err))
 	}
+	res.note = strings.Join(slices.DeleteFunc(notes, func(n string) bool { return n == "" }), "; ")
 	return res, nil
 }
 
@@ -974,6 +1100,15 @@ func (ne *nativeEnv) startSluice(stream, stateDir, logName, srcURL, dstURL strin
 	}
 	p := &sluiceProc{cmd: cmd, done: make(chan struct{}), lw: &logWatch{path: logPath}}
 	go func() { p.waitErr = cmd.Wait(); close(p.done) }()
+	if ne.pinned != nil {
+		// Forked by a pinned bench thread, it starts on the source core
+		// already; set again so it does not hang on that inheritance.
+		set := oneCPU(ne.pinner.source)
+		if err := setTreeAffinity(cmd.Process.Pid, &set); err != nil {
+			p.stop() //nolint:errcheck // it is not to be used
+			return nil, fmt.Errorf("pin sluice to CPU %d: %w", ne.pinner.source, err)
+		}
+	}
 	return p, nil
 }
 
@@ -1089,12 +1224,12 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// cell is the median rate of a system at an RTT over its verified runs,
-// and how many runs there were and how many verified.
-func nativeCell(rs []nativeRun, system string, rtt time.Duration) (rate float64, runs, verified int) {
+// nativeCell is the median rate of a system in a mode at an RTT over its
+// verified runs, and how many runs there were and how many verified.
+func nativeCell(rs []nativeRun, system, mode string, rtt time.Duration) (rate float64, runs, verified int) {
 	var xs []float64
 	for _, r := range rs {
-		if r.system == system && r.rtt == rtt {
+		if r.system == system && r.mode == mode && r.rtt == rtt {
 			runs++
 			if r.verified {
 				verified++
@@ -1105,8 +1240,34 @@ func nativeCell(rs []nativeRun, system string, rtt time.Duration) (rate float64,
 	return median(xs), runs, verified
 }
 
+// modesIn is the modes rs has runs of, in nativeModes' order.
+func modesIn(rs []nativeRun) []string {
+	var out []string
+	for _, m := range nativeModes {
+		if slices.ContainsFunc(rs, func(r nativeRun) bool { return r.mode == m }) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // kRate is a rate as the issue writes it: 44.8k/s.
 func kRate(f float64) string { return fmt.Sprintf("%.1fk/s", f/1000) }
+
+// goalNativeRSS is issue 32's bound on sluice's peak RSS: 100 MB, decimal
+// (stricter than MiB).
+const goalNativeRSS = 100e6
+
+// rssCell is a peak RSS, marked over the goal; a dash when unknown.
+func rssCell(b uint64) string {
+	switch {
+	case b == 0:
+		return "–"
+	case b > goalNativeRSS:
+		return "**" + mb(b) + " ✗**"
+	}
+	return mb(b)
+}
 
 func renderNative(nc nativeConfig, rs []nativeRun, took time.Duration) string {
 	var b strings.Builder
@@ -1117,8 +1278,12 @@ func renderNative(nc nativeConfig, rs []nativeRun, took time.Duration) string {
 		"Timed from start (ENABLE, START SLAVE, sluice's process start) until the marker is on the target; then the table is checked equal (CompareTables on PostgreSQL, CHECKSUM TABLE on MariaDB). "+
 		"Rates are backlog changes (%s) per second, the median of %d run(s), on a shared, noisy machine. MariaDB's replica and sluice's MariaDB target are the same server (binlog on, log_slave_updates off), as are PostgreSQL's subscriber and sluice's PostgreSQL target; the PgBouncer row runs through a throwaway PgBouncer (pool_mode = transaction, ignore_startup_parameters = extra_float_digits) in front of that server, the proxy between sluice and PgBouncer.\n\n",
 		thousands(float64(shape.inserts)), thousands(float64(shape.updates)), thousands(float64(shape.deletes)), nativeTxSize, thousands(float64(shape.changes())), nc.runs)
+	modes := modesIn(rs)
+	if slices.Contains(modes, modePinned) {
+		b.WriteString("Modes (issue 32): *shared*, every process on any core; *pinned*, the timed part of each run with the two sides on separate cores, as two machines would be: the source server (every process and thread, those forked later too), sluice and the WAN proxy (in the bench process) on one core, the target server (its subscription apply worker, its replica threads) and PgBouncer on the other. Pinned, sluice sees one CPU (GOMAXPROCS 1).\n\n")
+	}
 	first, last := nc.rtts[0], nc.rtts[len(nc.rtts)-1]
-	b.WriteString("| |")
+	b.WriteString("| | mode |")
 	for _, rtt := range nc.rtts {
 		fmt.Fprintf(&b, " %s |", linkLabel(rtt))
 	}
@@ -1126,7 +1291,7 @@ func renderNative(nc nativeConfig, rs []nativeRun, took time.Duration) string {
 	if ratioCol {
 		fmt.Fprintf(&b, " %s ÷ %s |", rttLabel(last), rttLabel(first))
 	}
-	b.WriteString("\n|---|")
+	b.WriteString("\n|---|---|")
 	for range nc.rtts {
 		b.WriteString("---:|")
 	}
@@ -1135,31 +1300,33 @@ func renderNative(nc nativeConfig, rs []nativeRun, took time.Duration) string {
 	}
 	b.WriteString("\n")
 	for _, sys := range nativeSystems {
-		if _, n, _ := nativeCell(rs, sys, first); n == 0 {
-			continue
-		}
-		fmt.Fprintf(&b, "| %s |", nativeTitle(sys, nc))
-		for _, rtt := range nc.rtts {
-			rate, n, v := nativeCell(rs, sys, rtt)
-			switch {
-			case n == 0:
-				b.WriteString(" — |")
-			case v < n:
-				fmt.Fprintf(&b, " %s (**%d of %d runs MISMATCH**) |", kRateOrDash(rate, v), n-v, n)
-			default:
-				fmt.Fprintf(&b, " %s |", kRate(rate))
+		for _, mode := range modes {
+			if _, n, _ := nativeCell(rs, sys, mode, first); n == 0 {
+				continue
 			}
-		}
-		if ratioCol {
-			a, _, _ := nativeCell(rs, sys, first)
-			z, _, _ := nativeCell(rs, sys, last)
-			if a > 0 && z > 0 {
-				fmt.Fprintf(&b, " %.2f |", z/a)
-			} else {
-				b.WriteString(" — |")
+			fmt.Fprintf(&b, "| %s | %s |", nativeTitle(sys, nc), mode)
+			for _, rtt := range nc.rtts {
+				rate, n, v := nativeCell(rs, sys, mode, rtt)
+				switch {
+				case n == 0:
+					b.WriteString(" — |")
+				case v < n:
+					fmt.Fprintf(&b, " %s (**%d of %d runs MISMATCH**) |", kRateOrDash(rate, v), n-v, n)
+				default:
+					fmt.Fprintf(&b, " %s |", kRate(rate))
+				}
 			}
+			if ratioCol {
+				a, _, _ := nativeCell(rs, sys, mode, first)
+				z, _, _ := nativeCell(rs, sys, mode, last)
+				if a > 0 && z > 0 {
+					fmt.Fprintf(&b, " %.2f |", z/a)
+				} else {
+					b.WriteString(" — |")
+				}
+			}
+			b.WriteString("\n")
 		}
-		b.WriteString("\n")
 	}
 
 	mark := func(ok bool) string {
@@ -1168,32 +1335,34 @@ func renderNative(nc nativeConfig, rs []nativeRun, took time.Duration) string {
 		}
 		return "**✗ under the goal**"
 	}
-	fmt.Fprintf(&b, "\n### Ratios and goals (issue 14), at the %s\n\n", linkLabel(last))
-	for _, p := range []struct {
-		sluice, native, engine string
-		goal                   float64
-	}{
-		{sysPGSluice, sysPGNative, "PostgreSQL", goalNativePG},
-		{sysMySluice, sysMyNative, "MariaDB", goalNativeMy},
-		{sysMySluice, sysMyNativeTuned, "MariaDB", 0},
-	} {
-		s, _, _ := nativeCell(rs, p.sluice, last)
-		n, _, _ := nativeCell(rs, p.native, last)
-		if s == 0 || n == 0 {
-			continue
+	fmt.Fprintf(&b, "\n### Ratios and goals (issues 14, 32), at the %s\n\n", linkLabel(last))
+	for _, mode := range modes {
+		for _, p := range []struct {
+			sluice, native, engine string
+			goal                   float64
+		}{
+			{sysPGSluice, sysPGNative, "PostgreSQL", goalNativePG},
+			{sysMySluice, sysMyNative, "MariaDB", goalNativeMy},
+			{sysMySluice, sysMyNativeTuned, "MariaDB", 0},
+		} {
+			s, _, _ := nativeCell(rs, p.sluice, mode, last)
+			n, _, _ := nativeCell(rs, p.native, mode, last)
+			if s == 0 || n == 0 {
+				continue
+			}
+			if p.goal > 0 {
+				fmt.Fprintf(&b, "* %s, %s: sluice ÷ native at %s: **%.2f×** (%s vs %s; goal ≥ %.1f×) %s\n", p.engine, mode, rttLabel(last), s/n, kRate(s), kRate(n), p.goal, mark(s/n >= p.goal))
+			} else {
+				fmt.Fprintf(&b, "* %s, %s: sluice ÷ the tuned replica (slave_parallel_threads %d) at %s: **%.2f×** (%s vs %s)\n", p.engine, mode, nc.myThreads, rttLabel(last), s/n, kRate(s), kRate(n))
+			}
 		}
-		if p.goal > 0 {
-			fmt.Fprintf(&b, "* %s: sluice ÷ native at %s: **%.2f×** (%s vs %s; goal ≥ %.1f×) %s\n", p.engine, rttLabel(last), s/n, kRate(s), kRate(n), p.goal, mark(s/n >= p.goal))
-		} else {
-			fmt.Fprintf(&b, "* %s: sluice ÷ the tuned replica (slave_parallel_threads %d) at %s: **%.2f×** (%s vs %s)\n", p.engine, nc.myThreads, rttLabel(last), s/n, kRate(s), kRate(n))
-		}
-	}
-	if ratioCol {
-		for _, sys := range []string{sysPGSluice, sysMySluice} {
-			a, _, _ := nativeCell(rs, sys, first)
-			z, _, _ := nativeCell(rs, sys, last)
-			if a > 0 && z > 0 {
-				fmt.Fprintf(&b, "* %s: %s ÷ %s: **%.2f** (goal ≥ %.1f) %s\n", nativeTitle(sys, nc), rttLabel(last), rttLabel(first), z/a, goalNativeLink, mark(z/a >= goalNativeLink))
+		if ratioCol {
+			for _, sys := range []string{sysPGSluice, sysMySluice} {
+				a, _, _ := nativeCell(rs, sys, mode, first)
+				z, _, _ := nativeCell(rs, sys, mode, last)
+				if a > 0 && z > 0 {
+					fmt.Fprintf(&b, "* %s, %s: %s ÷ %s: **%.2f** (goal ≥ %.1f) %s\n", nativeTitle(sys, nc), mode, rttLabel(last), rttLabel(first), z/a, goalNativeLink, mark(z/a >= goalNativeLink))
+				}
 			}
 		}
 	}
@@ -1201,9 +1370,9 @@ func renderNative(nc nativeConfig, rs []nativeRun, took time.Duration) string {
 	renderNativeCPU(&b, nc, rs)
 
 	fmt.Fprintln(&b, "\n### Every run")
-	fmt.Fprintln(&b, "\nCPU: ms per 1,000 changes of the source server / sluice / the target server (with PgBouncer), and the cores the machine kept busy, from start to the marker.")
-	fmt.Fprintln(&b, "\n| run | system | link | changes | seconds | changes/s | CPU | cores busy | verified |")
-	fmt.Fprintln(&b, "|---:|---|---|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(&b, "\nCPU: ms per 1,000 changes of the source server / sluice / the target server (with PgBouncer), and the cores the machine kept busy, from start to the marker. sluice peak RSS: its VmHWM just before it was stopped (goal ≤ 100 MB).")
+	fmt.Fprintln(&b, "\n| run | system | mode | link | changes | seconds | changes/s | CPU | cores busy | sluice peak RSS | verified |")
+	fmt.Fprintln(&b, "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|")
 	for _, r := range rs {
 		v := "equal"
 		if !r.verified {
@@ -1214,57 +1383,79 @@ func renderNative(nc nativeConfig, rs []nativeRun, took time.Duration) string {
 		}
 		cpu, busy := "—", "—"
 		if u := r.cpu; u.ok {
-			cpu = fmt.Sprintf("%.0f / %s / %.0f", msPerK(u.source, r.changes), applierCell(r.system, msPerK(u.applier, r.changes)), msPerK(u.target, r.changes))
+			cpu = fmt.Sprintf("%.1f / %s / %.1f", msPerK(u.source, r.changes), applierCell(r.system, msPerK(u.applier, r.changes)), msPerK(u.target, r.changes))
 			busy = fmt.Sprintf("%.2f", u.cores())
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %.2f | %s | %s | %s | %s |\n", r.run, nativeTitle(r.system, nc), linkLabel(r.rtt), r.changes, r.elapsed.Seconds(), thousands(r.rate()), cpu, busy, v)
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %d | %.2f | %s | %s | %s | %s | %s |\n", r.run, nativeTitle(r.system, nc), r.mode, linkLabel(r.rtt), r.changes, r.elapsed.Seconds(), thousands(r.rate()), cpu, busy, rssCell(r.rss), v)
 	}
 	fmt.Fprintln(&b)
 	return b.String()
 }
 
 // applierCell is the applier's CPU cell, ms: none for native
-// replication, whose applying is the servers' own work.
+// replication, whose applying is the servers' own work. One decimal: the
+// goal (goalNativeCPU) is a few ms.
 func applierCell(system string, ms float64) string {
 	if !isSluice(system) {
 		return "–"
 	}
-	return fmt.Sprintf("%.0f", ms)
+	return fmt.Sprintf("%.1f", ms)
+}
+
+// goalNativeCPU is issue 32's bound on sluice's own CPU, ms per 1,000
+// changes.
+const goalNativeCPU = 3.0
+
+// applierGoalCell is applierCell marked when over goalNativeCPU, as
+// shown (rounded to its one decimal): a 3.0 is not marked.
+func applierGoalCell(system string, ms float64) string {
+	c := applierCell(system, ms)
+	if isSluice(system) && math.Round(ms*10)/10 > goalNativeCPU {
+		return "**" + c + " ✗**"
+	}
+	return c
 }
 
 // renderNativeCPU is the table of where the CPU went: on a machine whose
 // cores the source server, the target server and the applier share, a run
 // that keeps them all busy is bound by the CPU each change costs, not by
-// the link, and the systems compare by that cost.
+// the link, and the systems compare by that cost. Pinned, each side has
+// one core: a side near 1 core busy is the bottleneck.
 func renderNativeCPU(b *strings.Builder, nc nativeConfig, rs []nativeRun) {
 	header := false
+	modes := modesIn(rs)
 	for _, rtt := range nc.rtts {
 		for _, sys := range nativeSystems {
-			var source, applier, target, total, cores, steal []float64
-			for _, r := range rs {
-				u := r.cpu
-				if r.system != sys || r.rtt != rtt || !u.ok || !r.verified {
+			for _, mode := range modes {
+				var source, applier, target, total, cores, steal, rss []float64
+				for _, r := range rs {
+					u := r.cpu
+					if r.system != sys || r.mode != mode || r.rtt != rtt || !u.ok || !r.verified {
+						continue
+					}
+					source = append(source, msPerK(u.source, r.changes))
+					applier = append(applier, msPerK(u.applier, r.changes))
+					target = append(target, msPerK(u.target, r.changes))
+					total = append(total, msPerK(u.source+u.applier+u.target, r.changes))
+					cores = append(cores, u.cores())
+					steal = append(steal, u.steal.Seconds()/u.wall.Seconds())
+					if r.rss > 0 {
+						rss = append(rss, float64(r.rss))
+					}
+				}
+				if len(source) == 0 {
 					continue
 				}
-				source = append(source, msPerK(u.source, r.changes))
-				applier = append(applier, msPerK(u.applier, r.changes))
-				target = append(target, msPerK(u.target, r.changes))
-				total = append(total, msPerK(u.source+u.applier+u.target, r.changes))
-				cores = append(cores, u.cores())
-				steal = append(steal, u.steal.Seconds()/u.wall.Seconds())
+				if !header {
+					header = true
+					fmt.Fprintf(b, "\n### Where the CPU went: ms per 1,000 changes, median of %d run(s)\n\n", nc.runs)
+					fmt.Fprintf(b, "From start to the marker, by side (each process with its children: a PostgreSQL server's backends, walsenders and workers), and the cores the whole machine kept busy (of %d) and had stolen by its host. A run that kept nearly every core busy was bound by CPU, not by the link: its rate is the machine's CPU over what a change costs the three sides together. sluice: its own CPU (goal ≤ %.0f ms, issue 32); sluice peak RSS: the median of its runs' VmHWM (goal ≤ 100 MB).\n\n", runtime.NumCPU(), goalNativeCPU)
+					b.WriteString("| system | mode | link | source server | sluice | target server | total | cores busy | stolen | sluice peak RSS |\n")
+					b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+				}
+				fmt.Fprintf(b, "| %s | %s | %s | %.1f | %s | %.1f | %.1f | %.2f | %.2f | %s |\n", nativeTitle(sys, nc), mode, linkLabel(rtt),
+					median(source), applierGoalCell(sys, median(applier)), median(target), median(total), median(cores), median(steal), rssCell(uint64(median(rss))))
 			}
-			if len(source) == 0 {
-				continue
-			}
-			if !header {
-				header = true
-				fmt.Fprintf(b, "\n### Where the CPU went: ms per 1,000 changes, median of %d run(s)\n\n", nc.runs)
-				fmt.Fprintf(b, "From start to the marker, by side (each process with its children: a PostgreSQL server's backends, walsenders and workers), and the cores the whole machine kept busy (of %d) and had stolen by its host. A run that kept nearly every core busy was bound by CPU, not by the link: its rate is the machine's CPU over what a change costs the three sides together.\n\n", runtime.NumCPU())
-				b.WriteString("| system | link | source server | sluice | target server | total | cores busy | stolen |\n")
-				b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
-			}
-			fmt.Fprintf(b, "| %s | %s | %.0f | %s | %.0f | %.0f | %.2f | %.2f |\n", nativeTitle(sys, nc), linkLabel(rtt),
-				median(source), applierCell(sys, median(applier)), median(target), median(total), median(cores), median(steal))
 		}
 	}
 }

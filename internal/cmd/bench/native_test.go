@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,22 +42,33 @@ func TestBacklogStatements(t *testing.T) {
 }
 
 func TestRenderNative(t *testing.T) {
-	nc := nativeConfig{scale: 1, runs: 3, rtts: []time.Duration{0, 96 * time.Millisecond}, myThreads: 4}
+	nc := nativeConfig{scale: 1, runs: 3, rtts: []time.Duration{0, 96 * time.Millisecond}, myThreads: 4, modes: []string{modeShared, modePinned}}
 	var rs []nativeRun
-	add := func(sys string, rtt time.Duration, secs ...float64) {
+	add := func(sys, mode string, rtt time.Duration, secs ...float64) {
 		for i, s := range secs {
-			rs = append(rs, nativeRun{system: sys, rtt: rtt, run: i + 1, changes: 170000, elapsed: time.Duration(s * float64(time.Second)), verified: true})
+			rs = append(rs, nativeRun{system: sys, mode: mode, rtt: rtt, run: i + 1, changes: 170000, elapsed: time.Duration(s * float64(time.Second)), verified: true})
 		}
 	}
-	add(sysPGNative, 0, 4, 5, 6)                    // median 34.0k/s
-	add(sysPGNative, 96*time.Millisecond, 10, 9, 8) // median 18.9k/s
-	add(sysPGSluice, 0, 4, 4, 4)                    // 42.5k/s
-	add(sysPGSluice, 96*time.Millisecond, 5, 5, 5)  // 34.0k/s
+	add(sysPGNative, modeShared, 0, 4, 5, 6)                    // median 34.0k/s
+	add(sysPGNative, modeShared, 96*time.Millisecond, 10, 9, 8) // median 18.9k/s
+	add(sysPGSluice, modeShared, 0, 4, 4, 4)                    // 42.5k/s
+	add(sysPGSluice, modeShared, 96*time.Millisecond, 5, 5, 5)  // 34.0k/s
 	rs[len(rs)-1].verified = false
+	add(sysPGNative, modePinned, 0, 5, 5, 5)                    // 34.0k/s
+	add(sysPGNative, modePinned, 96*time.Millisecond, 10, 9, 8) // 18.9k/s
+	add(sysPGSluice, modePinned, 0, 8, 8, 8)                    // 21.2k/s
+	add(sysPGSluice, modePinned, 96*time.Millisecond, 10, 9, 8) // 18.9k/s
 	// CPU, at 0 ms: per 1,000 of 170,000 changes, the medians are 10 ms
 	// (1.7 s), 20 ms (3.4 s) and 30 ms (5.1 s); a native row has no
-	// applier.
+	// applier. sluice's peak RSS: 40, 50, 60 MB shared (median 50 MB),
+	// 90, 120, 130 MB pinned (median 120 MB, over the goal).
 	for i := range rs {
+		if isSluice(rs[i].system) {
+			rs[i].rss = uint64(30+10*rs[i].run) * 1e6
+			if rs[i].mode == modePinned {
+				rs[i].rss = []uint64{0, 90e6, 120e6, 130e6}[rs[i].run]
+			}
+		}
 		if rs[i].rtt != 0 {
 			continue
 		}
@@ -69,14 +81,23 @@ func TestRenderNative(t *testing.T) {
 	}
 	out := renderNative(nc, rs, time.Minute)
 	for _, want := range []string{
-		"| PostgreSQL logical replication (subscription) | 34.0k/s | 18.9k/s | 0.56 |",
-		"| sluice, pgoutput → PostgreSQL | 42.5k/s | 34.0k/s (**1 of 3 runs MISMATCH**) | 0.80 |",
-		"sluice ÷ native at 96 ms: **1.80×**",
-		"96 ms ÷ 0 ms: **0.80** (goal ≥ 0.9) **✗ under the goal**",
-		"| PostgreSQL logical replication (subscription) | 0 ms proxy | 10 | – | 30 | 40 | 1.75 | 0.00 |",
-		"| sluice, pgoutput → PostgreSQL | 0 ms proxy | 10 | 20 | 30 | 60 | 1.75 | 0.00 |",
-		"| 2 | sluice, pgoutput → PostgreSQL | 0 ms proxy | 170000 | 4.00 | 42,500 | 10 / 20 / 30 | 1.75 | equal |",
-		"| 1 | sluice, pgoutput → PostgreSQL | 96 ms proxy | 170000 | 5.00 | 34,000 | — | — | equal |",
+		"| | mode | 0 ms proxy | 96 ms proxy | 96 ms ÷ 0 ms |",
+		"| PostgreSQL logical replication (subscription) | shared | 34.0k/s | 18.9k/s | 0.56 |",
+		"| sluice, pgoutput → PostgreSQL | shared | 42.5k/s | 34.0k/s (**1 of 3 runs MISMATCH**) | 0.80 |",
+		"| PostgreSQL logical replication (subscription) | pinned | 34.0k/s | 18.9k/s | 0.56 |",
+		"| sluice, pgoutput → PostgreSQL | pinned | 21.2k/s | 18.9k/s | 0.89 |",
+		"* PostgreSQL, shared: sluice ÷ native at 96 ms: **1.80×**",
+		"* PostgreSQL, pinned: sluice ÷ native at 96 ms: **1.00×** (18.9k/s vs 18.9k/s; goal ≥ 1.5×) **✗ under the goal**",
+		"shared: 96 ms ÷ 0 ms: **0.80** (goal ≥ 0.9) **✗ under the goal**",
+		"Modes (issue 32): *shared*",
+		"| system | mode | link | source server | sluice | target server | total | cores busy | stolen | sluice peak RSS |",
+		"| PostgreSQL logical replication (subscription) | shared | 0 ms proxy | 10.0 | – | 30.0 | 40.0 | 1.75 | 0.00 | – |",
+		"| sluice, pgoutput → PostgreSQL | shared | 0 ms proxy | 10.0 | **20.0 ✗** | 30.0 | 60.0 | 1.75 | 0.00 | 50 MB |",
+		"| sluice, pgoutput → PostgreSQL | pinned | 0 ms proxy | 10.0 | **20.0 ✗** | 30.0 | 60.0 | 1.75 | 0.00 | **120 MB ✗** |",
+		"| 2 | sluice, pgoutput → PostgreSQL | shared | 0 ms proxy | 170000 | 4.00 | 42,500 | 10.0 / 20.0 / 30.0 | 1.75 | 50 MB | equal |",
+		"| 1 | sluice, pgoutput → PostgreSQL | shared | 96 ms proxy | 170000 | 5.00 | 34,000 | — | — | 40 MB | equal |",
+		"| 3 | sluice, pgoutput → PostgreSQL | pinned | 0 ms proxy | 170000 | 8.00 | 21,250 | 15.0 / 30.0 / 45.0 | 1.75 | **130 MB ✗** | equal |",
+		"| 1 | PostgreSQL logical replication (subscription) | pinned | 96 ms proxy | 170000 | 10.00 | 17,000 | — | — | – | equal |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -84,6 +105,82 @@ func TestRenderNative(t *testing.T) {
 	}
 	if strings.Contains(out, "MariaDB replication") {
 		t.Errorf("report has MariaDB rows with no MariaDB runs:\n%s", out)
+	}
+	// Shared rows come before pinned ones of the same system.
+	if i, j := strings.Index(out, "| sluice, pgoutput → PostgreSQL | shared | 42.5k/s"), strings.Index(out, "| sluice, pgoutput → PostgreSQL | pinned | 21.2k/s"); i < 0 || j < i {
+		t.Errorf("the pinned row does not follow the shared row of its system:\n%s", out)
+	}
+
+	// With shared runs only, nothing speaks of the pinned mode.
+	var shared []nativeRun
+	for _, r := range rs {
+		if r.mode == modeShared {
+			shared = append(shared, r)
+		}
+	}
+	if out := renderNative(nc, shared, time.Minute); strings.Contains(out, "pinned") {
+		t.Errorf("a report of shared runs only mentions the pinned mode:\n%s", out)
+	}
+}
+
+func TestParseModes(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+		err  bool
+	}{
+		{"shared,pinned", []string{modeShared, modePinned}, false},
+		{"pinned", []string{modePinned}, false},
+		{" Pinned , shared,pinned,", []string{modePinned, modeShared}, false},
+		{"shared", []string{modeShared}, false},
+		{"", nil, true},
+		{" , ", nil, true},
+		{"shared,both", nil, true},
+	} {
+		got, err := parseModes("-native-modes", tc.in)
+		if (err != nil) != tc.err {
+			t.Errorf("parseModes(%q) error = %v, want error %v", tc.in, err, tc.err)
+			continue
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("parseModes(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestApplierGoalCell(t *testing.T) {
+	for _, tc := range []struct {
+		system string
+		ms     float64
+		want   string
+	}{
+		{sysPGNative, 9, "–"},
+		{sysPGSluice, 2.96, "3.0"},
+		{sysMySluice, 3, "3.0"},
+		{sysPGBouncer, 3.04, "3.0"},
+		{sysPGBouncer, 3.06, "**3.1 ✗**"},
+		{sysMySluice, 5.61, "**5.6 ✗**"},
+	} {
+		if got := applierGoalCell(tc.system, tc.ms); got != tc.want {
+			t.Errorf("applierGoalCell(%s, %v) = %q, want %q", tc.system, tc.ms, got, tc.want)
+		}
+	}
+}
+
+func TestRSSCell(t *testing.T) {
+	for _, tc := range []struct {
+		b    uint64
+		want string
+	}{
+		{0, "–"},
+		{42e6, "42 MB"},
+		{100e6, "100 MB"},
+		{100e6 + 1, "**100 MB ✗**"},
+		{250e6, "**250 MB ✗**"},
+	} {
+		if got := rssCell(tc.b); got != tc.want {
+			t.Errorf("rssCell(%d) = %q, want %q", tc.b, got, tc.want)
+		}
 	}
 }
 

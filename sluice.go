@@ -273,6 +273,12 @@ func (f ForeignKey) String() string {
 type Change struct {
 	Table *Table
 	Op    Op
+	// FKChecksOff marks a change a source session made with its foreign
+	// key checks off (MySQL's foreign_key_checks = 0, which the binlog
+	// records with each rows event): it fired no foreign-key action.
+	// (Beside Op, so that the two share one word: every change is copied
+	// into a lane's queue.)
+	FKChecksOff bool
 	// Key is the primary key the row had before the change (update, delete),
 	// aligned with Table.Key. Nil for inserts.
 	Key Row
@@ -287,10 +293,6 @@ type Change struct {
 	Pos Position
 	// Schema says what an OpSchema change did to the table's definition.
 	Schema *SchemaChange
-	// FKChecksOff marks a change a source session made with its foreign
-	// key checks off (MySQL's foreign_key_checks = 0, which the binlog
-	// records with each rows event): it fired no foreign-key action.
-	FKChecksOff bool
 }
 
 // SchemaChange is a change of a table's definition on the source, as a

@@ -14,7 +14,8 @@ import (
 	"github.com/sluice-cdc/sluice/controller"
 )
 
-// Lanes run when Config.MaxLanes > 1. Changes are numbered in source
+// Lanes run when Config.MaxLanes > 1, and one lane runs so unless
+// Config.NoOverlap asks for the single apply loop (applyLoop). Changes are numbered in source
 // order and routed by a hash of (table, primary key), or of their table's
 // group (Config.Groups), so one row's changes stay in one lane and in
 // order; each lane batches and applies its own changes over its own target

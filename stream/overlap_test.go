@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,6 +159,9 @@ func TestOverlapKeepsOrder(t *testing.T) {
 		{"no failures, 1 lane", 0, 1},
 		{"failures, 1 lane", 7, 1},
 		{"failures, 3 lanes", 9, 3},
+		// --max-lanes 1: one ordering of the changes, still chained.
+		{"max lanes 1", 0, 0},
+		{"max lanes 1, failures", 7, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seed := uint64(time.Now().UnixNano())
@@ -172,7 +176,7 @@ func TestOverlapKeepsOrder(t *testing.T) {
 			s := New(Config{
 				ID: "overlap", Reader: rd, Target: &chainConn{db}, Store: &memStore{target: &rowTarget{rows: map[string]string{}}},
 				// Lanes run with MaxLanes > 1; the window keeps the count.
-				Batch: newSizer(), MinLanes: tc.lanes, MaxLanes: tc.lanes + 1, LaneWindow: time.Hour, MaxAttempts: 50,
+				Batch: newSizer(), MinLanes: max(tc.lanes, 1), MaxLanes: tc.lanes + 1, LaneWindow: time.Hour, MaxAttempts: 50,
 				NewTarget: func(context.Context) (Target, error) { return &chainConn{db}, nil },
 				NewSizer:  newSizer,
 			})
@@ -263,6 +267,43 @@ func TestChainOnceSecondConnectionOpens(t *testing.T) {
 	}
 	if len(db.rows) != len(want) {
 		t.Fatalf("target has %d rows, want %d", len(db.rows), len(want))
+	}
+	for k, v := range want {
+		if db.rows[k] != v {
+			t.Fatalf("row %s = %q, want %q", k, db.rows[k], v)
+		}
+	}
+}
+
+// TestNoOverlapOneConnection: --max-lanes 1 --no-overlap applies over the
+// one target connection the stream was given, one transaction at a time:
+// no second connection opens and nothing is chained.
+func TestNoOverlapOneConnection(t *testing.T) {
+	cs, want := orderWorkload(2000, false)
+	db := &chainRows{rows: map[string]string{}, seq: map[int]uint64{}, locks: map[int]*sync.Mutex{},
+		rnd: rand.New(rand.NewPCG(1, 2))}
+	newSizer := func() Sizer {
+		return controller.NewBatch(controller.BatchConfig{Initial: 40, Max: 100, Budget: time.Second})
+	}
+	var opened atomic.Int32
+	s := New(Config{
+		ID: "no-overlap", Reader: &scriptReader{cs: cs}, Target: &chainConn{db}, Store: &memStore{target: &rowTarget{rows: map[string]string{}}},
+		Batch: newSizer(), MinLanes: 1, MaxLanes: 1, NoOverlap: true,
+		NewTarget: func(context.Context) (Target, error) { opened.Add(1); return &chainConn{db}, nil },
+		NewSizer:  newSizer,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	stopWhenApplied(ctx, t, s, len(cs), cancel, done)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.bad != nil {
+		t.Fatal(db.bad)
+	}
+	if db.chained != 0 || opened.Load() != 0 {
+		t.Fatalf("%d transactions chained, %d connections opened: want none with --no-overlap and one lane", db.chained, opened.Load())
 	}
 	for k, v := range want {
 		if db.rows[k] != v {

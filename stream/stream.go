@@ -374,7 +374,12 @@ func (s *Stream) Run(ctx context.Context) error {
 	}()
 	var err error
 	recovering := s.cfg.Recovery != nil && s.cfg.Recovery.Lanes > 1
-	laned := (s.cfg.MaxLanes > 1 || recovering) && s.cfg.NewTarget != nil && s.cfg.NewSizer != nil
+	// One lane still runs as a lane unless told not to overlap: a lane
+	// chains its next transaction on a second connection while one is in
+	// flight, which is how it hides the round trip between two
+	// transactions. --max-lanes 1 keeps one ordering of the changes, not
+	// one connection; --no-overlap asks for that (the single apply loop).
+	laned := (s.cfg.MaxLanes > 1 || recovering || !s.cfg.NoOverlap) && s.cfg.NewTarget != nil && s.cfg.NewSizer != nil
 	if recovering && !laned {
 		return fmt.Errorf("stream %s: recovery of %d lanes needs lane connections (NewTarget and NewSizer)", s.cfg.ID, s.cfg.Recovery.Lanes)
 	}

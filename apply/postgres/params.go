@@ -98,20 +98,15 @@ type arrayParam struct {
 	data []byte
 }
 
-// encodeArray returns the values of column col of rows as a one-dimensional
-// binary array of kind k, and false when k is an integer kind and a value
-// is not an integer of its width (the caller then sends the column as
-// text).
-func encodeArray(rows []sluice.Row, col int, k paramKind) (arrayParam, bool) {
-	arrayOID, elemOID := k.oids()
+// arraySize is the length of encodeArray's array of the values of column
+// col of rows, when they all encode in kind k.
+func arraySize(rows []sluice.Row, col int, k paramKind) int {
 	bits := k.bits()
 	size := 20
-	hasNull := int32(0)
 	for _, r := range rows {
 		v := r[col]
 		switch {
 		case v.Null:
-			hasNull = 1
 			size += 4
 		case bits > 0:
 			size += 4 + bits/8
@@ -119,15 +114,31 @@ func encodeArray(rows []sluice.Row, col int, k paramKind) (arrayParam, bool) {
 			size += 4 + len(v.Text)
 		}
 	}
-	buf := make([]byte, 0, size)
+	return size
+}
+
+// encodeArray appends to buf the values of column col of rows as a
+// one-dimensional binary array of kind k, and returns false when k is an
+// integer kind and a value is not an integer of its width (the caller then
+// sends the column as text); buf's appended part is then garbage.
+func encodeArray(buf []byte, rows []sluice.Row, col int, k paramKind) ([]byte, bool) {
+	_, elemOID := k.oids()
+	bits := k.bits()
 	if len(rows) == 0 {
 		buf = binary.BigEndian.AppendUint32(buf, 0) // no dimensions: an empty array
 		buf = binary.BigEndian.AppendUint32(buf, 0)
 		buf = binary.BigEndian.AppendUint32(buf, elemOID)
-		return arrayParam{oid: arrayOID, data: buf}, true
+		return buf, true
+	}
+	hasNull := uint32(0)
+	for _, r := range rows {
+		if r[col].Null {
+			hasNull = 1
+			break
+		}
 	}
 	buf = binary.BigEndian.AppendUint32(buf, 1) // dimensions
-	buf = binary.BigEndian.AppendUint32(buf, uint32(hasNull))
+	buf = binary.BigEndian.AppendUint32(buf, hasNull)
 	buf = binary.BigEndian.AppendUint32(buf, elemOID)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(rows)))
 	buf = binary.BigEndian.AppendUint32(buf, 1) // lower bound
@@ -144,7 +155,7 @@ func encodeArray(rows []sluice.Row, col int, k paramKind) (arrayParam, bool) {
 		}
 		n, err := strconv.ParseInt(v.Text, 10, bits)
 		if err != nil {
-			return arrayParam{}, false
+			return buf, false
 		}
 		buf = binary.BigEndian.AppendUint32(buf, uint32(bits/8))
 		switch bits {
@@ -156,13 +167,14 @@ func encodeArray(rows []sluice.Row, col int, k paramKind) (arrayParam, bool) {
 			buf = binary.BigEndian.AppendUint64(buf, uint64(n))
 		}
 	}
-	return arrayParam{oid: arrayOID, data: buf}, true
+	return buf, true
 }
 
 // columnParams turns rows into one array parameter per column: the columns
 // at the indexes in present (every column when present is nil), each in
 // the kind kindFor gives cols[i], or text where its values do not all fit
-// that kind. It returns the kinds used, aligned with the parameters.
+// that kind. It returns the kinds used, aligned with the parameters. The
+// arrays share one allocation, sized for the lot.
 func columnParams(rows []sluice.Row, present []int, cols []sqlColumn) ([]any, []paramKind) {
 	if present == nil {
 		present = make([]int, len(rows[0]))
@@ -172,14 +184,23 @@ func columnParams(rows []sluice.Row, present []int, cols []sqlColumn) ([]any, []
 	}
 	args := make([]any, len(present))
 	kinds := make([]paramKind, len(present))
+	params := make([]arrayParam, len(present))
+	size := 0
 	for i, c := range present {
-		k := kindFor(cols[c])
-		p, ok := encodeArray(rows, c, k)
-		if !ok {
-			k = textParam
-			p, _ = encodeArray(rows, c, k)
+		kinds[i] = kindFor(cols[c])
+		size += arraySize(rows, c, kinds[i])
+	}
+	buf := make([]byte, 0, size)
+	for i, c := range present {
+		start := len(buf)
+		var ok bool
+		if buf, ok = encodeArray(buf, rows, c, kinds[i]); !ok {
+			kinds[i] = textParam
+			buf, _ = encodeArray(buf[:start], rows, c, textParam)
 		}
-		args[i], kinds[i] = p, k
+		arrayOID, _ := kinds[i].oids()
+		params[i] = arrayParam{oid: arrayOID, data: buf[start:len(buf):len(buf)]}
+		args[i] = &params[i]
 	}
 	return args, kinds
 }
@@ -201,7 +222,7 @@ func wireParams(args []any) (values [][]byte, oids []uint32, formats []int16, er
 			values[i] = strconv.AppendInt(nil, a, 10)
 		case int:
 			values[i] = strconv.AppendInt(nil, int64(a), 10)
-		case arrayParam:
+		case *arrayParam:
 			values[i], oids[i], formats[i] = a.data, a.oid, pgtype.BinaryFormatCode
 		default:
 			return nil, nil, nil, fmt.Errorf("statement parameter %d: unsupported type %T", i+1, a)

@@ -252,9 +252,10 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 		rows    []sluice.Row
 	}
 	var groups []*group
-	byMask := map[string]*group{}
+	var byMask map[string]*group
+	var last *group // the group of the row before: rows mostly carry the same columns
 	mask := make([]byte, len(d.cols))
-	for _, r := range rows {
+	for at, r := range rows {
 		if len(r) != len(d.cols) {
 			return nil, fmt.Errorf("apply upsert to %s: row has %d values, want %d", d.display, len(r), len(d.cols))
 		}
@@ -269,7 +270,10 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 				return nil, fmt.Errorf("apply upsert to %s: primary key column %s is NULL or missing", d.display, d.cols[k].Name)
 			}
 		}
-		g := byMask[string(mask)]
+		g := last
+		if g == nil || g.mask != string(mask) {
+			g = byMask[string(mask)]
+		}
 		if g == nil {
 			g = &group{mask: string(mask)}
 			for i := range mask {
@@ -279,10 +283,24 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 					g.partial = true
 				}
 			}
+			if byMask == nil {
+				byMask = map[string]*group{}
+			}
 			byMask[g.mask] = g
 			groups = append(groups, g)
+			if len(groups) == 2 {
+				// Every row before this one is the first group's: until
+				// now it was rows itself, not a copy.
+				groups[0].rows = rows[:at:at]
+			}
 		}
-		g.rows = append(g.rows, r)
+		last = g
+		if len(groups) > 1 {
+			g.rows = append(g.rows, r)
+		}
+	}
+	if len(groups) == 1 {
+		groups[0].rows = rows
 	}
 	for _, g := range groups {
 		op := "upsert of %s to %s"

@@ -32,7 +32,7 @@ func benchRows(n int) []sluice.Row {
 
 // BenchmarkPostgresUpsertArgs builds the statements of one batch's 5,000
 // upserts and 1,000 deletes of one table and encodes their parameters as
-// the pipeline sends them.
+// the pipeline sends them, their arrays in the arena a Target reuses.
 func BenchmarkPostgresUpsertArgs(b *testing.B) {
 	d := benchDesc()
 	rows := benchRows(5000)
@@ -40,13 +40,15 @@ func BenchmarkPostgresUpsertArgs(b *testing.B) {
 	for i := range keys {
 		keys[i] = sluice.Row{sluice.Text(strconv.Itoa(2_000_000 + i))}
 	}
+	var arena paramArena
 	b.ReportAllocs()
 	for b.Loop() {
-		stmts, err := d.appendDeletes(nil, keys, false)
+		arena.reset()
+		stmts, err := d.appendDeletes(&arena, nil, keys, false)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if stmts, err = d.appendUpserts(stmts, rows, false); err != nil || len(stmts) != 2 {
+		if stmts, err = d.appendUpserts(&arena, stmts, rows, false); err != nil || len(stmts) != 2 {
 			b.Fatal(len(stmts), err)
 		}
 		for _, s := range stmts {

@@ -170,12 +170,56 @@ func encodeArray(buf []byte, rows []sluice.Row, col int, k paramKind) ([]byte, b
 	return buf, true
 }
 
+// paramArena is where a batch's arrays are encoded, its space reused by
+// the next batch: a catch-up's arrays are a megabyte per few thousand
+// rows, allocated (and zeroed) for each batch only to be copied into the
+// connection's buffer. A Target has one, used under its lock: reset when a
+// plan starts, when nothing refers to the last batch's parameters any more
+// (the pipeline copies them into its wire buffer as it queues each
+// statement, and nothing keeps them after).
+type paramArena struct{ buf []byte }
+
+// maxArena bounds the space an arena keeps between batches, and the size
+// of the blocks it takes (one statement's arrays may take more).
+const maxArena = 4 << 20
+
+// reset frees the arena's space for a new batch.
+func (a *paramArena) reset() {
+	if cap(a.buf) > maxArena {
+		a.buf = nil
+	}
+	a.buf = a.buf[:0]
+}
+
+// take returns an empty slice with room for n bytes: a fresh allocation
+// for a nil arena.
+func (a *paramArena) take(n int) []byte {
+	if a == nil {
+		return make([]byte, 0, n)
+	}
+	if cap(a.buf)-len(a.buf) < n {
+		// A new block: the arrays in the one before stay this batch's.
+		a.buf = make([]byte, 0, max(n, min(2*cap(a.buf), maxArena), 64<<10))
+	}
+	return a.buf[len(a.buf):len(a.buf)]
+}
+
+// keep marks b, the slice take returned with what was appended to it, as
+// used, unless appending outgrew it into memory of its own.
+func (a *paramArena) keep(b []byte) {
+	if a == nil || len(b) == 0 || cap(a.buf)-len(a.buf) < len(b) || &a.buf[len(a.buf):cap(a.buf)][0] != &b[0] {
+		return
+	}
+	a.buf = a.buf[:len(a.buf)+len(b)]
+}
+
 // columnParams turns rows into one array parameter per column: the columns
 // at the indexes in present (every column when present is nil), each in
 // the kind kindFor gives cols[i], or text where its values do not all fit
 // that kind. It returns the kinds used, aligned with the parameters. The
-// arrays share one allocation, sized for the lot.
-func columnParams(rows []sluice.Row, present []int, cols []sqlColumn) ([]any, []paramKind) {
+// arrays share one buffer, sized for the lot, taken from arena (nil: a new
+// allocation).
+func columnParams(arena *paramArena, rows []sluice.Row, present []int, cols []sqlColumn) ([]any, []paramKind) {
 	if present == nil {
 		present = make([]int, len(rows[0]))
 		for i := range present {
@@ -190,7 +234,7 @@ func columnParams(rows []sluice.Row, present []int, cols []sqlColumn) ([]any, []
 		kinds[i] = kindFor(cols[c])
 		size += arraySize(rows, c, kinds[i])
 	}
-	buf := make([]byte, 0, size)
+	buf := arena.take(size)
 	for i, c := range present {
 		start := len(buf)
 		var ok bool
@@ -202,6 +246,7 @@ func columnParams(rows []sluice.Row, present []int, cols []sqlColumn) ([]any, []
 		params[i] = arrayParam{oid: arrayOID, data: buf[start:len(buf):len(buf)]}
 		args[i] = &params[i]
 	}
+	arena.keep(buf)
 	return args, kinds
 }
 

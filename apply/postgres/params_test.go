@@ -82,7 +82,7 @@ func TestColumnParams(t *testing.T) {
 			for _, r := range c.vals {
 				rows = append(rows, row(r...))
 			}
-			args, kinds := columnParams(rows, nil, cols)
+			args, kinds := columnParams(nil, rows, nil, cols)
 			if !slices.Equal(kinds, c.kinds) {
 				t.Fatalf("kinds %v, want %v", kinds, c.kinds)
 			}
@@ -109,7 +109,7 @@ func FuzzColumnParams(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b, s string) {
 		cols := []sqlColumn{pgcat("a", "int8"), pgcat("s", "text")}
 		rows := []sluice.Row{row(a, s), row(b, s)}
-		args, kinds := columnParams(rows, nil, cols)
+		args, kinds := columnParams(nil, rows, nil, cols)
 		ints := decodeArray(t, *args[0].(*arrayParam))
 		for i, v := range []string{a, b} {
 			if v == null {

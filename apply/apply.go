@@ -112,9 +112,19 @@ type TableBatch struct {
 type keyState struct {
 	table   *sluice.Table
 	key     sluice.Row
-	deleted bool
 	image   sluice.Row
+	tix     int32 // table's index in its part's tables
+	deleted bool
 	gone    bool // dropped by a later truncate of its table
+}
+
+// stateKey finds a key's state when the key is one non-NULL value (most
+// tables): the value's text, which the source allocated already, with the
+// table's number in the Compactor. Other keys go by their encoding
+// (appendKey), which costs a string per key.
+type stateKey struct {
+	table int32
+	text  string
 }
 
 // Compact folds changes, in source order, into a Batch.
@@ -174,21 +184,38 @@ type Compactor struct {
 	parts   []*part
 	n       int // changes added, progress markers included
 	ordered map[sluice.TableName]bool
-	// asked caches inOrder per table: it takes a lock, and a batch has
-	// tens of thousands of changes of a handful of tables.
-	asked  map[sluice.TableName]bool
+	// ids number the tables by name (one table may come with several
+	// *Table, one per definition) for the keys' states; inOrder is asked
+	// when a name gets its number: it takes a lock, and a batch has tens
+	// of thousands of changes of a handful of tables.
+	ids map[sluice.TableName]int32
+	// lastTable and lastID cache the last change's table: a run of
+	// changes is mostly of one table.
+	lastTable *sluice.Table
+	lastID    int32
+	// hint is the size of the first run added, to size the first part's
+	// maps; parts after a cut grow as they go (a cut could come after every
+	// change).
+	hint   int
 	keyBuf []byte
+	// keys is where the keys of row images are cut from, a block at a
+	// time instead of a Row per change.
+	keys sluice.Row
 }
 
 // part is the compaction of the changes between two cuts.
 type part struct {
-	states map[string]*keyState
-	order  []*keyState
+	// single and multi index order by key (see stateKey).
+	single map[stateKey]int32
+	multi  map[string]int32
+	order  []keyState
 	// A reader hands out a new *Table when a table's definition changes:
 	// each key's final image goes with the *Table it is aligned with, so
 	// one table may have a TableBatch per definition.
-	tableOrder map[*sluice.Table]int
+	tableOrder map[*sluice.Table]int32
 	tables     []*sluice.Table
+	lastTable  *sluice.Table // cache of tableOrder for the last change's table
+	lastIndex  int32
 	truncated  map[sluice.TableName]bool
 	// moves are each table's moves in place (see TableBatch.Moves).
 	moves map[*sluice.Table][]sluice.Change
@@ -198,43 +225,123 @@ type part struct {
 }
 
 func newPart() *part {
-	return &part{states: map[string]*keyState{}, tableOrder: map[*sluice.Table]int{}, truncated: map[sluice.TableName]bool{}, cut: -1}
+	return &part{tableOrder: map[*sluice.Table]int32{}, truncated: map[sluice.TableName]bool{}, cut: -1}
 }
 
 // NewCompactor returns an empty Compactor; inOrder is as for Compact.
 func NewCompactor(inOrder func(sluice.TableName) bool) *Compactor {
 	return &Compactor{inOrder: inOrder, parts: []*part{newPart()},
-		ordered: map[sluice.TableName]bool{}, asked: map[sluice.TableName]bool{}}
+		ordered: map[sluice.TableName]bool{}, ids: map[sluice.TableName]int32{}}
 }
 
 // Len is how many changes were added (progress markers included).
 func (c *Compactor) Len() int { return c.n }
 
-func (p *part) touchTable(t *sluice.Table) {
-	if _, ok := p.tableOrder[t]; !ok {
-		p.tableOrder[t] = len(p.tables)
+// tableID numbers t's table, asking inOrder about it the first time.
+func (c *Compactor) tableID(t *sluice.Table) int32 {
+	if t == c.lastTable {
+		return c.lastID
+	}
+	id, ok := c.ids[t.Name]
+	if !ok {
+		id = int32(len(c.ids))
+		c.ids[t.Name] = id
+		if c.inOrder != nil && c.inOrder(t.Name) {
+			c.ordered[t.Name] = true
+		}
+	}
+	c.lastTable, c.lastID = t, id
+	return id
+}
+
+// touchTable returns t's index in p.tables, adding it when new.
+func (p *part) touchTable(t *sluice.Table) int32 {
+	if t == p.lastTable {
+		return p.lastIndex
+	}
+	i, ok := p.tableOrder[t]
+	if !ok {
+		i = int32(len(p.tables))
+		p.tableOrder[t] = i
 		p.tables = append(p.tables, t)
 	}
+	p.lastTable, p.lastIndex = t, i
+	return i
 }
 
-// state is the key's state in part p, nil when no change of the part
-// (but a move in place) touched it.
-func (c *Compactor) state(p *part, t *sluice.Table, key sluice.Row) *keyState {
-	c.keyBuf = appendKey(c.keyBuf[:0], t, key)
-	return p.states[string(c.keyBuf)]
-}
-
-func (c *Compactor) touch(p *part, t *sluice.Table, key sluice.Row) *keyState {
-	p.touchTable(t)
-	c.keyBuf = appendKey(c.keyBuf[:0], t, key)
-	st, ok := p.states[string(c.keyBuf)]
-	if !ok {
-		st = &keyState{table: t, key: key}
-		p.states[string(c.keyBuf)] = st
-		p.order = append(p.order, st)
+// keyOf is t.KeyOf(r), cut from c.keys.
+func (c *Compactor) keyOf(t *sluice.Table, r sluice.Row) sluice.Row {
+	n := len(t.Key)
+	if cap(c.keys)-len(c.keys) < n {
+		c.keys = make(sluice.Row, 0, max(n, 1024))
 	}
-	st.table = t
-	return st
+	at := len(c.keys)
+	for _, k := range t.Key {
+		c.keys = append(c.keys, r[k])
+	}
+	return c.keys[at:len(c.keys):len(c.keys)]
+}
+
+// find returns the index in p.order of the state of key of the table
+// numbered id, and whether there is one.
+func (c *Compactor) find(p *part, id int32, key sluice.Row) (int32, bool) {
+	if len(key) == 1 && !key[0].Null {
+		i, ok := p.single[stateKey{id, key[0].Text}]
+		return i, ok
+	}
+	c.keyBuf = appendKey(c.keyBuf[:0], id, key)
+	i, ok := p.multi[string(c.keyBuf)]
+	return i, ok
+}
+
+// index records i as the index of key's state (or drops it when i < 0).
+func (c *Compactor) index(p *part, id int32, key sluice.Row, i int32) {
+	if len(key) == 1 && !key[0].Null {
+		if i < 0 {
+			delete(p.single, stateKey{id, key[0].Text})
+			return
+		}
+		if p.single == nil {
+			p.single = make(map[stateKey]int32, c.hint)
+		}
+		p.single[stateKey{id, key[0].Text}] = i
+		return
+	}
+	c.keyBuf = appendKey(c.keyBuf[:0], id, key)
+	if i < 0 {
+		delete(p.multi, string(c.keyBuf))
+		return
+	}
+	if p.multi == nil {
+		p.multi = make(map[string]int32, c.hint)
+	}
+	p.multi[string(c.keyBuf)] = i
+}
+
+// exists reports whether a change of part p (but a move in place)
+// touched the key.
+func (c *Compactor) exists(p *part, t *sluice.Table, key sluice.Row) bool {
+	_, ok := c.find(p, c.tableID(t), key)
+	return ok
+}
+
+// touch returns the index in p.order of the key's state, added when new.
+// A pointer to it holds only until the next touch, which may grow p.order.
+func (c *Compactor) touch(p *part, t *sluice.Table, key sluice.Row) int32 {
+	tix := p.touchTable(t)
+	id := c.tableID(t)
+	i, ok := c.find(p, id, key)
+	if !ok {
+		if p.order == nil {
+			p.order = make([]keyState, 0, c.hint)
+		}
+		i = int32(len(p.order))
+		p.order = append(p.order, keyState{key: key})
+		c.index(p, id, key, i)
+	}
+	st := &p.order[i]
+	st.table, st.tix = t, tix
+	return i
 }
 
 // Add folds changes, the next in source order, into the batch. The
@@ -243,6 +350,9 @@ func (c *Compactor) touch(p *part, t *sluice.Table, key sluice.Row) *keyState {
 func (c *Compactor) Add(changes []sluice.Change) {
 	if len(changes) == 0 {
 		return
+	}
+	if c.runs == nil {
+		c.hint = len(changes)
 	}
 	c.runs = append(c.runs, changes)
 	c.b.Last = changes[len(changes)-1].Pos
@@ -258,17 +368,11 @@ func (c *Compactor) Add(changes []sluice.Change) {
 			continue
 		}
 		name := ch.Table.Name
-		if c.inOrder != nil {
-			if _, ok := c.asked[name]; !ok {
-				c.asked[name] = true
-				if c.inOrder(name) {
-					c.ordered[name] = true
-				}
-			}
-		}
+		c.tableID(ch.Table)
 		p := c.parts[len(c.parts)-1]
 		if c.Cut != nil && c.Cut(ch) {
 			p.cut = c.n - 1
+			c.hint = 0
 			c.parts = append(c.parts, newPart())
 			continue
 		}
@@ -277,16 +381,16 @@ func (c *Compactor) Add(changes []sluice.Change) {
 		}
 		switch ch.Op {
 		case sluice.OpInsert:
-			st := c.touch(p, ch.Table, ch.Table.KeyOf(ch.Row))
+			st := &p.order[c.touch(p, ch.Table, c.keyOf(ch.Table, ch.Row))]
 			st.deleted = false
 			st.image = ch.Row
 		case sluice.OpUpdate:
-			newKey := ch.Table.KeyOf(ch.Row)
+			newKey := c.keyOf(ch.Table, ch.Row)
 			oldKey := ch.Key
 			if oldKey == nil {
 				oldKey = newKey
 			}
-			if !KeysEqual(oldKey, newKey) && HasUnchanged(ch.Row) && c.state(p, ch.Table, oldKey) == nil && c.state(p, ch.Table, newKey) == nil {
+			if !KeysEqual(oldKey, newKey) && HasUnchanged(ch.Row) && !c.exists(p, ch.Table, oldKey) && !c.exists(p, ch.Table, newKey) {
 				p.touchTable(ch.Table)
 				if p.moves == nil {
 					p.moves = map[*sluice.Table][]sluice.Change{}
@@ -296,12 +400,12 @@ func (c *Compactor) Add(changes []sluice.Change) {
 			}
 			var prev sluice.Row
 			if !KeysEqual(oldKey, newKey) {
-				old := c.touch(p, ch.Table, oldKey)
+				old := &p.order[c.touch(p, ch.Table, oldKey)]
 				prev = old.image
 				old.deleted = true
 				old.image = nil
 			}
-			st := c.touch(p, ch.Table, newKey)
+			st := &p.order[c.touch(p, ch.Table, newKey)]
 			if prev == nil && KeysEqual(oldKey, newKey) {
 				prev = st.image
 			}
@@ -313,7 +417,7 @@ func (c *Compactor) Add(changes []sluice.Change) {
 			st.deleted = false
 			st.image = img
 		case sluice.OpDelete:
-			st := c.touch(p, ch.Table, ch.Key)
+			st := &p.order[c.touch(p, ch.Table, ch.Key)]
 			st.deleted = true
 			st.image = nil
 		case sluice.OpTruncate:
@@ -324,11 +428,12 @@ func (c *Compactor) Add(changes []sluice.Change) {
 					delete(p.moves, t)
 				}
 			}
-			for _, st := range p.order {
+			id := c.tableID(ch.Table)
+			for i := range p.order {
+				st := &p.order[i]
 				if st.table.Name == name && !st.gone {
 					st.gone = true
-					c.keyBuf = appendKey(c.keyBuf[:0], st.table, st.key)
-					delete(p.states, string(c.keyBuf))
+					c.index(p, id, st.key, -1)
 				}
 			}
 		}
@@ -374,10 +479,12 @@ func (c *Compactor) Batch() *Batch {
 // row operations it holds.
 func (c *Compactor) partTables(pb *Batch, p *part) int {
 	rows := 0
-	tbs := make([]*TableBatch, len(p.tables))
+	tbs := make([]TableBatch, len(p.tables))
+	ordered := make([]bool, len(p.tables))
 	truncated := p.truncated
 	for i, t := range p.tables {
-		tbs[i] = &TableBatch{Table: t, Moves: p.moves[t]}
+		tbs[i] = TableBatch{Table: t, Moves: p.moves[t]}
+		ordered[i] = c.ordered[t.Name]
 		rows += len(tbs[i].Moves)
 		// The truncate goes with the table's first TableBatch, so that it
 		// runs before every row the batch leaves in the table.
@@ -387,11 +494,35 @@ func (c *Compactor) partTables(pb *Batch, p *part) int {
 			rows++
 		}
 	}
-	for _, st := range p.order {
-		if st.gone || c.ordered[st.table.Name] {
+	// Count first, so that each table's rows are allocated once.
+	counts := make([]struct{ deletes, upserts int }, len(p.tables))
+	for i := range p.order {
+		st := &p.order[i]
+		switch {
+		case st.gone:
+		case st.deleted:
+			counts[st.tix].deletes++
+		case st.image != nil:
+			counts[st.tix].upserts++
+		}
+	}
+	for i, n := range counts {
+		if ordered[i] {
 			continue
 		}
-		tb := tbs[p.tableOrder[st.table]]
+		if n.deletes > 0 {
+			tbs[i].Deletes = make([]sluice.Row, 0, n.deletes)
+		}
+		if n.upserts > 0 {
+			tbs[i].Upserts = make([]sluice.Row, 0, n.upserts)
+		}
+	}
+	for i := range p.order {
+		st := &p.order[i]
+		if st.gone || ordered[st.tix] {
+			continue
+		}
+		tb := &tbs[st.tix]
 		switch {
 		case st.deleted:
 			tb.Deletes = append(tb.Deletes, st.key)
@@ -401,8 +532,9 @@ func (c *Compactor) partTables(pb *Batch, p *part) int {
 			rows++
 		}
 	}
-	for _, tb := range tbs {
-		if c.ordered[tb.Table.Name] {
+	for i := range tbs {
+		tb := &tbs[i]
+		if ordered[i] {
 			rows -= len(tb.Moves) // in Ordered, with the table's other changes
 			continue
 		}
@@ -457,15 +589,11 @@ func KeysEqual(a, b sluice.Row) bool {
 	return true
 }
 
-// appendKey appends to buf a map key for a table and a key row. Values
-// are length-prefixed so that no two distinct keys encode alike (schema "a"
-// table "b.c" and schema "a.b" table "c" differ).
-func appendKey(buf []byte, t *sluice.Table, key sluice.Row) []byte {
-	for _, part := range []string{t.Name.Schema, t.Name.Name} {
-		buf = strconv.AppendInt(buf, int64(len(part)), 10)
-		buf = append(buf, ':')
-		buf = append(buf, part...)
-	}
+// appendKey appends to buf a map key for the table numbered id and a key
+// row. Values are length-prefixed so that no two distinct keys encode
+// alike.
+func appendKey(buf []byte, id int32, key sluice.Row) []byte {
+	buf = strconv.AppendInt(buf, int64(id), 10)
 	for _, v := range key {
 		buf = append(buf, 0)
 		if v.Null {
@@ -478,6 +606,7 @@ func appendKey(buf []byte, t *sluice.Table, key sluice.Row) []byte {
 	}
 	return buf
 }
+
 func itoa(n int) string {
 	if n == 0 {
 		return "0"

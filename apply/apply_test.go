@@ -70,6 +70,7 @@ func render(b *Batch) string {
 func TestCompact(t *testing.T) {
 	a := table("public", "a", []int{0}, "id", "v", "w")
 	c := table("public", "c", []int{0, 1}, "k1", "k2", "v")
+	d := table("public", "d", []int{0}, "id", "v")
 	cases := []struct {
 		name    string
 		changes []sluice.Change
@@ -100,6 +101,15 @@ func TestCompact(t *testing.T) {
 			"public.c: -[2 2] +[1 1 a]\npublic.a: +[1 x y]", 3},
 		{"NULL and empty keys differ", []sluice.Change{ins(c, "", "NULL", "a"), ins(c, "NULL", "", "b")},
 			"public.c: +[ NULL a] +[NULL  b]", 2},
+		{"same key in two tables", []sluice.Change{ins(a, "1", "x", "y"), ins(d, "1", "v"), del(a, "1"), upd(d, nil, "1", "v2")},
+			"public.a: -[1]\npublic.d: +[1 v2]", 2},
+		{"truncate drops only its table's keys", []sluice.Change{ins(a, "1", "x", "y"), ins(d, "1", "v"),
+			{Table: a, Op: sluice.OpTruncate}, ins(a, "2", "x", "y"), upd(d, nil, "1", "v2")},
+			"public.a: +[2 x y]\npublic.d: +[1 v2]", 3},
+		{"single NULL key and empty key differ", []sluice.Change{ins(d, "NULL", "a"), ins(d, "", "b"), upd(d, nil, "", "b2")},
+			"public.d: +[NULL a] +[ b2]", 2},
+		{"single and composite keys with the same text", []sluice.Change{ins(c, "1", "1", "a"), ins(d, "1", "v"), del(c, "1", "1")},
+			"public.c: -[1 1]\npublic.d: +[1 v]", 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -236,14 +236,16 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, limit in
 	// that a row with unchanged columns SETs only the ones it has. Such a
 	// row is updated in place (partial): it cannot be inserted.
 	type group struct {
+		mask    string
 		present []int
 		partial bool
 		rows    []sluice.Row
 	}
 	var groups []*group
-	byMask := map[string]*group{}
+	var byMask map[string]*group
+	var last *group // the group of the row before: rows mostly carry the same columns
 	mask := make([]byte, len(d.cols))
-	for _, r := range rows {
+	for at, r := range rows {
 		if len(r) != len(d.cols) {
 			return nil, fmt.Errorf("apply upsert to %s: row has %d values, want %d", d.display, len(r), len(d.cols))
 		}
@@ -258,9 +260,12 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, limit in
 				return nil, fmt.Errorf("apply upsert to %s: primary key column %s is NULL or missing", d.display, d.cols[k].Name)
 			}
 		}
-		g := byMask[string(mask)]
+		g := last
+		if g == nil || g.mask != string(mask) {
+			g = byMask[string(mask)]
+		}
 		if g == nil {
-			g = &group{}
+			g = &group{mask: string(mask)}
 			for i := range mask {
 				if mask[i] == '1' {
 					g.present = append(g.present, i)
@@ -268,10 +273,24 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, limit in
 					g.partial = true
 				}
 			}
-			byMask[string(mask)] = g
+			if byMask == nil {
+				byMask = map[string]*group{}
+			}
+			byMask[g.mask] = g
 			groups = append(groups, g)
+			if len(groups) == 2 {
+				// Every row before this one is the first group's: until
+				// now it was rows itself, not a copy.
+				groups[0].rows = rows[:at:at]
+			}
 		}
-		g.rows = append(g.rows, r)
+		last = g
+		if len(groups) > 1 {
+			g.rows = append(g.rows, r)
+		}
+	}
+	if len(groups) == 1 {
+		groups[0].rows = rows
 	}
 	for _, g := range groups {
 		if g.partial {

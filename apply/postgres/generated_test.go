@@ -208,7 +208,7 @@ func TestGeneratedColumnsSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.ident = `"public"."g"`
-	stmts, err := d.appendUpserts(nil, []sluice.Row{genRow("1", "1.25", "2", `{"name": "a"}`), genRow("2", null, "3", null)}, false)
+	stmts, err := d.appendUpserts(nil, nil, []sluice.Row{genRow("1", "1.25", "2", `{"name": "a"}`), genRow("2", null, "3", null)}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,20 +98,15 @@ type arrayParam struct {
 	data []byte
 }
 
-// encodeArray returns the values of column col of rows as a one-dimensional
-// binary array of kind k, and false when k is an integer kind and a value
-// is not an integer of its width (the caller then sends the column as
-// text).
-func encodeArray(rows []sluice.Row, col int, k paramKind) (arrayParam, bool) {
-	arrayOID, elemOID := k.oids()
+// arraySize is the length of encodeArray's array of the values of column
+// col of rows, when they all encode in kind k.
+func arraySize(rows []sluice.Row, col int, k paramKind) int {
 	bits := k.bits()
 	size := 20
-	hasNull := int32(0)
 	for _, r := range rows {
 		v := r[col]
 		switch {
 		case v.Null:
-			hasNull = 1
 			size += 4
 		case bits > 0:
 			size += 4 + bits/8
@@ -119,15 +114,31 @@ func encodeArray(rows []sluice.Row, col int, k paramKind) (arrayParam, bool) {
 			size += 4 + len(v.Text)
 		}
 	}
-	buf := make([]byte, 0, size)
+	return size
+}
+
+// encodeArray appends to buf the values of column col of rows as a
+// one-dimensional binary array of kind k, and returns false when k is an
+// integer kind and a value is not an integer of its width (the caller then
+// sends the column as text); buf's appended part is then garbage.
+func encodeArray(buf []byte, rows []sluice.Row, col int, k paramKind) ([]byte, bool) {
+	_, elemOID := k.oids()
+	bits := k.bits()
 	if len(rows) == 0 {
 		buf = binary.BigEndian.AppendUint32(buf, 0) // no dimensions: an empty array
 		buf = binary.BigEndian.AppendUint32(buf, 0)
 		buf = binary.BigEndian.AppendUint32(buf, elemOID)
-		return arrayParam{oid: arrayOID, data: buf}, true
+		return buf, true
+	}
+	hasNull := uint32(0)
+	for _, r := range rows {
+		if r[col].Null {
+			hasNull = 1
+			break
+		}
 	}
 	buf = binary.BigEndian.AppendUint32(buf, 1) // dimensions
-	buf = binary.BigEndian.AppendUint32(buf, uint32(hasNull))
+	buf = binary.BigEndian.AppendUint32(buf, hasNull)
 	buf = binary.BigEndian.AppendUint32(buf, elemOID)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(rows)))
 	buf = binary.BigEndian.AppendUint32(buf, 1) // lower bound
@@ -144,7 +155,7 @@ func encodeArray(rows []sluice.Row, col int, k paramKind) (arrayParam, bool) {
 		}
 		n, err := strconv.ParseInt(v.Text, 10, bits)
 		if err != nil {
-			return arrayParam{}, false
+			return buf, false
 		}
 		buf = binary.BigEndian.AppendUint32(buf, uint32(bits/8))
 		switch bits {
@@ -156,14 +167,59 @@ func encodeArray(rows []sluice.Row, col int, k paramKind) (arrayParam, bool) {
 			buf = binary.BigEndian.AppendUint64(buf, uint64(n))
 		}
 	}
-	return arrayParam{oid: arrayOID, data: buf}, true
+	return buf, true
+}
+
+// paramArena is where a batch's arrays are encoded, its space reused by
+// the next batch: a catch-up's arrays are a megabyte per few thousand
+// rows, allocated (and zeroed) for each batch only to be copied into the
+// connection's buffer. A Target has one, used under its lock: reset when a
+// plan starts, when nothing refers to the last batch's parameters any more
+// (the pipeline copies them into its wire buffer as it queues each
+// statement, and nothing keeps them after).
+type paramArena struct{ buf []byte }
+
+// maxArena bounds the space an arena keeps between batches, and the size
+// of the blocks it takes (one statement's arrays may take more).
+const maxArena = 4 << 20
+
+// reset frees the arena's space for a new batch.
+func (a *paramArena) reset() {
+	if cap(a.buf) > maxArena {
+		a.buf = nil
+	}
+	a.buf = a.buf[:0]
+}
+
+// take returns an empty slice with room for n bytes: a fresh allocation
+// for a nil arena.
+func (a *paramArena) take(n int) []byte {
+	if a == nil {
+		return make([]byte, 0, n)
+	}
+	if cap(a.buf)-len(a.buf) < n {
+		// A new block: the arrays in the one before stay this batch's.
+		a.buf = make([]byte, 0, max(n, min(2*cap(a.buf), maxArena), 64<<10))
+	}
+	return a.buf[len(a.buf):len(a.buf)]
+}
+
+// keep marks b, the slice take returned with what was appended to it, as
+// used, unless appending outgrew it into memory of its own.
+func (a *paramArena) keep(b []byte) {
+	if a == nil || len(b) == 0 || cap(a.buf)-len(a.buf) < len(b) || &a.buf[len(a.buf):cap(a.buf)][0] != &b[0] {
+		return
+	}
+	a.buf = a.buf[:len(a.buf)+len(b)]
 }
 
 // columnParams turns rows into one array parameter per column: the columns
 // at the indexes in present (every column when present is nil), each in
 // the kind kindFor gives cols[i], or text where its values do not all fit
-// that kind. It returns the kinds used, aligned with the parameters.
-func columnParams(rows []sluice.Row, present []int, cols []sqlColumn) ([]any, []paramKind) {
+// that kind. It returns the kinds used, aligned with the parameters. The
+// arrays share one buffer, sized for the lot, taken from arena (nil: a new
+// allocation).
+func columnParams(arena *paramArena, rows []sluice.Row, present []int, cols []sqlColumn) ([]any, []paramKind) {
 	if present == nil {
 		present = make([]int, len(rows[0]))
 		for i := range present {
@@ -172,15 +228,25 @@ func columnParams(rows []sluice.Row, present []int, cols []sqlColumn) ([]any, []
 	}
 	args := make([]any, len(present))
 	kinds := make([]paramKind, len(present))
+	params := make([]arrayParam, len(present))
+	size := 0
 	for i, c := range present {
-		k := kindFor(cols[c])
-		p, ok := encodeArray(rows, c, k)
-		if !ok {
-			k = textParam
-			p, _ = encodeArray(rows, c, k)
-		}
-		args[i], kinds[i] = p, k
+		kinds[i] = kindFor(cols[c])
+		size += arraySize(rows, c, kinds[i])
 	}
+	buf := arena.take(size)
+	for i, c := range present {
+		start := len(buf)
+		var ok bool
+		if buf, ok = encodeArray(buf, rows, c, kinds[i]); !ok {
+			kinds[i] = textParam
+			buf, _ = encodeArray(buf[:start], rows, c, textParam)
+		}
+		arrayOID, _ := kinds[i].oids()
+		params[i] = arrayParam{oid: arrayOID, data: buf[start:len(buf):len(buf)]}
+		args[i] = &params[i]
+	}
+	arena.keep(buf)
 	return args, kinds
 }
 
@@ -201,7 +267,7 @@ func wireParams(args []any) (values [][]byte, oids []uint32, formats []int16, er
 			values[i] = strconv.AppendInt(nil, a, 10)
 		case int:
 			values[i] = strconv.AppendInt(nil, int64(a), 10)
-		case arrayParam:
+		case *arrayParam:
 			values[i], oids[i], formats[i] = a.data, a.oid, pgtype.BinaryFormatCode
 		default:
 			return nil, nil, nil, fmt.Errorf("statement parameter %d: unsupported type %T", i+1, a)

@@ -82,12 +82,12 @@ func TestColumnParams(t *testing.T) {
 			for _, r := range c.vals {
 				rows = append(rows, row(r...))
 			}
-			args, kinds := columnParams(rows, nil, cols)
+			args, kinds := columnParams(nil, rows, nil, cols)
 			if !slices.Equal(kinds, c.kinds) {
 				t.Fatalf("kinds %v, want %v", kinds, c.kinds)
 			}
 			for i, a := range args {
-				p := a.(arrayParam)
+				p := *a.(*arrayParam)
 				if want, _ := kinds[i].oids(); p.oid != want {
 					t.Errorf("column %d: array type %d, want %d", i, p.oid, want)
 				}
@@ -109,8 +109,8 @@ func FuzzColumnParams(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b, s string) {
 		cols := []sqlColumn{pgcat("a", "int8"), pgcat("s", "text")}
 		rows := []sluice.Row{row(a, s), row(b, s)}
-		args, kinds := columnParams(rows, nil, cols)
-		ints := decodeArray(t, args[0].(arrayParam))
+		args, kinds := columnParams(nil, rows, nil, cols)
+		ints := decodeArray(t, *args[0].(*arrayParam))
 		for i, v := range []string{a, b} {
 			if v == null {
 				if ints[i] != null {
@@ -129,7 +129,7 @@ func FuzzColumnParams(f *testing.F) {
 		if (kinds[0] == textParam) == (isInt(a) && isInt(b)) {
 			t.Errorf("values %q, %q went as %v", a, b, kinds[0])
 		}
-		if got := decodeArray(t, args[1].(arrayParam)); kinds[1] != textParam || (s != null && (got[0] != s || got[1] != s)) {
+		if got := decodeArray(t, *args[1].(*arrayParam)); kinds[1] != textParam || (s != null && (got[0] != s || got[1] != s)) {
 			t.Errorf("text %q went as %v %q", s, kinds[1], got)
 		}
 	})

@@ -54,6 +54,8 @@ type statement struct {
 // statement each, in source order, each after the foreign-key actions it
 // fired on the source (cascade.go); part after part (apply.Batch.Next).
 func (t *Target) plan(ctx context.Context, b *apply.Batch, perRow bool) ([]statement, error) {
+	// The last batch's parameters were sent: their space is this one's.
+	t.params.reset()
 	return apply.AppendParts(nil, b, func(stmts []statement, part *apply.Batch) ([]statement, error) {
 		return t.planPart(ctx, stmts, part, perRow)
 	})
@@ -76,11 +78,11 @@ func (t *Target) planPart(ctx context.Context, stmts []statement, b *apply.Batch
 			}
 			stmts = append(stmts, st)
 		}
-		stmts, err = d.appendDeletes(stmts, tb.Deletes, perRow)
+		stmts, err = d.appendDeletes(&t.params, stmts, tb.Deletes, perRow)
 		if err != nil {
 			return nil, err
 		}
-		stmts, err = d.appendUpserts(stmts, tb.Upserts, perRow)
+		stmts, err = d.appendUpserts(&t.params, stmts, tb.Upserts, perRow)
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +101,7 @@ func (t *Target) planPart(ctx context.Context, stmts []statement, b *apply.Batch
 		}
 		switch c.Op {
 		case sluice.OpInsert:
-			stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, true)
+			stmts, err = d.appendUpserts(&t.params, stmts, []sluice.Row{c.Row}, true)
 		case sluice.OpUpdate:
 			switch {
 			case c.Key != nil && !apply.KeysEqual(c.Key, c.Table.KeyOf(c.Row)) && fired && !apply.HasUnchanged(c.Row):
@@ -107,18 +109,18 @@ func (t *Target) planPart(ctx context.Context, stmts []statement, b *apply.Batch
 				// before: a delete and an insert, as compaction writes
 				// it, which a batch applied again survives (its actions
 				// too find their rows by the old key's values).
-				if stmts, err = d.appendDeletes(stmts, []sluice.Row{c.Key}, true); err == nil {
-					stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, true)
+				if stmts, err = d.appendDeletes(&t.params, stmts, []sluice.Row{c.Key}, true); err == nil {
+					stmts, err = d.appendUpserts(&t.params, stmts, []sluice.Row{c.Row}, true)
 				}
 			case c.Key != nil && !apply.KeysEqual(c.Key, c.Table.KeyOf(c.Row)):
 				var st statement
 				st, err = d.keyChangeStatement(c.Key, c.Row)
 				stmts = append(stmts, st)
 			default:
-				stmts, err = d.appendUpserts(stmts, []sluice.Row{c.Row}, true)
+				stmts, err = d.appendUpserts(&t.params, stmts, []sluice.Row{c.Row}, true)
 			}
 		case sluice.OpDelete:
-			stmts, err = d.appendDeletes(stmts, []sluice.Row{c.Key}, true)
+			stmts, err = d.appendDeletes(&t.params, stmts, []sluice.Row{c.Key}, true)
 		case sluice.OpTruncate:
 			stmts = append(stmts, d.truncateStatement())
 		}
@@ -169,7 +171,7 @@ func textArg(v sluice.Value) any {
 	return v.Text
 }
 
-func (d *tableDesc) appendDeletes(stmts []statement, keys []sluice.Row, perRow bool) ([]statement, error) {
+func (d *tableDesc) appendDeletes(arena *paramArena, stmts []statement, keys []sluice.Row, perRow bool) ([]statement, error) {
 	if len(keys) == 0 {
 		return stmts, nil
 	}
@@ -187,13 +189,13 @@ func (d *tableDesc) appendDeletes(stmts []statement, keys []sluice.Row, perRow b
 			}
 		}
 		if perRow {
-			sql, args := d.deleteStatement(key, keys[i:i+1])
+			sql, args := d.deleteStatement(arena, key, keys[i:i+1])
 			stmts = append(stmts, statement{table: d.src, sql: sql, args: args,
 				what: fmt.Sprintf("delete of %s from %s", d.src.FormatKey(k), d.display)})
 		}
 	}
 	if !perRow {
-		sql, args := d.deleteStatement(key, keys)
+		sql, args := d.deleteStatement(arena, key, keys)
 		stmts = append(stmts, statement{table: d.src, sql: sql, args: args,
 			what: fmt.Sprintf("delete of %s from %s", rowCount(len(keys)), d.display)})
 	}
@@ -203,8 +205,8 @@ func (d *tableDesc) appendDeletes(stmts []statement, keys []sluice.Row, perRow b
 // deleteStatement is the statement deleting keys (of the key columns key)
 // and its parameters; the statement is built once per set of parameter
 // kinds.
-func (d *tableDesc) deleteStatement(key []sqlColumn, keys []sluice.Row) (string, []any) {
-	args, kinds := columnParams(keys, nil, key)
+func (d *tableDesc) deleteStatement(arena *paramArena, key []sqlColumn, keys []sluice.Row) (string, []any) {
+	args, kinds := columnParams(arena, keys, nil, key)
 	cacheKey := kindsKey(nil, kinds)
 	sql, ok := d.deletes[cacheKey]
 	if !ok {
@@ -238,7 +240,7 @@ func kindsKey(mask []byte, kinds []paramKind) string {
 	return string(b)
 }
 
-func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow bool) ([]statement, error) {
+func (d *tableDesc) appendUpserts(arena *paramArena, stmts []statement, rows []sluice.Row, perRow bool) ([]statement, error) {
 	if len(rows) == 0 {
 		return stmts, nil
 	}
@@ -252,9 +254,10 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 		rows    []sluice.Row
 	}
 	var groups []*group
-	byMask := map[string]*group{}
+	var byMask map[string]*group
+	var last *group // the group of the row before: rows mostly carry the same columns
 	mask := make([]byte, len(d.cols))
-	for _, r := range rows {
+	for at, r := range rows {
 		if len(r) != len(d.cols) {
 			return nil, fmt.Errorf("apply upsert to %s: row has %d values, want %d", d.display, len(r), len(d.cols))
 		}
@@ -269,7 +272,10 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 				return nil, fmt.Errorf("apply upsert to %s: primary key column %s is NULL or missing", d.display, d.cols[k].Name)
 			}
 		}
-		g := byMask[string(mask)]
+		g := last
+		if g == nil || g.mask != string(mask) {
+			g = byMask[string(mask)]
+		}
 		if g == nil {
 			g = &group{mask: string(mask)}
 			for i := range mask {
@@ -279,10 +285,24 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 					g.partial = true
 				}
 			}
+			if byMask == nil {
+				byMask = map[string]*group{}
+			}
 			byMask[g.mask] = g
 			groups = append(groups, g)
+			if len(groups) == 2 {
+				// Every row before this one is the first group's: until
+				// now it was rows itself, not a copy.
+				groups[0].rows = rows[:at:at]
+			}
 		}
-		g.rows = append(g.rows, r)
+		last = g
+		if len(groups) > 1 {
+			g.rows = append(g.rows, r)
+		}
+	}
+	if len(groups) == 1 {
+		groups[0].rows = rows
 	}
 	for _, g := range groups {
 		op := "upsert of %s to %s"
@@ -291,7 +311,7 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 		}
 		if perRow {
 			for i := range g.rows {
-				sql, args := d.upsertStatement(g.mask, g.present, g.partial, g.rows[i:i+1])
+				sql, args := d.upsertStatement(arena, g.mask, g.present, g.partial, g.rows[i:i+1])
 				stmts = append(stmts, statement{table: d.src, sql: sql, args: args, inPlace: g.partial,
 					what: fmt.Sprintf(op, d.src.FormatKey(d.src.KeyOf(g.rows[i])), d.display)})
 			}
@@ -301,7 +321,7 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 		if len(g.rows) == 1 {
 			which = d.src.FormatKey(d.src.KeyOf(g.rows[0]))
 		}
-		sql, args := d.upsertStatement(g.mask, g.present, g.partial, g.rows)
+		sql, args := d.upsertStatement(arena, g.mask, g.present, g.partial, g.rows)
 		stmts = append(stmts, statement{table: d.src, sql: sql, args: args, inPlace: g.partial,
 			what: fmt.Sprintf(op, which, d.display)})
 	}
@@ -313,8 +333,8 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, perRow b
 // with partial (some of the others are unsent values, not generated
 // columns) updating them in place, and its parameters; the statement is
 // built once per mask and set of parameter kinds (the mask tells partial).
-func (d *tableDesc) upsertStatement(mask string, present []int, partial bool, rows []sluice.Row) (string, []any) {
-	args, kinds := columnParams(rows, present, d.cols)
+func (d *tableDesc) upsertStatement(arena *paramArena, mask string, present []int, partial bool, rows []sluice.Row) (string, []any) {
+	args, kinds := columnParams(arena, rows, present, d.cols)
 	cacheKey := kindsKey([]byte(mask), kinds)
 	sql, ok := d.upserts[cacheKey]
 	if !ok {

@@ -68,8 +68,11 @@ type Target struct {
 	connConfig *pgx.ConnConfig
 	addr       string // host:port, for messages
 
-	mu       sync.Mutex
-	conn     *pgx.Conn // nil after a failure that left it unusable
+	mu   sync.Mutex
+	conn *pgx.Conn // nil after a failure that left it unusable
+	// params holds the arrays of the batch being planned and sent (see
+	// paramArena).
+	params   paramArena
 	database string
 	tables   map[sluice.TableName]*tableDesc
 	// known holds the source's description of every table described

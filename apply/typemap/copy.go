@@ -107,14 +107,8 @@ func (m *tableMap) keyRange(r tablecopy.Range) (tablecopy.Range, error) {
 		if k == nil {
 			return nil, nil
 		}
-		convs := make([]Conv, len(k))
-		names := make([]string, len(k))
-		for i := range k {
-			col := m.src.Key[i]
-			convs[i] = m.convs[col]
-			names[i] = m.src.Columns[col].Name
-		}
-		return convertRow(k, convs, m.src, k, names)
+		return convertRow(k, m.keyConvs[:len(k)], m.src, func() sluice.Row { return k },
+			func(i int) string { return m.src.Columns[m.src.Key[i]].Name })
 	}
 	from, err := conv(r.From)
 	if err != nil {

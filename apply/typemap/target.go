@@ -58,6 +58,24 @@ type tableMap struct {
 	src   *sluice.Table
 	out   *sluice.Table // the source table with the target's column types
 	convs []Conv        // per column; nil entries keep the text
+	// keyConvs are convs of the key's columns, aligned with src.Key.
+	keyConvs []Conv
+	// identity: no column converts, so rows and keys pass as they are
+	// (every table of a same-engine stream, most of a cross-engine one).
+	identity bool
+}
+
+func newTableMap(src, out *sluice.Table, convs []Conv) *tableMap {
+	m := &tableMap{src: src, out: out, convs: convs, keyConvs: make([]Conv, len(src.Key)), identity: true}
+	for _, c := range convs {
+		if c != nil {
+			m.identity = false
+		}
+	}
+	for x, c := range src.Key {
+		m.keyConvs[x] = convs[c]
+	}
+	return m
 }
 
 // Wrap returns a Target that writes values read from a from-engine source
@@ -100,7 +118,7 @@ func (t *Target) mapTable(ctx context.Context, tbl *sluice.Table) (*tableMap, er
 	t.mu.Lock()
 	for _, old := range t.tables {
 		if reflect.DeepEqual(*old.src, *tbl) {
-			m = &tableMap{src: tbl, out: old.out, convs: old.convs}
+			m = newTableMap(tbl, old.out, old.convs)
 			t.tables[tbl] = m
 			break
 		}
@@ -118,7 +136,7 @@ func (t *Target) mapTable(ctx context.Context, tbl *sluice.Table) (*tableMap, er
 		return nil, err
 	}
 	out := &sluice.Table{Name: name, Key: tbl.Key, Columns: make([]sluice.Column, len(tbl.Columns)), Omitted: tbl.Omitted}
-	m = &tableMap{src: tbl, out: out, convs: make([]Conv, len(tbl.Columns))}
+	convs := make([]Conv, len(tbl.Columns))
 	var errs []error
 	for i, c := range tbl.Columns {
 		out.Columns[i] = c
@@ -135,11 +153,12 @@ func (t *Target) mapTable(ctx context.Context, tbl *sluice.Table) (*tableMap, er
 			continue
 		}
 		out.Columns[i].Type = dst
-		m.convs[i] = conv
+		convs[i] = conv
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	m = newTableMap(tbl, out, convs)
 	t.mu.Lock()
 	t.tables[tbl] = m
 	t.mu.Unlock()
@@ -258,8 +277,7 @@ func (t *Target) convertPart(ctx context.Context, b *apply.Batch) (*apply.Batch,
 		if err != nil {
 			return nil, err
 		}
-		ob := &apply.TableBatch{Table: m.out, Truncate: tb.Truncate,
-			Deletes: make([]sluice.Row, len(tb.Deletes)), Upserts: make([]sluice.Row, len(tb.Upserts))}
+		ob := &apply.TableBatch{Table: m.out, Truncate: tb.Truncate}
 		if len(tb.Moves) > 0 {
 			ob.Moves = make([]sluice.Change, len(tb.Moves))
 		}
@@ -268,15 +286,11 @@ func (t *Target) convertPart(ctx context.Context, b *apply.Batch) (*apply.Batch,
 				return nil, err
 			}
 		}
-		for j, k := range tb.Deletes {
-			if ob.Deletes[j], err = m.key(k); err != nil {
-				return nil, err
-			}
+		if ob.Deletes, err = convertRows(tb.Deletes, m.key); err != nil {
+			return nil, err
 		}
-		for j, r := range tb.Upserts {
-			if ob.Upserts[j], err = m.row(r); err != nil {
-				return nil, err
-			}
+		if ob.Upserts, err = convertRows(tb.Upserts, m.row); err != nil {
+			return nil, err
 		}
 		out.Tables[i] = ob
 	}
@@ -309,6 +323,33 @@ func (t *Target) convertPart(ctx context.Context, b *apply.Batch) (*apply.Batch,
 		}
 	}
 	return out, nil
+}
+
+// convertRows returns rows converted by conv: rows itself while conv
+// returns each row as it is (no value to convert, or only values whose
+// text stays), a copy from the first row it changes. The inner target
+// only reads the rows.
+func convertRows(rows []sluice.Row, conv func(sluice.Row) (sluice.Row, error)) ([]sluice.Row, error) {
+	out := rows
+	for j, r := range rows {
+		nr, err := conv(r)
+		if err != nil {
+			return nil, err
+		}
+		if sameRow(nr, r) {
+			continue
+		}
+		if &out[0] == &rows[0] {
+			out = append([]sluice.Row(nil), rows...)
+		}
+		out[j] = nr
+	}
+	return out, nil
+}
+
+// sameRow reports whether a and b are the same slice.
+func sameRow(a, b sluice.Row) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // change converts a change of the source table: its table, key and row.
@@ -350,24 +391,24 @@ func (t *Target) sourceNames(err error) error {
 
 // key converts a key aligned with the source table's Key.
 func (m *tableMap) key(k sluice.Row) (sluice.Row, error) {
-	src := m.src
-	conv := make([]Conv, len(src.Key))
-	for x, c := range src.Key {
-		conv[x] = m.convs[c]
+	if m.identity {
+		return k, nil
 	}
-	return convertRow(k, conv, src, k, src.KeyNames())
+	return convertRow(k, m.keyConvs, m.src, func() sluice.Row { return k }, func(i int) string { return m.src.Columns[m.src.Key[i]].Name })
 }
 
 // row converts a full row image.
 func (m *tableMap) row(r sluice.Row) (sluice.Row, error) {
-	names := make([]string, len(m.src.Columns))
-	for x, c := range m.src.Columns {
-		names[x] = c.Name
+	if m.identity {
+		return r, nil
 	}
-	return convertRow(r, m.convs, m.src, m.src.KeyOf(r), names)
+	return convertRow(r, m.convs, m.src, func() sluice.Row { return m.src.KeyOf(r) }, func(i int) string { return m.src.Columns[i].Name })
 }
 
-func convertRow(r sluice.Row, convs []Conv, tbl *sluice.Table, key sluice.Row, names []string) (sluice.Row, error) {
+// convertRow converts r's values with convs, aligned with r, returning r
+// itself when no value changes. key and name give the row's key and the
+// name of r's i-th column for an error: only a failure needs them.
+func convertRow(r sluice.Row, convs []Conv, tbl *sluice.Table, key func() sluice.Row, name func(i int) string) (sluice.Row, error) {
 	var out sluice.Row
 	for i, v := range r {
 		if i >= len(convs) || convs[i] == nil || v.Null || v.Unchanged {
@@ -376,7 +417,7 @@ func convertRow(r sluice.Row, convs []Conv, tbl *sluice.Table, key sluice.Row, n
 		nv, err := convs[i](v.Text)
 		if err != nil {
 			return nil, fmt.Errorf("table %s, column %s, row %s: %w; the value cannot be written to the target exactly, so the stream stops here (fix the value on the source, or change the target column)",
-				tbl.Name, names[i], tbl.FormatKey(key), err)
+				tbl.Name, name(i), tbl.FormatKey(key()), err)
 		}
 		if nv != v.Text {
 			if out == nil {

@@ -186,7 +186,7 @@ func (r *Reader) message(ctx context.Context, m pglogrepl.Message, at pglogrepl.
 			r.tx.skipN = r.resume.k
 		}
 	case *pglogrepl.CommitMessage:
-		if r.held != nil {
+		if r.hasHeld {
 			p := position{lsn: m.TransactionEndLSN}
 			if err := r.push(ctx, p); err != nil {
 				return err
@@ -272,19 +272,19 @@ func (r *Reader) take(at pglogrepl.LSN) bool {
 // hold keeps c, the change just taken, until the next change or the commit
 // gives its position, and pushes the one held before it.
 func (r *Reader) hold(ctx context.Context, c sluice.Change) error {
-	if r.held != nil {
+	if r.hasHeld {
 		if err := r.push(ctx, r.heldPos); err != nil {
 			return err
 		}
 	}
-	r.held, r.heldPos = &c, position{lsn: r.tx.commit, at: r.tx.at, i: r.tx.idx}
+	r.held, r.hasHeld, r.heldPos = c, true, position{lsn: r.tx.commit, at: r.tx.at, i: r.tx.idx}
 	return nil
 }
 
 // errPos is the position a stream stopped by an error resumes from: right
 // after the last change pushed (the held one, if any, is pushed first).
 func (r *Reader) errPos() string {
-	if r.held != nil {
+	if r.hasHeld {
 		return r.heldPos.sluice().String()
 	}
 	return r.resume.sluice().String()
@@ -292,7 +292,7 @@ func (r *Reader) errPos() string {
 
 // stop pushes the change held back, then err, and ends streaming.
 func (r *Reader) stop(ctx context.Context, err error) error {
-	if r.held != nil {
+	if r.hasHeld {
 		if perr := r.push(ctx, r.heldPos); perr != nil {
 			return perr
 		}
@@ -300,44 +300,53 @@ func (r *Reader) stop(ctx context.Context, err error) error {
 	return &fatalError{err}
 }
 
-// push hands the held change to the buffer with position p, blocking while
-// the buffer is full but still reporting status to the server.
+// push adds the held change, with position p, to the page being filled,
+// and sends the page when it is full. It takes the change's bytes from the
+// budget first, sending the page and waiting while the budget is spent,
+// still reporting status to the server.
 func (r *Reader) push(ctx context.Context, p position) error {
-	c := *r.held
-	r.held = nil
+	c := r.held
+	r.held, r.hasHeld = sluice.Change{}, false
 	c.Pos = p.sluice()
-	it := item{kind: itemChange, change: c, size: int64(c.Size())}
-	if r.budget.TryTake(it.size) {
-		select {
-		case r.items <- it:
-			r.resume = p
-			return nil
-		default:
+	n := int64(c.Size())
+	if !r.budget.TryTake(n) {
+		// Read gives bytes back as it takes pages: the page filled so
+		// far goes first.
+		if err := r.sendPage(ctx); err != nil {
+			return err
 		}
-	} else {
-		it.size = -1 // not taken yet
+		if err := r.takeBudget(ctx, n); err != nil {
+			return err
+		}
 	}
+	if len(r.out.changes) == 0 {
+		// Sized like the last page: a catch-up's pages are full, a
+		// trickle's hold a transaction or so.
+		r.out.changes = make([]sluice.Change, 0, min(max(2*r.lastPage, 16), pageChanges))
+		r.outSince = time.Now()
+	}
+	if p.inTx() && (len(r.out.changes) == 0 || !(r.resume.inTx() && r.resume.lsn == p.lsn)) {
+		r.out.starts = append(r.out.starts, txMark{i: len(r.out.changes), commit: p.lsn, prev: r.resume})
+	}
+	r.out.changes = append(r.out.changes, c)
+	r.out.last = p
+	r.outSize += n
+	r.resume = p
+	if len(r.out.changes) >= pageChanges {
+		return r.sendPage(ctx)
+	}
+	return nil
+}
+
+// takeBudget waits until n bytes can be taken from the budget, still
+// reporting status to the server.
+func (r *Reader) takeBudget(ctx context.Context, n int64) error {
 	t := time.NewTicker(max(r.cfg.StatusInterval/2, 100*time.Millisecond))
 	defer t.Stop()
-	for {
-		var send chan item
-		if it.size < 0 {
-			if n := int64(c.Size()); r.budget.TryTake(n) {
-				it.size = n
-			}
-		}
-		if it.size >= 0 {
-			send = r.items
-		}
+	for !r.budget.TryTake(n) {
 		select {
-		case send <- it:
-			r.resume = p
-			return nil
 		case <-r.budget.Freed():
 		case <-ctx.Done():
-			if it.size > 0 {
-				r.budget.Give(it.size)
-			}
 			return ctx.Err()
 		case <-t.C:
 			if err := r.sendStatus(false); err != nil {
@@ -349,6 +358,63 @@ func (r *Reader) push(ctx context.Context, p position) error {
 			}
 		}
 	}
+	return nil
+}
+
+// sendPage sends the page being filled, if it holds changes, to Read,
+// blocking while the buffer is full but still reporting status to the
+// server. The page is Read's from then on.
+func (r *Reader) sendPage(ctx context.Context) error {
+	if len(r.out.changes) == 0 {
+		return nil
+	}
+	it := item{kind: itemChanges, page: r.out, size: r.outSize}
+	select {
+	case r.items <- it:
+		r.sent()
+		return nil
+	default:
+	}
+	t := time.NewTicker(max(r.cfg.StatusInterval/2, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case r.items <- it:
+			r.sent()
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if err := r.sendStatus(false); err != nil {
+				return err
+			}
+		case <-r.wake:
+			if err := r.sendStatus(false); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// trySendPage is sendPage that does not wait: it reports whether the page (if
+// any) was sent.
+func (r *Reader) trySendPage() bool {
+	if len(r.out.changes) == 0 {
+		return true
+	}
+	select {
+	case r.items <- item{kind: itemChanges, page: r.out, size: r.outSize}:
+		r.sent()
+		return true
+	default:
+		return false
+	}
+}
+
+// sent starts a new page after the one just sent.
+func (r *Reader) sent() {
+	r.lastPage = len(r.out.changes)
+	r.out, r.outSize = page{}, 0
 }
 
 // change turns an insert, update or delete, from the WAL record at at,

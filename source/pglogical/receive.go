@@ -371,6 +371,16 @@ func (r *Reader) walData(ctx context.Context, at pglogrepl.LSN, data []byte) err
 			return r.change(ctx, at, rm.rel, sluice.OpDelete, rm.old, nil)
 		}
 	}
+	if tm, ok, err := decodeTxMessage(data); ok {
+		if err != nil {
+			return &fatalError{fmt.Errorf("decode pgoutput message at LSN %s: %w", at, err)}
+		}
+		if tm.kind == 'B' {
+			r.begin(tm.final, tm.xid, tm.time)
+			return nil
+		}
+		return r.commit(ctx, tm.end)
+	}
 	m, err := pglogrepl.Parse(data)
 	if err != nil {
 		return &fatalError{fmt.Errorf("decode pgoutput message at LSN %s: %w", at, err)}

@@ -20,6 +20,10 @@ type queue struct {
 	mu       sync.Mutex
 	notEmpty chan struct{} // closed and replaced when changes arrive
 	notFull  chan struct{} // closed and replaced when changes are taken
+	// closed is closed from the start: waitNonEmptyChan's answer when
+	// changes are queued (the dispatcher asks before each take, a page at
+	// a time).
+	closed chan struct{}
 	// pages are the pushed reads in order; pages[0][head:] come next.
 	pages    [][]sluice.Change
 	head     int
@@ -29,7 +33,9 @@ type queue struct {
 }
 
 func newQueue(maxBytes int64) *queue {
-	return &queue{maxBytes: maxBytes, notEmpty: make(chan struct{}), notFull: make(chan struct{})}
+	closed := make(chan struct{})
+	close(closed)
+	return &queue{maxBytes: maxBytes, notEmpty: make(chan struct{}), notFull: make(chan struct{}), closed: closed}
 }
 
 // push appends cs, waiting while the queue is full. A push into an empty
@@ -205,9 +211,7 @@ func (q *queue) waitNonEmptyChan() <-chan struct{} {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.count > 0 {
-		ch := make(chan struct{})
-		close(ch)
-		return ch
+		return q.closed
 	}
 	return q.notEmpty
 }

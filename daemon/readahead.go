@@ -181,7 +181,10 @@ func (r *aheadReader) halt() {
 	})
 }
 
-// Read hands out what was read ahead, then reads on.
+// Read hands out what was read ahead, then reads on. A page is handed out
+// as the reader returned it, not copied: a part of one is capped, and the
+// rest, which is handed out later, lies past its capacity (see
+// source.Reader).
 func (r *aheadReader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
 	r.halt()
 	if len(r.pages) > 0 {

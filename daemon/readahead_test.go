@@ -59,7 +59,9 @@ func (r *pagedReader) Read(ctx context.Context, max int) ([]sluice.Change, error
 	}
 	defer r.mu.Unlock()
 	n := min(max, r.page, len(r.cs)-r.next)
-	out := r.cs[r.next : r.next+n]
+	// Capped: the caller owns it (source.Reader), and the changes after
+	// it are handed out later.
+	out := r.cs[r.next : r.next+n : r.next+n]
 	r.next += n
 	return out, nil
 }
@@ -99,6 +101,10 @@ func TestReadAhead(t *testing.T) {
 			}
 			if len(cs) > max {
 				t.Fatalf("Read(%d) returned %d changes", max, len(cs))
+			}
+			if cap(cs) != len(cs) {
+				// The caller owns what Read returns (source.Reader).
+				t.Fatalf("Read(%d) returned %d changes of capacity %d: an append would write over those handed out next", max, len(cs), cap(cs))
 			}
 			got = append(got, cs...)
 		}

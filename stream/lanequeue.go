@@ -58,9 +58,25 @@ func (q *laneQueue) at(i int) *sluice.Change {
 	return &q.ring[(q.head+i)%len(q.ring)]
 }
 
-// grow doubles the ring, keeping the queued changes in order from index 0.
-func (q *laneQueue) grow() {
-	ring := make([]sluice.Change, max(2*len(q.ring), 64))
+// minRing is the ring's first size: a lane that sees a trickle of
+// changes keeps to it.
+const minRing = 64
+
+// maxRingHint bounds the size a ring grows to at once (see grow): a
+// ring larger than that is given back once drained (see drop).
+const maxRingHint = 1 << 16
+
+// grow enlarges the full ring, keeping the queued changes in order from
+// index 0: to hint changes at once when more than double (the queue fills
+// up to its limits, and growing by doubling from minRing copied every
+// change several times over), else to double. The old array is left as
+// it is: a batch may still read a view of it (see peek).
+func (q *laneQueue) grow(hint int) {
+	n := max(2*len(q.ring), minRing)
+	if len(q.ring) >= minRing {
+		n = max(n, min(hint, maxRingHint))
+	}
+	ring := make([]sluice.Change, n)
 	q.copyOut(ring[:q.n], 0)
 	q.ring, q.head = ring, 0
 }
@@ -81,7 +97,7 @@ func (q *laneQueue) copyOut(dst []sluice.Change, from int) {
 // queue bytes, maxBytes (when > 0) or maxItems() changes (asked again on
 // every wake-up: the lane's batch size grows while the push waits). A push
 // into an empty queue always goes through.
-func (q *laneQueue) push(ctx context.Context, c sluice.Change, maxItems func() int, maxBytes int64) error {
+func (q *laneQueue) push(ctx context.Context, c *sluice.Change, maxItems func() int, maxBytes int64) error {
 	n := int64(c.Size())
 	for {
 		q.mu.Lock()
@@ -98,9 +114,17 @@ func (q *laneQueue) push(ctx context.Context, c sluice.Change, maxItems func() i
 		}
 		if fits {
 			if q.n == len(q.ring) {
-				q.grow()
+				// As many changes as the queue holds when full, at the
+				// queued changes' mean size.
+				hint := q.n
+				if q.n > 0 {
+					hint = int(min(int64(maxItems()), limit/max(q.bytes/int64(q.n), 1)))
+				}
+				q.grow(hint)
 			}
-			q.ring[(q.head+q.n)%len(q.ring)] = c
+			// The change's one copy between the reader and the batch
+			// (see peek).
+			q.ring[(q.head+q.n)%len(q.ring)] = *c
 			q.n++
 			q.bytes += n
 			if q.awaited {
@@ -144,18 +168,51 @@ func (q *laneQueue) prefixLocked(off, most int, maxBytes int64) int {
 	return bytePrefixOf(min(most, q.n-off), maxBytes, func(i int) int64 { return int64(q.at(off + i).Size()) })
 }
 
+// view returns the n queued changes from the off-th on: a view of the
+// ring (capped, so that an append cannot write into it) when they do not
+// wrap around its end, else a copy. Call with q.mu held.
+//
+// A view is safe because no slot of it is written while its batch uses
+// it: push writes only free slots (past the queued ones), drop clears
+// only committed changes, and grow copies to a new array and leaves the
+// old one, which the view keeps alive, as it was. A batch's changes are
+// committed (and dropped) only after the batch is done with them: a lane
+// drops a transaction's changes in land, once its Apply returned and
+// OnBatch was called, and never reads them again (a failed one is not
+// dropped; its retry, and a chained transaction sent again, read the
+// same, still queued, changes). The batch compacted ahead (prepareLane)
+// reads changes past the one in flight, and is finished before any batch
+// holding them is sent (runLane, chainAfter). The compacted batch keeps
+// no view but Batch.Schema, a pointer to its schema change, which the
+// target reads while it applies the batch. Nothing that reads a batch
+// writes into its changes (apply.Compactor, the targets, typemap and
+// OnBatch only read them).
+func (q *laneQueue) view(off, n int) []sluice.Change {
+	if n == 0 {
+		return nil
+	}
+	i := (q.head + off) % len(q.ring)
+	if i+n <= len(q.ring) {
+		return q.ring[i : i+n : i+n]
+	}
+	// It wraps: copy rather than hand out two pieces.
+	out := make([]sluice.Change, n)
+	q.copyOut(out, off)
+	return out
+}
+
 // peek returns up to max queued changes from the head, no more than
 // maxBytes of them (see prefixLocked), without removing them, waiting up
-// to wait for the first, or until wake receives. Only those are copied:
-// the queue can hold many batches.
+// to wait for the first, or until wake receives. They are a view of the
+// queue (see view): the caller must not write into them, nor read them
+// once they are dropped.
 func (q *laneQueue) peek(ctx context.Context, max int, maxBytes int64, wait time.Duration, wake <-chan struct{}) []sluice.Change {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		q.mu.Lock()
 		if q.n > 0 {
-			out := make([]sluice.Change, q.prefixLocked(0, max, maxBytes))
-			q.copyOut(out, 0)
+			out := q.view(0, q.prefixLocked(0, max, maxBytes))
 			q.mu.Unlock()
 			return out
 		}
@@ -176,7 +233,7 @@ func (q *laneQueue) peek(ctx context.Context, max int, maxBytes int64, wait time
 
 // peekFrom returns up to max queued changes from the one numbered from on,
 // no more than maxBytes of them (see prefixLocked), without removing them
-// or waiting; nil when none is queued yet.
+// or waiting; nil when none is queued yet. They are a view, as peek's.
 func (q *laneQueue) peekFrom(from uint64, max int, maxBytes int64) []sluice.Change {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -184,9 +241,7 @@ func (q *laneQueue) peekFrom(from uint64, max int, maxBytes int64) []sluice.Chan
 		return nil
 	}
 	off := int(from - q.base)
-	out := make([]sluice.Change, q.prefixLocked(off, max, maxBytes))
-	q.copyOut(out, off)
-	return out
+	return q.view(off, q.prefixLocked(off, max, maxBytes))
 }
 
 // waitFor waits until the change numbered last is queued, and reports

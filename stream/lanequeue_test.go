@@ -32,7 +32,7 @@ func TestLaneQueueModel(t *testing.T) {
 				for range r.IntN(300) {
 					c := change(pushed)
 					pushed++
-					if err := q.push(ctx, c, unlimited, 0); err != nil {
+					if err := q.push(ctx, &c, unlimited, 0); err != nil {
 						t.Fatal(err)
 					}
 					model = append(model, c)
@@ -101,7 +101,7 @@ func TestLaneQueueWaitFor(t *testing.T) {
 	one := func() int { return 1 << 30 }
 	push := func(n int) {
 		for i := range n {
-			if err := q.push(ctx, sluice.Change{Table: tbl, Op: sluice.OpInsert, Row: sluice.Row{{Text: strconv.Itoa(i)}}}, one, 0); err != nil {
+			if err := q.push(ctx, &sluice.Change{Table: tbl, Op: sluice.OpInsert, Row: sluice.Row{{Text: strconv.Itoa(i)}}}, one, 0); err != nil {
 				t.Error(err)
 			}
 		}
@@ -169,7 +169,7 @@ func TestLaneQueueWaitForOrFull(t *testing.T) {
 	pushed := make(chan error, 1)
 	go func() {
 		for i := range 15 {
-			if err := q.push(ctx, sluice.Change{Table: tbl, Op: sluice.OpInsert, Row: sluice.Row{{Text: strconv.Itoa(i)}}}, items, 0); err != nil {
+			if err := q.push(ctx, &sluice.Change{Table: tbl, Op: sluice.OpInsert, Row: sluice.Row{{Text: strconv.Itoa(i)}}}, items, 0); err != nil {
 				pushed <- err
 				return
 			}
@@ -214,4 +214,97 @@ func TestLaneQueueWaitForOrFull(t *testing.T) {
 	if <-orFull {
 		t.Fatal("waitForOrFull(20) = true after its context ended")
 	}
+}
+
+// BenchmarkLaneQueue pushes 10,000 changes into a lane's queue one by one,
+// as the dispatcher routes them, and has a lane take them in batches of
+// 1,000: peekFrom (the batch compacted ahead), peek (the batch sent) and
+// drop once committed.
+func BenchmarkLaneQueue(b *testing.B) {
+	tbl := &sluice.Table{Name: sluice.TableName{Name: "t"}, Columns: []sluice.Column{{Name: "id"}}, Key: []int{0}}
+	const n, batch = 10_000, 1000
+	cs := make([]sluice.Change, n)
+	for i := range cs {
+		cs[i] = sluice.Change{Table: tbl, Op: sluice.OpInsert, Row: sluice.Row{{Text: strconv.Itoa(i)}}}
+	}
+	ctx := context.Background()
+	// As a lane holds them: a few batches ahead, within its share of a
+	// 32 MiB queue.
+	ahead := func() int { return 3 * batch }
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		q := newLaneQueue(16 << 20)
+		var next uint64
+		for i := range cs {
+			if err := q.push(ctx, &cs[i], ahead, 0); err != nil {
+				b.Fatal(err)
+			}
+			if (i+1)%batch == 0 {
+				if got := q.peekFrom(next, batch, 0); len(got) != batch {
+					b.Fatalf("peekFrom: %d changes, want %d", len(got), batch)
+				}
+				if got := q.peek(ctx, batch, 0, 0, nil); len(got) != batch {
+					b.Fatalf("peek: %d changes, want %d", len(got), batch)
+				}
+				q.drop(batch)
+				next += batch
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/change")
+}
+
+// TestLaneQueueViewStable: a batch's changes, a view of the ring when
+// they do not wrap, stay as they were while the queue takes more changes
+// (growing its ring, or wrapping around into slots freed before them) and
+// drops the committed ones before them; and an append to them cannot
+// write into the ring.
+func TestLaneQueueViewStable(t *testing.T) {
+	tbl := &sluice.Table{Name: sluice.TableName{Name: "t"}, Columns: []sluice.Column{{Name: "id"}}, Key: []int{0}}
+	ctx := context.Background()
+	unlimited := func() int { return 1 << 30 }
+	pushed := 0
+	q := newLaneQueue(1 << 40)
+	push := func(n int) {
+		for range n {
+			c := sluice.Change{Table: tbl, Op: sluice.OpInsert, Row: sluice.Row{{Text: strconv.Itoa(pushed)}}}
+			pushed++
+			if err := q.push(ctx, &c, unlimited, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(what string, cs []sluice.Change, from int) {
+		t.Helper()
+		for i, c := range cs {
+			if c.Row == nil || c.Row[0].Text != strconv.Itoa(from+i) {
+				t.Fatalf("%s: change %d of the batch changed to %+v, want number %d", what, i, c, from+i)
+			}
+		}
+	}
+	push(minRing) // a full ring of minRing
+	a := q.peekFrom(10, 20, 0)
+	if len(a) != 20 || cap(a) != len(a) {
+		t.Fatalf("peekFrom(10, 20): %d changes, cap %d", len(a), cap(a))
+	}
+	b := q.peek(ctx, 10, 0, 0, nil)
+	_ = append(b, sluice.Change{}) // must not write over change 10
+	push(1000)                     // grows the ring
+	check("after a grow", a, 10)
+	check("after an append to the batch before it", a, 10)
+	q.drop(30) // a's changes included: a is done with
+	c := q.peekFrom(40, 500, 0)
+	push(5000) // grows again
+	q.drop(10) // up to 40
+	check("after a drop before it", c, 40)
+	// Wrap around: drop most, push into the freed slots.
+	q.drop(q.len() - 10)
+	first := pushed - 10
+	d := q.peekFrom(uint64(first), 10, 0)
+	push(3000)
+	check("after pushes into freed slots", d, first)
+	q.drop(10)
+	e := q.peek(ctx, 3000, 0, 0, nil)
+	check("a batch that may wrap", e, first+10)
 }

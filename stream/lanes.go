@@ -413,85 +413,100 @@ func (m *multi) dispatch(ctx context.Context, readErr <-chan error) error {
 			continue
 		case <-s.q.waitNonEmptyChan():
 		}
+		// A part of one of the queue's pages, not a copy: each change's one
+		// copy is into its lane's queue.
 		cs, err := s.q.take(ctx, 10_000, dispatchShare(s.cfg.MaxQueueBytes))
 		if err != nil {
 			return nil
 		}
-		for i := range cs {
-			// A decision taken while this slice was being routed (the
-			// dispatcher may wait long on a lane that a locked target
-			// holds up) takes effect before the next change.
-			if err := m.resizeIfWanted(ctx); err != nil {
+		if err := m.route(ctx, cs); err != nil || ctx.Err() != nil {
+			return err
+		}
+		// The lanes hold the routed changes: the page lets their rows go
+		// (it is held until its last change is taken).
+		clear(cs)
+	}
+}
+
+// route numbers the changes cs and routes each to its lane. It returns
+// early, with nil, when ctx ends.
+func (m *multi) route(ctx context.Context, cs []sluice.Change) error {
+	s := m.s
+	for i := range cs {
+		// A decision taken while this slice was being routed (the
+		// dispatcher may wait long on a lane that a locked target
+		// holds up) takes effect before the next change.
+		if err := m.resizeIfWanted(ctx); err != nil {
+			return err
+		}
+		c := &cs[i]
+		if c.Op == sluice.OpProgress {
+			m.pass(c.Pos, true)
+			continue
+		}
+		if m.rec != nil {
+			skip, err := m.recovered(*c)
+			if err != nil {
 				return err
 			}
-			c := cs[i]
-			if c.Op == sluice.OpProgress {
-				m.pass(c.Pos, true)
+			if skip {
+				m.pass(c.Pos, false)
 				continue
 			}
-			if m.rec != nil {
-				skip, err := m.recovered(c)
-				if err != nil {
-					return err
-				}
-				if skip {
-					m.pass(c.Pos, false)
-					continue
-				}
+		}
+		byKey := m.s.cfg.Groups[c.Table.Name] == ""
+		// A truncate of a table routed by key touches rows of every
+		// lane, and a schema change must find every change before it
+		// applied and none after: either is applied with every lane
+		// drained on either side of it.
+		whole := c.Op == sluice.OpTruncate || c.Op == sluice.OpSchema
+		barrier := c.Op == sluice.OpTruncate && byKey || c.Op == sluice.OpSchema
+		var h, oldH uint64
+		moved := false
+		if whole {
+			h = m.routeHash(c.Table, nil)
+		} else {
+			key := c.NewKey()
+			h = m.routeHash(c.Table, key)
+			if byKey && c.Op == sluice.OpUpdate && c.Key != nil && !apply.KeysEqual(c.Key, key) {
+				oldH, moved = m.routeHash(c.Table, c.Key), true
 			}
-			byKey := m.s.cfg.Groups[c.Table.Name] == ""
-			// A truncate of a table routed by key touches rows of every
-			// lane, and a schema change must find every change before it
-			// applied and none after: either is applied with every lane
-			// drained on either side of it.
-			whole := c.Op == sluice.OpTruncate || c.Op == sluice.OpSchema
-			barrier := c.Op == sluice.OpTruncate && byKey || c.Op == sluice.OpSchema
-			var h, oldH uint64
-			moved := false
-			if whole {
-				h = m.routeHash(c.Table, nil)
-			} else {
-				key := c.NewKey()
-				h = m.routeHash(c.Table, key)
-				if byKey && c.Op == sluice.OpUpdate && c.Key != nil && !apply.KeysEqual(c.Key, key) {
-					oldH, moved = m.routeHash(c.Table, c.Key), true
-				}
-			}
-			if barrier {
-				if err := m.drain(ctx); err != nil {
-					return nil
-				}
-			}
-			s.mu.Lock()
-			if s.oldest.IsZero() {
-				s.oldest = c.Time
-			}
-			s.mu.Unlock()
-			m.mu.Lock()
-			seq := m.next
-			m.next++
-			m.positions.push(c.Pos)
-			l := m.lanes[h%uint64(m.active)]
-			l.fifo = append(l.fifo, seq)
-			if byKey && !whole {
-				m.orderByKey(l, seq, h, oldH, moved)
-			}
-			l.routed++
-			m.mu.Unlock()
-			// A lane holds a few batches' worth, not its whole share of the
-			// queue: what is routed must be committed before the lane
-			// count can change, and the rest waits unrouted in the
-			// stream's queue, where it costs nothing to re-route.
-			if err := l.q.push(ctx, c, l.ahead, laneAhead*s.cfg.MaxBatchBytes); err != nil {
+		}
+		if barrier {
+			if err := m.drain(ctx); err != nil {
 				return nil
 			}
-			if barrier {
-				if err := m.drain(ctx); err != nil {
-					return nil
-				}
+		}
+		s.mu.Lock()
+		if s.oldest.IsZero() {
+			s.oldest = c.Time
+		}
+		s.mu.Unlock()
+		m.mu.Lock()
+		seq := m.next
+		m.next++
+		m.positions.push(c.Pos)
+		l := m.lanes[h%uint64(m.active)]
+		l.fifo = append(l.fifo, seq)
+		if byKey && !whole {
+			m.orderByKey(l, seq, h, oldH, moved)
+		}
+		l.routed++
+		m.mu.Unlock()
+		// A lane holds a few batches' worth, not its whole share of the
+		// queue: what is routed must be committed before the lane
+		// count can change, and the rest waits unrouted in the
+		// stream's queue, where it costs nothing to re-route.
+		if err := l.q.push(ctx, c, l.ahead, laneAhead*s.cfg.MaxBatchBytes); err != nil {
+			return nil
+		}
+		if barrier {
+			if err := m.drain(ctx); err != nil {
+				return nil
 			}
 		}
 	}
+	return nil
 }
 
 // orderByKey records what the lane's change seq, just routed to it, waits

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -37,7 +38,9 @@ func (r *scriptReader) Read(ctx context.Context, max int) ([]sluice.Change, erro
 		return nil, ctx.Err()
 	}
 	k := min(max, 50, len(r.cs)-r.next)
-	out := r.cs[r.next : r.next+k]
+	// A copy: a read's slice is the caller's (source.Reader), and the
+	// stream clears the changes it routed.
+	out := slices.Clone(r.cs[r.next : r.next+k])
 	r.next += k
 	return out, nil
 }

@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +20,10 @@ type queue struct {
 	mu       sync.Mutex
 	notEmpty chan struct{} // closed and replaced when changes arrive
 	notFull  chan struct{} // closed and replaced when changes are taken
+	// closed is closed from the start: waitNonEmptyChan's answer when
+	// changes are queued (the dispatcher asks before each take, a page at
+	// a time).
+	closed chan struct{}
 	// pages are the pushed reads in order; pages[0][head:] come next.
 	pages    [][]sluice.Change
 	head     int
@@ -30,11 +33,15 @@ type queue struct {
 }
 
 func newQueue(maxBytes int64) *queue {
-	return &queue{maxBytes: maxBytes, notEmpty: make(chan struct{}), notFull: make(chan struct{})}
+	closed := make(chan struct{})
+	close(closed)
+	return &queue{maxBytes: maxBytes, notEmpty: make(chan struct{}), notFull: make(chan struct{}), closed: closed}
 }
 
-// push appends a copy of cs, waiting while the queue is full. A push into an empty queue always goes through, so one read larger
-// than the bound cannot deadlock.
+// push appends cs, waiting while the queue is full. A push into an empty
+// queue always goes through, so one read larger than the bound cannot
+// deadlock. cs becomes the queue's (a read's slice is the caller's, see
+// source.Reader): it is kept as a page, not copied.
 func (q *queue) push(ctx context.Context, cs []sluice.Change) error {
 	if len(cs) == 0 {
 		return nil
@@ -46,9 +53,7 @@ func (q *queue) push(ctx context.Context, cs []sluice.Change) error {
 	for {
 		q.mu.Lock()
 		if q.count == 0 || q.bytes+n <= q.maxBytes {
-			// A copy: taken changes are cleared in place for the
-			// collector, and cs is the reader's.
-			q.pages = append(q.pages, slices.Clone(cs))
+			q.pages = append(q.pages, cs)
 			q.count += len(cs)
 			q.bytes += n
 			close(q.notEmpty)
@@ -70,27 +75,82 @@ func (q *queue) push(ctx context.Context, cs []sluice.Change) error {
 // them (≤ 0: no byte limit), waiting for at least one until ctx ends.
 // Taken changes leave the queue's count, so a caller that holds them a
 // while bounds them with maxBytes.
+//
+// The changes come from one page only (fewer than max when the page ends
+// first): they are a sub-slice of it, not a copy, capped (a full slice
+// expression) so that an append by the caller cannot write over the
+// page's next changes. The caller owns them: the queue never reads a
+// taken change again, and the caller should clear them once it is done
+// with them, so that their rows can be collected while the rest of the
+// page waits in the queue (the page's array is held until its last
+// change is taken and every taker let its part go).
 func (q *queue) take(ctx context.Context, max int, maxBytes int64) ([]sluice.Change, error) {
 	for {
 		q.mu.Lock()
 		if q.count > 0 {
-			k := min(max, q.count)
-			out := make([]sluice.Change, 0, min(k, 1024))
+			p := q.pages[0][q.head:]
+			m := min(max, len(p))
 			var n int64
-			for len(out) < k {
+			for i := range p[:m] {
+				sz := int64(p[i].Size())
+				if maxBytes > 0 && i > 0 && n+sz > maxBytes {
+					m = i
+					break
+				}
+				n += sz
+			}
+			out := p[:m:m]
+			q.head += m
+			if q.head == len(q.pages[0]) {
+				q.pages[0] = nil
+				q.pages = q.pages[1:]
+				q.head = 0
+			}
+			q.count -= m
+			if q.count == 0 {
+				q.pages = nil
+			}
+			q.bytes -= n
+			close(q.notFull)
+			q.notFull = make(chan struct{})
+			q.mu.Unlock()
+			return out, nil
+		}
+		wait := q.notEmpty
+		q.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wait:
+		}
+	}
+}
+
+// takeInto is take that appends the changes to dst, the caller's copy,
+// from as many pages as it takes: up to max changes and, past the first,
+// up to maxBytes of them. The taken changes are cleared in their pages,
+// so that only dst holds their rows.
+func (q *queue) takeInto(ctx context.Context, dst []sluice.Change, max int, maxBytes int64) ([]sluice.Change, error) {
+	for {
+		q.mu.Lock()
+		if q.count > 0 {
+			k := min(max, q.count)
+			took := 0
+			var n int64
+			for took < k {
 				p := q.pages[0][q.head:]
-				m := min(k-len(out), len(p))
+				m := min(k-took, len(p))
 				for i := range p[:m] {
 					sz := int64(p[i].Size())
-					if maxBytes > 0 && len(out)+i > 0 && n+sz > maxBytes {
-						m, k = i, len(out)+i
+					if maxBytes > 0 && took+i > 0 && n+sz > maxBytes {
+						m, k = i, took+i
 						break
 					}
 					n += sz
 				}
-				out = append(out, p[:m]...)
-				// Drop references so taken changes can be collected.
+				dst = append(dst, p[:m]...)
 				clear(p[:m])
+				took += m
 				q.head += m
 				if q.head == len(q.pages[0]) {
 					q.pages[0] = nil
@@ -106,13 +166,13 @@ func (q *queue) take(ctx context.Context, max int, maxBytes int64) ([]sluice.Cha
 			close(q.notFull)
 			q.notFull = make(chan struct{})
 			q.mu.Unlock()
-			return out, nil
+			return dst, nil
 		}
 		wait := q.notEmpty
 		q.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return dst, ctx.Err()
 		case <-wait:
 		}
 	}
@@ -151,9 +211,7 @@ func (q *queue) waitNonEmptyChan() <-chan struct{} {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.count > 0 {
-		ch := make(chan struct{})
-		close(ch)
-		return ch
+		return q.closed
 	}
 	return q.notEmpty
 }

@@ -691,12 +691,13 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 				sized()
 			}
 			if ch := s.q.waitNonEmpty(); ch == nil {
-				more, err := s.q.take(ctx, want-len(pending), s.pendingRoom())
+				had := len(pending)
+				var err error
+				pending, err = s.q.takeInto(ctx, pending, want-len(pending), s.pendingRoom())
 				if err != nil {
 					return nil
 				}
-				s.pendingBytes.Add(changesSize(more))
-				pending = append(pending, more...)
+				s.pendingBytes.Add(changesSize(pending[had:]))
 				s.mu.Lock()
 				s.oldest = pending[0].Time
 				s.mu.Unlock()
@@ -721,12 +722,13 @@ func (s *Stream) applyLoop(ctx context.Context, readErr <-chan error) error {
 			// The next batch's changes, compacted while this one is in
 			// flight: what is queued now, up to this batch's size.
 			if len(pending) < n+want && s.q.waitNonEmpty() == nil {
-				more, err := s.q.take(ctx, n+want-len(pending), s.pendingRoom())
+				had := len(pending)
+				var err error
+				pending, err = s.q.takeInto(ctx, pending, n+want-len(pending), s.pendingRoom())
 				if err != nil {
 					return nil
 				}
-				s.pendingBytes.Add(changesSize(more))
-				pending = append(pending, more...)
+				s.pendingBytes.Add(changesSize(pending[had:]))
 			}
 			if rest := pending[n:min(n+want, len(pending))]; len(rest) > 0 {
 				rest = rest[:bytePrefix(rest, s.cfg.MaxBatchBytes, changeSize)]

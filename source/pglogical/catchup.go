@@ -195,6 +195,11 @@ func (r *Reader) catchUpCall(ctx context.Context, cu *catchUp) (int, error) {
 	}
 	cu.calls++
 	cu.rows += int64(n)
+	// The next call decodes for a while before its first row: what this
+	// one gave goes to Read now.
+	if err := r.sendPage(ctx); err != nil {
+		return n, err
+	}
 	if err := rows.Err(); err != nil {
 		return n, &catchUpErr{fmt.Errorf("decode slot %s through the SQL interface: %w", cu.slot, err)}
 	}

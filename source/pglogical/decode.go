@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,6 +121,53 @@ func decodeRowMessage(data []byte, oldBuf, newBuf *tupleBuf) (m rowMessage, ok b
 	return m, true, nil
 }
 
+// txMessage is a begin ('B') or commit ('C') message of pgoutput's
+// protocol version 1. They come once per transaction each: in a backlog of
+// one-row transactions pglogrepl's decoder, which allocates a message per
+// call, cost two allocations per change.
+type txMessage struct {
+	kind byte
+	// Begin: final is the commit's LSN, xid the transaction's id.
+	final pglogrepl.LSN
+	xid   uint32
+	// Commit: end is the LSN past the commit record.
+	end  pglogrepl.LSN
+	time time.Time
+}
+
+// decodeTxMessage decodes data when it is a begin or commit message; ok
+// is false for every other message. It reads them as pglogrepl does.
+func decodeTxMessage(data []byte) (m txMessage, ok bool, err error) {
+	if len(data) == 0 {
+		return m, false, nil
+	}
+	m.kind = data[0]
+	switch m.kind {
+	case 'B':
+		if len(data) < 21 {
+			return m, true, fmt.Errorf("begin message: %d bytes, want 21", len(data))
+		}
+		m.final = pglogrepl.LSN(binary.BigEndian.Uint64(data[1:]))
+		m.time = pgTime(int64(binary.BigEndian.Uint64(data[9:])))
+		m.xid = binary.BigEndian.Uint32(data[17:])
+		return m, true, nil
+	case 'C':
+		if len(data) < 26 {
+			return m, true, fmt.Errorf("commit message: %d bytes, want 26", len(data))
+		}
+		m.end = pglogrepl.LSN(binary.BigEndian.Uint64(data[10:]))
+		m.time = pgTime(int64(binary.BigEndian.Uint64(data[18:])))
+		return m, true, nil
+	}
+	return m, false, nil
+}
+
+// pgTime is a timestamp of the protocol, microseconds since 2000-01-01
+// UTC, as pglogrepl reads it.
+func pgTime(us int64) time.Time {
+	return time.Unix(0, (pgEpochMicros+us)*1000)
+}
+
 // relState is what the receiver knows of one streamed table.
 type relState struct {
 	info  *tableInfo
@@ -175,24 +223,9 @@ func (tx *txState) next(at pglogrepl.LSN) int64 {
 func (r *Reader) message(ctx context.Context, m pglogrepl.Message, at pglogrepl.LSN) error {
 	switch m := m.(type) {
 	case *pglogrepl.BeginMessage:
-		r.tx = txState{open: true, xid: m.Xid, commit: m.FinalLSN, time: m.CommitTime}
-		switch {
-		case r.resume.skipTx(m.FinalLSN):
-			r.tx.skipAll = true
-		case m.FinalLSN == r.resume.lsn && r.resume.at > 0:
-			p := r.resume
-			r.tx.skipTo = &p
-		case m.FinalLSN == r.resume.lsn:
-			r.tx.skipN = r.resume.k
-		}
+		r.begin(m.FinalLSN, m.Xid, m.CommitTime)
 	case *pglogrepl.CommitMessage:
-		if r.held != nil {
-			p := position{lsn: m.TransactionEndLSN}
-			if err := r.push(ctx, p); err != nil {
-				return err
-			}
-		}
-		r.tx = txState{}
+		return r.commit(ctx, m.TransactionEndLSN)
 	case *pglogrepl.RelationMessage:
 		return r.relation(ctx, m, at)
 	case *pglogrepl.InsertMessage:
@@ -246,6 +279,32 @@ func (r *Reader) message(ctx context.Context, m pglogrepl.Message, at pglogrepl.
 	return nil
 }
 
+// begin opens the transaction committing at final.
+func (r *Reader) begin(final pglogrepl.LSN, xid uint32, at time.Time) {
+	r.tx = txState{open: true, xid: xid, commit: final, time: at}
+	switch {
+	case r.resume.skipTx(final):
+		r.tx.skipAll = true
+	case final == r.resume.lsn && r.resume.at > 0:
+		p := r.resume
+		r.tx.skipTo = &p
+	case final == r.resume.lsn:
+		r.tx.skipN = r.resume.k
+	}
+}
+
+// commit ends the open transaction, whose commit record ends at end: the
+// change held back is its last.
+func (r *Reader) commit(ctx context.Context, end pglogrepl.LSN) error {
+	if r.hasHeld {
+		if err := r.push(ctx, position{lsn: end}); err != nil {
+			return err
+		}
+	}
+	r.tx = txState{}
+	return nil
+}
+
 // skipping reports whether the next change of the open transaction, from
 // the WAL record at at, is one the resume position says is applied.
 func (r *Reader) skipping(at pglogrepl.LSN) bool {
@@ -272,19 +331,19 @@ func (r *Reader) take(at pglogrepl.LSN) bool {
 // hold keeps c, the change just taken, until the next change or the commit
 // gives its position, and pushes the one held before it.
 func (r *Reader) hold(ctx context.Context, c sluice.Change) error {
-	if r.held != nil {
+	if r.hasHeld {
 		if err := r.push(ctx, r.heldPos); err != nil {
 			return err
 		}
 	}
-	r.held, r.heldPos = &c, position{lsn: r.tx.commit, at: r.tx.at, i: r.tx.idx}
+	r.held, r.hasHeld, r.heldPos = c, true, position{lsn: r.tx.commit, at: r.tx.at, i: r.tx.idx}
 	return nil
 }
 
 // errPos is the position a stream stopped by an error resumes from: right
 // after the last change pushed (the held one, if any, is pushed first).
 func (r *Reader) errPos() string {
-	if r.held != nil {
+	if r.hasHeld {
 		return r.heldPos.sluice().String()
 	}
 	return r.resume.sluice().String()
@@ -292,7 +351,7 @@ func (r *Reader) errPos() string {
 
 // stop pushes the change held back, then err, and ends streaming.
 func (r *Reader) stop(ctx context.Context, err error) error {
-	if r.held != nil {
+	if r.hasHeld {
 		if perr := r.push(ctx, r.heldPos); perr != nil {
 			return perr
 		}
@@ -300,44 +359,53 @@ func (r *Reader) stop(ctx context.Context, err error) error {
 	return &fatalError{err}
 }
 
-// push hands the held change to the buffer with position p, blocking while
-// the buffer is full but still reporting status to the server.
+// push adds the held change, with position p, to the page being filled,
+// and sends the page when it is full. It takes the change's bytes from the
+// budget first, sending the page and waiting while the budget is spent,
+// still reporting status to the server.
 func (r *Reader) push(ctx context.Context, p position) error {
-	c := *r.held
-	r.held = nil
+	c := r.held
+	r.held, r.hasHeld = sluice.Change{}, false
 	c.Pos = p.sluice()
-	it := item{kind: itemChange, change: c, size: int64(c.Size())}
-	if r.budget.TryTake(it.size) {
-		select {
-		case r.items <- it:
-			r.resume = p
-			return nil
-		default:
+	n := int64(c.Size())
+	if !r.budget.TryTake(n) {
+		// Read gives bytes back as it takes pages: the page filled so
+		// far goes first.
+		if err := r.sendPage(ctx); err != nil {
+			return err
 		}
-	} else {
-		it.size = -1 // not taken yet
+		if err := r.takeBudget(ctx, n); err != nil {
+			return err
+		}
 	}
+	if len(r.out.changes) == 0 {
+		// Sized like the last page: a catch-up's pages are full, a
+		// trickle's hold a transaction or so.
+		r.out.changes = make([]sluice.Change, 0, min(max(2*r.lastPage, 16), pageChanges))
+		r.outSince = time.Now()
+	}
+	if p.inTx() && (len(r.out.changes) == 0 || !(r.resume.inTx() && r.resume.lsn == p.lsn)) {
+		r.out.starts = append(r.out.starts, txMark{i: len(r.out.changes), commit: p.lsn, prev: r.resume})
+	}
+	r.out.changes = append(r.out.changes, c)
+	r.out.last = p
+	r.outSize += n
+	r.resume = p
+	if len(r.out.changes) >= pageChanges {
+		return r.sendPage(ctx)
+	}
+	return nil
+}
+
+// takeBudget waits until n bytes can be taken from the budget, still
+// reporting status to the server.
+func (r *Reader) takeBudget(ctx context.Context, n int64) error {
 	t := time.NewTicker(max(r.cfg.StatusInterval/2, 100*time.Millisecond))
 	defer t.Stop()
-	for {
-		var send chan item
-		if it.size < 0 {
-			if n := int64(c.Size()); r.budget.TryTake(n) {
-				it.size = n
-			}
-		}
-		if it.size >= 0 {
-			send = r.items
-		}
+	for !r.budget.TryTake(n) {
 		select {
-		case send <- it:
-			r.resume = p
-			return nil
 		case <-r.budget.Freed():
 		case <-ctx.Done():
-			if it.size > 0 {
-				r.budget.Give(it.size)
-			}
 			return ctx.Err()
 		case <-t.C:
 			if err := r.sendStatus(false); err != nil {
@@ -349,6 +417,63 @@ func (r *Reader) push(ctx context.Context, p position) error {
 			}
 		}
 	}
+	return nil
+}
+
+// sendPage sends the page being filled, if it holds changes, to Read,
+// blocking while the buffer is full but still reporting status to the
+// server. The page is Read's from then on.
+func (r *Reader) sendPage(ctx context.Context) error {
+	if len(r.out.changes) == 0 {
+		return nil
+	}
+	it := item{kind: itemChanges, page: r.out, size: r.outSize}
+	select {
+	case r.items <- it:
+		r.sent()
+		return nil
+	default:
+	}
+	t := time.NewTicker(max(r.cfg.StatusInterval/2, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case r.items <- it:
+			r.sent()
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if err := r.sendStatus(false); err != nil {
+				return err
+			}
+		case <-r.wake:
+			if err := r.sendStatus(false); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// trySendPage is sendPage that does not wait: it reports whether the page (if
+// any) was sent.
+func (r *Reader) trySendPage() bool {
+	if len(r.out.changes) == 0 {
+		return true
+	}
+	select {
+	case r.items <- item{kind: itemChanges, page: r.out, size: r.outSize}:
+		r.sent()
+		return true
+	default:
+		return false
+	}
+}
+
+// sent starts a new page after the one just sent.
+func (r *Reader) sent() {
+	r.lastPage = len(r.out.changes)
+	r.out, r.outSize = page{}, 0
 }
 
 // change turns an insert, update or delete, from the WAL record at at,
@@ -395,18 +520,28 @@ func (r *Reader) change(ctx context.Context, at pglogrepl.LSN, rel uint32, op sl
 	c := sluice.Change{Table: t, Op: op, Time: r.tx.time}
 	var err error
 	if new != nil {
-		if c.Row, err = r.tuple(rs, new, perm); err != nil {
+		// An update without its old key keeps its key: the key goes in
+		// the row's allocation, after it.
+		keyRoom := 0
+		if old == nil && op == sluice.OpUpdate {
+			keyRoom = len(t.Key)
+		}
+		if c.Row, err = r.tuple(rs, new, perm, keyRoom); err != nil {
 			return err
+		}
+		if keyRoom > 0 {
+			n := len(c.Row)
+			c.Key = c.Row[n : n+keyRoom]
+			c.Row = c.Row[:n:n]
+			for i, col := range t.Key {
+				c.Key[i] = c.Row[col]
+			}
 		}
 	}
 	if old != nil {
-		oldRow, err := r.tuple(rs, old, perm)
-		if err != nil {
+		if c.Key, err = r.key(rs, old, perm); err != nil {
 			return err
 		}
-		c.Key = t.KeyOf(oldRow)
-	} else if op == sluice.OpUpdate {
-		c.Key = t.KeyOf(c.Row)
 	} else if op == sluice.OpDelete {
 		return &fatalError{fmt.Errorf("delete from %s at LSN %s without the old key: check the table's REPLICA IDENTITY (want DEFAULT with a primary key)", t.Name, r.tx.commit)}
 	}
@@ -420,13 +555,13 @@ func (r *Reader) change(ctx context.Context, at pglogrepl.LSN, rel uint32, op sl
 }
 
 // tuple turns a row of the relation into one of rs's table: a leaf
-// partition's columns go to the table's columns perm names.
-func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData, perm []int) (sluice.Row, error) {
-	t := rs.table
-	if len(td.Columns) != len(t.Columns) {
-		return nil, &fatalError{fmt.Errorf("row of %s at LSN %s has %d columns, the table %d", t.Name, r.tx.commit, len(td.Columns), len(t.Columns))}
+// partition's columns go to the table's columns perm names. The row has
+// room for keyRoom more values past its length (its capacity).
+func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData, perm []int, keyRoom int) (sluice.Row, error) {
+	if err := r.checkTuple(rs, td, perm); err != nil {
+		return nil, err
 	}
-	row := make(sluice.Row, len(td.Columns))
+	row := make(sluice.Row, len(td.Columns), len(td.Columns)+keyRoom)
 	// The text values of the row are copied into one string, which the
 	// columns' values are slices of: one allocation per row, not one per
 	// column.
@@ -458,11 +593,78 @@ func (r *Reader) tuple(rs *relState, td *pglogrepl.TupleData, perm []int) (sluic
 			v := text[off : off+len(c.Data)]
 			off += len(c.Data)
 			row[i] = sluice.Text(castText(rs.typ[i].base, v))
-		default:
-			return nil, &fatalError{fmt.Errorf("column %s of %s at LSN %s: unexpected tuple data type %q", t.Columns[i].Name, t.Name, r.tx.commit, c.DataType)}
 		}
 	}
 	return row, nil
+}
+
+// key is the key (aligned with the table's Key) of an old row of the
+// relation, as t.KeyOf of its tuple would give it, without the row: a
+// delete's old tuple holds the key, or the whole old row.
+func (r *Reader) key(rs *relState, td *pglogrepl.TupleData, perm []int) (sluice.Row, error) {
+	t := rs.table
+	if err := r.checkTuple(rs, td, perm); err != nil {
+		return nil, err
+	}
+	key := make(sluice.Row, len(t.Key))
+	// Which column of the tuple each key value is.
+	var at [4]int
+	cols := at[:0]
+	for _, kc := range t.Key {
+		j := kc
+		if perm != nil {
+			j = slices.Index(perm, kc)
+		}
+		cols = append(cols, j)
+	}
+	n := 0
+	for _, j := range cols {
+		if c := td.Columns[j]; c.DataType == pglogrepl.TupleDataTypeText {
+			n += len(c.Data)
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, j := range cols {
+		if c := td.Columns[j]; c.DataType == pglogrepl.TupleDataTypeText {
+			b.Write(c.Data)
+		}
+	}
+	text := b.String()
+	off := 0
+	for k, j := range cols {
+		switch c := td.Columns[j]; c.DataType {
+		case pglogrepl.TupleDataTypeNull:
+			key[k] = sluice.Null
+		case pglogrepl.TupleDataTypeToast:
+			key[k] = sluice.Value{Unchanged: true}
+		case pglogrepl.TupleDataTypeText:
+			v := text[off : off+len(c.Data)]
+			off += len(c.Data)
+			key[k] = sluice.Text(castText(rs.typ[t.Key[k]].base, v))
+		}
+	}
+	return key, nil
+}
+
+// checkTuple checks that a row of the relation has the table's columns,
+// each of a kind the reader knows.
+func (r *Reader) checkTuple(rs *relState, td *pglogrepl.TupleData, perm []int) error {
+	t := rs.table
+	if len(td.Columns) != len(t.Columns) {
+		return &fatalError{fmt.Errorf("row of %s at LSN %s has %d columns, the table %d", t.Name, r.tx.commit, len(td.Columns), len(t.Columns))}
+	}
+	for i, c := range td.Columns {
+		switch c.DataType {
+		case pglogrepl.TupleDataTypeNull, pglogrepl.TupleDataTypeToast, pglogrepl.TupleDataTypeText:
+		default:
+			if perm != nil {
+				i = perm[i]
+			}
+			return &fatalError{fmt.Errorf("column %s of %s at LSN %s: unexpected tuple data type %q", t.Columns[i].Name, t.Name, r.tx.commit, c.DataType)}
+		}
+	}
+	return nil
 }
 
 func (r *Reader) formatType(ctx context.Context, oid uint32, typmod int32) (string, uint32, error) {

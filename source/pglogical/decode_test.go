@@ -2,10 +2,13 @@ package pglogical
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/sluice-cdc/sluice"
 )
 
 // tuple encodes a TupleData: "\x00" is NULL, "\x01" an unchanged TOAST
@@ -146,4 +149,154 @@ func FuzzDecodeRowMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkAgainstPglogrepl(t, data)
 	})
+}
+
+// checkTxAgainstPglogrepl decodes a begin or commit message both ways and
+// compares; it reports whether ours decoded it.
+func checkTxAgainstPglogrepl(t *testing.T, data []byte) bool {
+	t.Helper()
+	m, ok, err := decodeTxMessage(data)
+	if !ok || err != nil {
+		return false
+	}
+	ref, perr := pglogrepl.Parse(data)
+	if perr != nil {
+		t.Fatalf("decoded %q, which pglogrepl refuses: %v", data, perr)
+	}
+	switch r := ref.(type) {
+	case *pglogrepl.BeginMessage:
+		if m.kind != 'B' || m.final != r.FinalLSN || m.xid != r.Xid || !m.time.Equal(r.CommitTime) {
+			t.Fatalf("begin: %+v, want %+v", m, r)
+		}
+	case *pglogrepl.CommitMessage:
+		if m.kind != 'C' || m.end != r.TransactionEndLSN || !m.time.Equal(r.CommitTime) {
+			t.Fatalf("commit: %+v, want %+v", m, r)
+		}
+	default:
+		t.Fatalf("decoded a %T", ref)
+	}
+	return true
+}
+
+func TestDecodeTxMessage(t *testing.T) {
+	begin := beginMsg(0x16B3748, 771)
+	binary.BigEndian.PutUint64(begin[9:], 818_000_000_123_456) // 2025-12-03 and some microseconds
+	commit := commitMsg(0x16B3748, 0x16B3778)
+	binary.BigEndian.PutUint64(commit[18:], 818_000_000_123_457)
+	for _, c := range []struct {
+		name string
+		data []byte
+		ok   bool
+	}{
+		{"begin", begin, true},
+		{"commit", commit, true},
+		{"short begin", begin[:20], false},
+		{"short commit", commit[:25], false},
+		{"longer begin", append(begin, 0), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := checkTxAgainstPglogrepl(t, c.data); got != c.ok {
+				t.Fatalf("decoded: %v, want %v", got, c.ok)
+			}
+		})
+	}
+	for _, kind := range []byte{'I', 'U', 'D', 'R', 'T', 'Y', 'O', 'M'} {
+		if _, ok, _ := decodeTxMessage([]byte{kind, 0, 0, 0, 0, 0}); ok {
+			t.Errorf("message %c taken as a begin or commit", kind)
+		}
+	}
+}
+
+// FuzzDecodeTxMessage: whatever the bytes, decoding does not panic, and
+// what it decodes pglogrepl decodes the same.
+func FuzzDecodeTxMessage(f *testing.F) {
+	f.Add(beginMsg(0x16B3748, 771))
+	f.Add(commitMsg(0x16B3748, 0x16B3778))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkTxAgainstPglogrepl(t, data)
+	})
+}
+
+// TestChangeKeys: a change's key is the key of its old tuple (a key
+// tuple, or a whole old row, of the table or of a leaf partition whose
+// columns come in another order), or of its new row for an update
+// without one; as Table.KeyOf of the decoded old row gives it.
+func TestChangeKeys(t *testing.T) {
+	const rel = 16384
+	r := testReader(rel)
+	rs := r.rels[rel]
+	// A key of two columns, (n, id), to see the order kept.
+	tbl := *rs.table
+	tbl.Key = []int{2, 0}
+	rs.table = &tbl
+	r.tx = txState{open: true, commit: 0x100}
+	var oldBuf, newBuf tupleBuf
+	decode := func(data []byte) rowMessage {
+		m, ok, err := decodeRowMessage(data, &oldBuf, &newBuf)
+		if !ok || err != nil {
+			t.Fatalf("decode %q: %v", data, err)
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name string
+		perm []int
+		data []byte
+		op   sluice.Op
+		want sluice.Row
+	}{
+		{"delete by key", nil, msg('D', rel, []byte{'K'}, tuple("7", "\x00", "8")), sluice.OpDelete, sluice.Row{sluice.Text("8"), sluice.Text("7")}},
+		{"delete of a whole row", nil, msg('D', rel, []byte{'O'}, tuple("7", "x", "8")), sluice.OpDelete, sluice.Row{sluice.Text("8"), sluice.Text("7")}},
+		{"update of the key", nil, msg('U', rel, []byte{'K'}, tuple("7", "\x00", "8"), []byte{'N'}, tuple("9", "y", "8")), sluice.OpUpdate, sluice.Row{sluice.Text("8"), sluice.Text("7")}},
+		{"update without old key", nil, msg('U', rel, []byte{'N'}, tuple("9", "y", "10")), sluice.OpUpdate, sluice.Row{sluice.Text("10"), sluice.Text("9")}},
+		// The leaf's columns are (n, name, id).
+		{"leaf delete", []int{2, 1, 0}, msg('D', rel, []byte{'K'}, tuple("8", "\x00", "7")), sluice.OpDelete, sluice.Row{sluice.Text("8"), sluice.Text("7")}},
+		{"leaf update", []int{2, 1, 0}, msg('U', rel, []byte{'N'}, tuple("10", "y", "9")), sluice.OpUpdate, sluice.Row{sluice.Text("10"), sluice.Text("9")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := decode(c.data)
+			var key sluice.Row
+			var err error
+			if m.old != nil {
+				key, err = r.key(rs, m.old, c.perm)
+				if err != nil {
+					t.Fatal(err)
+				}
+				old, err := r.tuple(rs, m.old, c.perm, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := tbl.KeyOf(old); !slices.Equal(key, want) {
+					t.Fatalf("key %v, KeyOf the old row %v", key, want)
+				}
+			} else {
+				row, err := r.tuple(rs, m.new, c.perm, len(tbl.Key))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cap(row) != len(row)+len(tbl.Key) {
+					t.Fatalf("row of %d values has room for %d more, want %d", len(row), cap(row)-len(row), len(tbl.Key))
+				}
+				key = tbl.KeyOf(row)
+			}
+			if !slices.Equal(key, c.want) {
+				t.Fatalf("key %v, want %v", key, c.want)
+			}
+			// And through change, as the receiver builds it.
+			r.hasHeld = false
+			r.tx.skipAll = false
+			if err := r.change(context.Background(), 0x50, rel, c.op, m.old, m.new); err != nil {
+				t.Fatal(err)
+			}
+			if c.perm != nil {
+				return // change finds a leaf by its relation, not by perm
+			}
+			if !r.hasHeld || !slices.Equal(r.held.Key, c.want) {
+				t.Fatalf("change held %v with key %v, want %v", r.hasHeld, r.held.Key, c.want)
+			}
+			if c.op == sluice.OpUpdate && cap(r.held.Row) != len(r.held.Row) {
+				t.Fatalf("an update's row has cap %d, len %d: an append would write over its key", cap(r.held.Row), len(r.held.Row))
+			}
+		})
+	}
 }

@@ -22,14 +22,23 @@ const (
 	// source.DefaultBufferBytes their bytes: the receiver stops reading the
 	// socket when either is reached.
 	bufferChanges = 4096
-	minBackoff    = 100 * time.Millisecond
-	maxBackoff    = 5 * time.Second
+	// pageChanges is the most changes the receiver hands Read at once (a
+	// page): bufferChanges/pageChanges pages are buffered.
+	pageChanges = 512
+	// pageLinger is how long the receiver waits for the server's next
+	// message before it hands out a page that is not full, and pageMaxAge
+	// how long it keeps adding to one: a page's changes wait no longer
+	// for Read than that.
+	pageLinger = time.Millisecond
+	pageMaxAge = 10 * time.Millisecond
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 5 * time.Second
 )
 
 type itemKind uint8
 
 const (
-	itemChange itemKind = iota + 1
+	itemChanges itemKind = iota + 1
 	// itemIdle says the server has decoded everything up to lsn and sent
 	// every change before it: no streamed change commits below lsn that
 	// the reader has not buffered.
@@ -38,11 +47,34 @@ const (
 )
 
 type item struct {
-	kind   itemKind
-	change sluice.Change
-	size   int64 // the change's bytes taken from the budget
-	lsn    pglogrepl.LSN
-	err    error
+	kind itemKind
+	page page
+	size int64 // the page's bytes taken from the budget
+	lsn  pglogrepl.LSN
+	err  error
+}
+
+// page is a run of changes the receiver decoded, handed to Read in one
+// channel item. Read hands out its changes as they are, not copied (see
+// source.Reader): the receiver never touches a page again once sent.
+type page struct {
+	changes []sluice.Change
+	// starts are the changes that may begin a transaction handed out in
+	// part (see Reader.emit), in order.
+	starts []txMark
+	last   position // the position of the last change
+}
+
+// txMark is a change of a page, the i-th, inside the transaction
+// committing at commit, where the change before it (prev) is not: it
+// begins a transaction handed out in part. The first change of a page
+// inside a transaction has one whatever came before it: Read compares it
+// with what it handed out last, which may be another page's or a
+// progress marker.
+type txMark struct {
+	i      int
+	commit pglogrepl.LSN
+	prev   position
 }
 
 // Reader streams changes from a logical replication slot.
@@ -63,6 +95,10 @@ type Reader struct {
 
 	readMu sync.Mutex // serialises Read
 	err    error      // sticky error returned by every later Read
+	// rest is the page Read took last, of which it handed out the
+	// changes before restAt.
+	rest   page
+	restAt int
 
 	mu          sync.Mutex // guards the fields below
 	lastEmitted position   // position after the last change handed out
@@ -95,7 +131,18 @@ type Reader struct {
 	ignored        map[uint32]bool
 	resume         position // position after the last change pushed
 	tx             txState
-	held           *sluice.Change // the newest change of tx, pushed once its successor or the commit is known
+	// held is the newest change of tx (when hasHeld), pushed once its
+	// successor or the commit is known.
+	held    sluice.Change
+	hasHeld bool
+	// out is the page being filled (see push), sent when full, before
+	// the receiver waits (see stream) and before any other item; outSize
+	// is its bytes taken from the budget, outSince when its first change
+	// came, lastPage the length of the page sent last.
+	out      page
+	outSize  int64
+	outSince time.Time
+	lastPage int
 	// deferred are schema edits read from the catalog that may be ahead
 	// of the stream (schema.go), held until it passes their LSN.
 	deferred []deferredEdits
@@ -135,7 +182,7 @@ func Open(ctx context.Context, connString string, cfg Config, from sluice.Positi
 		replCfg: replCfg,
 		addr:    addrOf(replCfg.Host, replCfg.Port),
 		db:      replCfg.Database,
-		items:   make(chan item, bufferChanges),
+		items:   make(chan item, bufferChanges/pageChanges),
 		budget:  source.NewBudget(cfg.BufferBytes),
 		wake:    make(chan struct{}, 1),
 		rels:    map[uint32]*relState{},
@@ -237,7 +284,9 @@ func (r *Reader) Tables() []*sluice.Table { return slices.Clone(r.tables) }
 func (r *Reader) Start() sluice.Position { return r.start.sluice() }
 
 // Read returns up to max changes, waiting up to the poll interval for the
-// first one.
+// first one. It hands out what the receiver decoded without copying it: a
+// page (see page), or the part of one that max allows, the rest going out
+// next.
 func (r *Reader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
 	r.readMu.Lock()
 	defer r.readMu.Unlock()
@@ -247,12 +296,12 @@ func (r *Reader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
 	if max <= 0 {
 		max = 1
 	}
-	var out []sluice.Change
-	timer := time.NewTimer(r.cfg.PollInterval)
-	defer timer.Stop()
-	for len(out) < max {
-		var it item
-		if len(out) == 0 {
+	if r.restAt == len(r.rest.changes) {
+		timer := time.NewTimer(r.cfg.PollInterval)
+		defer timer.Stop()
+	wait:
+		for {
+			var it item
 			select {
 			case it = <-r.items:
 			case <-timer.C:
@@ -260,49 +309,66 @@ func (r *Reader) Read(ctx context.Context, max int) ([]sluice.Change, error) {
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
-		} else {
-			select {
-			case it = <-r.items:
-			default:
-				return out, nil
+			switch it.kind {
+			case itemChanges:
+				r.budget.Give(it.size)
+				r.rest, r.restAt = it.page, 0
+				break wait
+			case itemIdle:
+				if c, ok := r.progress(it.lsn); ok {
+					return []sluice.Change{c}, nil
+				}
+			case itemErr:
+				r.err = it.err
+				return nil, r.err
 			}
-		}
-		switch it.kind {
-		case itemChange:
-			r.budget.Give(it.size)
-			out = append(out, it.change)
-			r.emitted(it.change.Pos)
-		case itemIdle:
-			if c, ok := r.progress(it.lsn); ok {
-				out = append(out, c)
-			}
-		case itemErr:
-			r.err = it.err
-			if len(out) > 0 {
-				return out, nil
-			}
-			return nil, r.err
 		}
 	}
-	return out, nil
+	return r.emit(max), nil
 }
 
-// emitted records that the change ending at tok was handed out.
-func (r *Reader) emitted(tok sluice.Position) {
-	p, _, _ := parsePosition(tok)
+// emit hands out up to max changes of the page Read took last, and
+// records them as handed out: the transactions begun and not ended among
+// them (mids), and the position after them.
+func (r *Reader) emit(max int) []sluice.Change {
+	from := r.restAt
+	to := min(from+max, len(r.rest.changes))
+	out := r.rest.changes[from:to:to]
+	r.restAt = to
+	last := r.rest.last
+	if to < len(r.rest.changes) {
+		// Handed out in part (the stream asked for less than a page): the
+		// last change's position is only in its token.
+		last, _, _ = parsePosition(out[len(out)-1].Pos)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if p.inTx() && !(r.lastEmitted.inTx() && r.lastEmitted.lsn == p.lsn) {
+	starts := r.rest.starts
+	for len(starts) > 0 && starts[0].i < to {
+		m := starts[0]
+		starts = starts[1:]
+		prev := m.prev
+		if m.i == from {
+			prev = r.lastEmitted
+		}
+		if prev.inTx() && prev.lsn == m.commit {
+			continue
+		}
 		// The first change handed out of a transaction that is not
 		// handed out whole yet: until it is acked past, the slot may only
 		// confirm up to where the transactions before it end.
 		before := pglogrepl.LSN(0)
-		if !r.lastEmitted.inTx() {
-			before = r.lastEmitted.lsn
+		if !prev.inTx() {
+			before = prev.lsn
 		}
-		r.mids = append(r.mids, txStart{commit: p.lsn, before: before})
+		r.mids = append(r.mids, txStart{commit: m.commit, before: before})
 	}
-	r.lastEmitted = p
+	r.rest.starts = starts
+	r.lastEmitted = last
+	if to == len(r.rest.changes) {
+		r.rest, r.restAt = page{}, 0
+	}
+	return out
 }
 
 // progress returns a progress marker at lsn, which the server says it has

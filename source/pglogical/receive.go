@@ -93,7 +93,9 @@ func (r *Reader) startReplicationOnce(ctx context.Context) error {
 	r.conn = conn
 	r.sentFlush = 0
 	r.tx = txState{}
-	r.held = nil
+	// The held change is sent again (it was not pushed: resume is before
+	// it); the page being filled is not, and goes to Read as it is.
+	r.held, r.hasHeld = sluice.Change{}, false
 	return nil
 }
 
@@ -167,6 +169,10 @@ func (e *fatalError) Error() string { return e.err.Error() }
 func (e *fatalError) Unwrap() error { return e.err }
 
 func (r *Reader) fail(ctx context.Context, err error) {
+	// The changes decoded before the error go out first.
+	if r.sendPage(ctx) != nil {
+		return
+	}
 	select {
 	case r.items <- item{kind: itemErr, err: err}:
 	case <-ctx.Done():
@@ -210,7 +216,20 @@ func (r *Reader) stream(ctx context.Context) error {
 			}
 		default:
 		}
-		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		deadline := nextStatus
+		if len(r.out.changes) > 0 {
+			// A page that is not full goes to Read once the server pauses,
+			// or once it is pageMaxAge old.
+			now := time.Now()
+			if now.Sub(r.outSince) >= pageMaxAge {
+				if err := r.sendPage(ctx); err != nil {
+					return err
+				}
+				continue
+			}
+			deadline = minTime(deadline, now.Add(pageLinger), r.outSince.Add(pageMaxAge))
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
 		r.mu.Lock()
 		r.recvWake = cancel
 		r.mu.Unlock()
@@ -223,6 +242,9 @@ func (r *Reader) stream(ctx context.Context) error {
 			// A deadline (status due) or an Ack's wake-up interrupts the
 			// wait without breaking the connection.
 			if (pgconn.Timeout(err) || errors.Is(err, context.Canceled)) && ctx.Err() == nil && !r.conn.IsClosed() {
+				if err := r.sendPage(ctx); err != nil {
+					return err
+				}
 				continue
 			}
 			return err
@@ -240,6 +262,16 @@ func (r *Reader) stream(ctx context.Context) error {
 			// Notices and parameter status changes need nothing.
 		}
 	}
+}
+
+// minTime is the earliest of ts.
+func minTime(t time.Time, ts ...time.Time) time.Time {
+	for _, u := range ts {
+		if u.Before(t) {
+			t = u
+		}
+	}
+	return t
 }
 
 // sendStatus sends a standby status update. The flush position is what the
@@ -300,7 +332,8 @@ func (r *Reader) copyData(ctx context.Context, data []byte) error {
 				return err
 			}
 		}
-		if !r.tx.open && pkm.ServerWALEnd > 0 {
+		if !r.tx.open && pkm.ServerWALEnd > 0 && r.trySendPage() {
+			// After the changes decoded before it, or not at all.
 			select {
 			case r.items <- item{kind: itemIdle, lsn: pkm.ServerWALEnd}:
 			default: // the buffer is full; a later keepalive will do
@@ -337,6 +370,16 @@ func (r *Reader) walData(ctx context.Context, at pglogrepl.LSN, data []byte) err
 		default:
 			return r.change(ctx, at, rm.rel, sluice.OpDelete, rm.old, nil)
 		}
+	}
+	if tm, ok, err := decodeTxMessage(data); ok {
+		if err != nil {
+			return &fatalError{fmt.Errorf("decode pgoutput message at LSN %s: %w", at, err)}
+		}
+		if tm.kind == 'B' {
+			r.begin(tm.final, tm.xid, tm.time)
+			return nil
+		}
+		return r.commit(ctx, tm.end)
 	}
 	m, err := pglogrepl.Parse(data)
 	if err != nil {

@@ -361,13 +361,12 @@ func addColumn(name string, base uint32, states map[string]pgcatalog.ColumnState
 // schemaChange hands out an OpSchema change at the position of the change
 // handed out before it, and makes next the table's shape.
 func (r *Reader) schemaChange(ctx context.Context, rs *relState, next *sluice.Table, typ []colType, edits []sluice.SchemaEdit) error {
-	if r.held != nil {
+	if r.hasHeld {
 		if err := r.push(ctx, r.heldPos); err != nil {
 			return err
 		}
 	}
-	c := sluice.Change{Op: sluice.OpSchema, Table: next, Time: r.tx.time, Schema: &sluice.SchemaChange{Before: rs.table, Edits: edits}}
-	r.held = &c
+	r.held, r.hasHeld = sluice.Change{Op: sluice.OpSchema, Table: next, Time: r.tx.time, Schema: &sluice.SchemaChange{Before: rs.table, Edits: edits}}, true
 	if err := r.push(ctx, r.resume); err != nil {
 		return err
 	}

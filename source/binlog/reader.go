@@ -752,7 +752,9 @@ func (r *Reader) newSyncer() *replication.BinlogSyncer {
 		// (8 KiB by default) of rows, several times that decoded, and
 		// 1024 of them held 25 MB at the peak of a large transaction.
 		EventCacheCount: 64,
-		Logger:          slog.New(discardHandler{}),
+		// Rows are decoded by the reader (state.rows), from the bytes.
+		RowsEventDecodeFunc: keepRawRows,
+		Logger:              slog.New(discardHandler{}),
 	})
 }
 

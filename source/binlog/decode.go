@@ -637,10 +637,11 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 	// The event's changes go out in one slice (flush, below): sized once,
 	// not grown change by change.
 	s.buf = slices.Grow(s.buf, n-first)
-	conv := s.oldConverter(tm, e, op, step)
+	var nat nativeRows
 	if native {
-		conv = s.nativeConverter(tm, op, n-first)
+		nat = s.nativeRows(tm, op, n-first)
 	}
+	tokens := s.rowTokens(id, first, n)
 	for j := first; j < n; j++ {
 		if s.skipK > 0 {
 			s.skipK-- // a token of an earlier version counts streamed changes
@@ -652,94 +653,149 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 		s.live[tm.name] = true
 		c := sluice.Change{Table: tm.table, Op: op, Time: at, FKChecksOff: e.Flags&noForeignKeyChecks != 0}
 		var err error
-		if c.Row, c.Key, err = conv(j); err != nil {
+		if native {
+			c.Row, c.Key, err = nat.change(s, j)
+		} else {
+			c.Row, c.Key, err = s.goMySQLChange(tm, e, op, step, j)
+		}
+		if err != nil {
 			return err
 		}
-		p := *s.pos
-		p.txn, p.at, p.oldK = s.txn, &rowID{ev: id, row: j}, 0
-		c.Pos = sluice.Position{Kind: Kind, Token: p.token()}
+		c.Pos = sluice.Position{Kind: Kind, Token: tokens.of(j)}
 		s.emit(c)
 	}
 	s.flush(ctx)
 	return nil
 }
 
-// rowConverter returns the row and key of change j of a rows event.
-type rowConverter func(j int) (row, key sluice.Row, err error)
-
-// oldConverter converts the rows go-mysql decoded into e.Rows.
-func (s *state) oldConverter(tm *tableMap, e *replication.RowsEvent, op sluice.Op, step int) rowConverter {
-	return func(j int) (row, key sluice.Row, err error) {
-		i := j * step
-		switch op {
-		case sluice.OpInsert:
-			row, err = s.convertRow(tm, e.Rows[i])
-		case sluice.OpUpdate:
-			var old sluice.Row
-			if old, err = s.convertRow(tm, e.Rows[i]); err == nil {
-				key = tm.table.KeyOf(old)
-				row, err = s.convertRow(tm, e.Rows[i+1])
-			}
-		case sluice.OpDelete:
-			var old sluice.Row
-			if old, err = s.convertRow(tm, e.Rows[i]); err == nil {
-				key = tm.table.KeyOf(old)
-			}
-		}
-		return row, key, err
-	}
+// rowTokenPrefix is the token of a row of event id without the row's
+// number, which follows it: position.token's, cut before the number.
+func (s *state) rowTokenPrefix(id evID) string {
+	p := *s.pos
+	p.txn, p.at, p.oldK = s.txn, &rowID{ev: id}, 0
+	tok := p.token()
+	return tok[:len(tok)-1] // "…:0" less its 0
 }
 
-// nativeConverter hands out the images s.dec decoded. The event's text
-// is one string and its rows and keys share one backing array each (of
-// up to changes rows): they are handed out together and live as long as
-// one another. Rows are cut with a full slice expression, so that an
-// append to one cannot write into the next.
-func (s *state) nativeConverter(tm *tableMap, op sluice.Op, changes int) rowConverter {
-	keep := string(s.dec.keep)
-	ncols, nkey := len(tm.codecs), len(tm.table.Key)
-	var rows, keys []sluice.Value
+// rowTokens are the tokens of rows [first, n) of an event: position
+// token's, built as one string (the changes of an event are handed out
+// and freed together) from the prefix they share.
+type rowTokens struct {
+	all   string
+	ends  []int // end of row first+i's token in all
+	first int
+}
+
+func (s *state) rowTokens(id evID, first, n int) rowTokens {
+	if first >= n {
+		return rowTokens{}
+	}
+	prefix := s.rowTokenPrefix(id)
+	t := rowTokens{ends: make([]int, n-first), first: first}
+	b := make([]byte, 0, (n-first)*(len(prefix)+4))
+	for j := first; j < n; j++ {
+		b = append(b, prefix...)
+		b = strconv.AppendInt(b, int64(j), 10)
+		t.ends[j-first] = len(b)
+	}
+	t.all = string(b)
+	return t
+}
+
+// of returns row j's token.
+func (t rowTokens) of(j int) string {
+	i := j - t.first
+	start := 0
+	if i > 0 {
+		start = t.ends[i-1]
+	}
+	return t.all[start:t.ends[i]]
+}
+
+// goMySQLChange converts the row and key of change j from the rows
+// go-mysql decoded into e.Rows.
+func (s *state) goMySQLChange(tm *tableMap, e *replication.RowsEvent, op sluice.Op, step, j int) (row, key sluice.Row, err error) {
+	i := j * step
+	switch op {
+	case sluice.OpInsert:
+		row, err = s.convertRow(tm, e.Rows[i])
+	case sluice.OpUpdate:
+		var old sluice.Row
+		if old, err = s.convertRow(tm, e.Rows[i]); err == nil {
+			key = tm.table.KeyOf(old)
+			row, err = s.convertRow(tm, e.Rows[i+1])
+		}
+	case sluice.OpDelete:
+		var old sluice.Row
+		if old, err = s.convertRow(tm, e.Rows[i]); err == nil {
+			key = tm.table.KeyOf(old)
+		}
+	}
+	return row, key, err
+}
+
+// nativeRows hands out the images s.dec decoded. The event's text is
+// one string and its rows and keys share one backing array each: they
+// are handed out together and live as long as one another. Rows are cut
+// with a full slice expression, so that an append to one cannot write
+// into the next.
+type nativeRows struct {
+	tm         *tableMap
+	op         sluice.Op
+	keep       string
+	rows, keys []sluice.Value
+}
+
+// nativeRows prepares the handing out of up to changes changes.
+func (s *state) nativeRows(tm *tableMap, op sluice.Op, changes int) nativeRows {
+	nr := nativeRows{tm: tm, op: op, keep: string(s.dec.keep)}
+	ncols := len(tm.codecs)
 	if op != sluice.OpDelete {
-		rows = make([]sluice.Value, 0, changes*ncols)
+		nr.rows = make([]sluice.Value, 0, changes*ncols)
 	}
 	if op != sluice.OpInsert {
-		keys = make([]sluice.Value, 0, changes*nkey)
+		nr.keys = make([]sluice.Value, 0, changes*len(tm.table.Key))
 		if cap(s.scratch) < ncols {
 			s.scratch = make(sluice.Row, ncols)
 		}
 	}
-	image := func(img int) (sluice.Row, error) {
-		at := len(rows)
-		rows = rows[:at+ncols]
-		row := rows[at : at+ncols : at+ncols]
-		return row, s.dec.image(tm, tm.codecs, keep, img, row)
-	}
-	keyOf := func(img int) (sluice.Row, error) {
-		old := s.scratch[:ncols]
-		if err := s.dec.image(tm, tm.codecs, keep, img, old); err != nil {
-			return nil, err
+	return nr
+}
+
+// change returns the row and key of change j.
+func (nr *nativeRows) change(s *state, j int) (row, key sluice.Row, err error) {
+	switch nr.op {
+	case sluice.OpInsert:
+		row, err = nr.image(s, j)
+	case sluice.OpUpdate:
+		if key, err = nr.key(s, 2*j); err == nil {
+			row, err = nr.image(s, 2*j+1)
 		}
-		at := len(keys)
-		keys = keys[:at+nkey]
-		key := keys[at : at+nkey : at+nkey]
-		for i, c := range tm.table.Key {
-			key[i] = old[c]
-		}
-		return key, nil
+	case sluice.OpDelete:
+		key, err = nr.key(s, j)
 	}
-	return func(j int) (row, key sluice.Row, err error) {
-		switch op {
-		case sluice.OpInsert:
-			row, err = image(j)
-		case sluice.OpUpdate:
-			if key, err = keyOf(2 * j); err == nil {
-				row, err = image(2*j + 1)
-			}
-		case sluice.OpDelete:
-			key, err = keyOf(j)
-		}
-		return row, key, err
+	return row, key, err
+}
+
+func (nr *nativeRows) image(s *state, img int) (sluice.Row, error) {
+	n, at := len(nr.tm.codecs), len(nr.rows)
+	nr.rows = nr.rows[:at+n]
+	row := nr.rows[at : at+n : at+n]
+	return row, s.dec.image(nr.tm, nr.tm.codecs, nr.keep, img, row)
+}
+
+func (nr *nativeRows) key(s *state, img int) (sluice.Row, error) {
+	old := s.scratch[:len(nr.tm.codecs)]
+	if err := s.dec.image(nr.tm, nr.tm.codecs, nr.keep, img, old); err != nil {
+		return nil, err
 	}
+	n, at := len(nr.tm.table.Key), len(nr.keys)
+	nr.keys = nr.keys[:at+n]
+	key := nr.keys[at : at+n : at+n]
+	for i, c := range nr.tm.table.Key {
+		key[i] = old[c]
+	}
+	return key, nil
 }
 
 // decodeRows decodes the row images keepRawRows kept. For a streamed

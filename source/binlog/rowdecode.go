@@ -24,12 +24,21 @@ import (
 // and v0 events) is left to go-mysql's decoding as before.
 
 // rawRows is a rows event's row images as the event carries them (for a
-// MariaDB compressed event, still compressed). keepRawRows leaves it as
-// the only value of the only row of RowsEvent.Rows: the event reaches
-// state.rows through go-mysql's channel as a *RowsEvent and nothing else,
-// and Rows is the field that holds rows. A real decoded value is never of
-// this package's type, so the marker cannot be mistaken for a row.
+// MariaDB compressed event, still compressed). keepRawRows leaves a
+// pointer to it as the only value of the only row of RowsEvent.Rows:
+// the event reaches state.rows through go-mysql's channel as a
+// *RowsEvent and nothing else, and Rows is the field that holds rows. A
+// real decoded value is never of this package's type, so the marker
+// cannot be mistaken for a row.
 type rawRows []byte
+
+// rawMarker holds the marker and the slices of e.Rows that carry it, in
+// one allocation.
+type rawMarker struct {
+	raw  rawRows
+	vals [1]any
+	rows [1][]any
+}
 
 // keepRawRows is the syncer's RowsEventDecodeFunc: it decodes the event's
 // header (table id, flags, column bitmaps) and keeps the row images for
@@ -41,7 +50,10 @@ func keepRawRows(e *replication.RowsEvent, data []byte) error {
 	if err != nil {
 		return err
 	}
-	e.Rows = [][]any{{rawRows(data[pos:])}}
+	m := &rawMarker{raw: data[pos:]}
+	m.vals[0] = &m.raw
+	m.rows[0] = m.vals[:]
+	e.Rows = m.rows[:]
 	return nil
 }
 
@@ -50,8 +62,11 @@ func rawRowsOf(e *replication.RowsEvent) (rawRows, bool) {
 	if len(e.Rows) != 1 || len(e.Rows[0]) != 1 {
 		return nil, false
 	}
-	r, ok := e.Rows[0][0].(rawRows)
-	return r, ok
+	r, ok := e.Rows[0][0].(*rawRows)
+	if !ok {
+		return nil, false
+	}
+	return *r, true
 }
 
 // valKind is how a column's values are laid out and rendered.

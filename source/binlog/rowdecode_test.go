@@ -836,3 +836,30 @@ func BenchmarkRowsDecode(b *testing.B) {
 		}
 	}
 }
+
+// TestRowTokens: the rows' tokens built for an event are the ones
+// position.token gives.
+func TestRowTokens(t *testing.T) {
+	gset, err := mysql.ParseMariadbGTIDSet("0-1-42,1-2-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pos := range []*position{
+		{mode: modeFile, file: "b.000001", off: 4},
+		{mode: modeMariaDB, gset: gset},
+	} {
+		for _, txn := range []string{"", "0-1-43"} {
+			for _, id := range []evID{{pos: 1000}, {pos: 123456, sub: 3}} {
+				s := &state{pos: pos, txn: txn}
+				tokens := s.rowTokens(id, 7, 12)
+				for j := 7; j < 12; j++ {
+					p := *pos
+					p.txn, p.at = txn, &rowID{ev: id, row: j}
+					if got, want := tokens.of(j), p.token(); got != want {
+						t.Errorf("token %q, want %q", got, want)
+					}
+				}
+			}
+		}
+	}
+}

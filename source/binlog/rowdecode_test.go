@@ -172,6 +172,11 @@ func tableMapEvent(cols []testCol, mariadb bool) []byte {
 // rowsEvent frames row images as a rows event of the given type (v2,
 // or a MariaDB compressed v1 one, whose rows it compresses).
 func rowsEvent(typ replication.EventType, ncols int, rows []byte, flags uint16) []byte {
+	return rowsEventBitmap(typ, ncols, rows, flags, bytes.Repeat([]byte{0xff}, (ncols+7)/8))
+}
+
+// rowsEventBitmap is rowsEvent with the column bitmap given.
+func rowsEventBitmap(typ replication.EventType, ncols int, rows []byte, flags uint16, bm []byte) []byte {
 	b := []byte{1, 0, 0, 0, 0, 0}
 	b = binary.LittleEndian.AppendUint16(b, flags)
 	compressed := typ >= replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1 && typ <= replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1
@@ -179,7 +184,6 @@ func rowsEvent(typ replication.EventType, ncols int, rows []byte, flags uint16) 
 		b = append(b, 2, 0)
 	}
 	b = lenenc(b, ncols)
-	bm := bytes.Repeat([]byte{0xff}, (ncols+7)/8)
 	b = append(b, bm...)
 	if typ == replication.UPDATE_ROWS_EVENTv2 || typ == replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1 {
 		b = append(b, bm...)
@@ -742,6 +746,11 @@ type rowsHarness struct {
 }
 
 func newRowsHarness(t testing.TB, cols []testCol, mariadb, native bool) *rowsHarness {
+	return newRowsHarnessOf(t, cols, mariadb, native, true)
+}
+
+// newRowsHarnessOf is newRowsHarness for a table streamed or not.
+func newRowsHarnessOf(t testing.TB, cols []testCol, mariadb, native, streamed bool) *rowsHarness {
 	flavor := mysql.MySQLFlavor
 	if mariadb {
 		flavor = mysql.MariaDBFlavor
@@ -764,7 +773,11 @@ func newRowsHarness(t testing.TB, cols []testCol, mariadb, native bool) *rowsHar
 	for _, d := range defs {
 		described.Columns = append(described.Columns, sluice.Column{Name: d.name, Type: d.typeName(), Nullable: d.nullable, Collation: d.collation})
 	}
-	r := &Reader{flavor: flavor, colls: testColls, repl: map[string]*sluice.Table{"db.t": described},
+	repl := map[string]*sluice.Table{"db.t": described}
+	if !streamed {
+		repl = map[string]*sluice.Table{}
+	}
+	r := &Reader{flavor: flavor, colls: testColls, repl: repl,
 		out: make(chan batch, 1), budget: source.NewBudget(1 << 40), log: slog.New(discardHandler{})}
 	s := &state{r: r, pos: &position{mode: modeFile, file: "b.000001", off: 4},
 		byID: map[uint64]*tableMap{}, byName: map[string]*sluice.Table{"db.t": described}}
@@ -861,5 +874,51 @@ func TestRowTokens(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRowsLeftToGoMySQL: events the native decoder leaves to go-mysql
+// (a JSON column, a row image missing columns) and the counting of rows
+// of a table not streamed give what go-mysql's decoding gives.
+func TestRowsLeftToGoMySQL(t *testing.T) {
+	jsonCols := []testCol{{name: "id", typ: mysql.MYSQL_TYPE_LONG}, {name: "j", typ: mysql.MYSQL_TYPE_JSON, meta: 4, nullable: true}}
+	jsonRows := append(image(le(1, 4), append(le(2, 4), 0x04, 0x01)), image(le(2, 4), nil)...) // true, NULL
+	minimal := image(le(1, 8))                                                                 // the key alone: binlog_row_image=MINIMAL
+	for _, tc := range []struct {
+		name     string
+		cols     []testCol
+		event    []byte
+		streamed bool
+		wantErr  bool
+	}{
+		{"json", jsonCols, rowsEvent(replication.WRITE_ROWS_EVENTv2, 2, jsonRows, 0), true, false},
+		{"minimal image", itemsCols, rowsEventBitmap(replication.DELETE_ROWS_EVENTv2, 4, minimal, 0, []byte{0x01}), true, true},
+		{"not streamed", itemsCols, itemsEvents(false)["update"], false, false},
+		{"not streamed, minimal image", itemsCols, rowsEventBitmap(replication.DELETE_ROWS_EVENTv2, 4, append(minimal, image(le(2, 8))...), 0, []byte{0x01}), false, false},
+		{"not streamed, json", jsonCols, rowsEvent(replication.WRITE_ROWS_EVENTv2, 2, jsonRows, 0), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var results [2]struct {
+				cs      []sluice.Change
+				err     error
+				lastRow *rowID
+			}
+			for i, native := range []bool{false, true} {
+				h := newRowsHarnessOf(t, tc.cols, false, native, tc.streamed)
+				r := &results[i]
+				r.cs, r.err = h.run(t, slices.Clone(tc.event))
+				r.lastRow = h.s.lastRow
+			}
+			old, got := results[0], results[1]
+			if (got.err != nil) != tc.wantErr || (old.err != nil) != tc.wantErr {
+				t.Fatalf("errors: go-mysql %v, native %v", old.err, got.err)
+			}
+			if tc.wantErr && got.err.Error() != old.err.Error() {
+				t.Fatalf("error %q, go-mysql's %q", got.err, old.err)
+			}
+			if !reflect.DeepEqual(old.cs, got.cs) || !reflect.DeepEqual(old.lastRow, got.lastRow) || got.lastRow == nil && !tc.wantErr {
+				t.Fatalf("changes %v (last row %v), go-mysql's %v (last row %v)", got.cs, got.lastRow, old.cs, old.lastRow)
+			}
+		})
 	}
 }

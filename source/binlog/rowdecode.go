@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -256,9 +257,9 @@ func rowCodecs(defs []colDef) []colCodec {
 	for i := range defs {
 		d := &defs[i]
 		c, ok := layoutOf(d.rawTyp, d.meta)
-		if !ok || c.kind == kJSON || c.kind == kUnknown || goMySQLType(d.rawTyp, d.meta) != d.typ {
-			// tp != d.typ: a CHAR whose metadata go-mysql reads as
-			// another type than colDefs does; convert fails on it.
+		if !ok || c.kind == kJSON || goMySQLType(d.rawTyp, d.meta) != d.typ {
+			// The last: a CHAR whose metadata go-mysql reads as another
+			// type than colDefs does (convert fails on its values).
 			return nil
 		}
 		c.unsigned, c.def = d.unsigned, d
@@ -308,6 +309,9 @@ func bitmapFull(bm []byte, n int) bool {
 // are not wanted, for the number of images. bm1 and bm2 are the event's
 // column bitmaps (bm2 nil but for updates).
 func countImages(data []byte, cols []colCodec, bm1, bm2 []byte) (int, error) {
+	if bm1 == nil {
+		return 0, errors.New("rows event without a column bitmap")
+	}
 	n := 0
 	for pos := 0; pos < len(data); {
 		for _, bm := range [2][]byte{bm1, bm2} {
@@ -861,7 +865,7 @@ func (d *rowsDecoder) image(tm *tableMap, cols []colCodec, keep string, img int,
 			return fmt.Errorf("binlog: table %s column %s: enum index %d out of range (%d labels)", tm.name, c.def.name, sp.start, len(c.def.labels))
 		case spanDropped:
 			row[i] = sluice.Value{}
-			if !c.charsetDecoded() {
+			if !c.charsetDecoded() || decodesClean(c.def.charset, d.dropped[sp.start:sp.end]) {
 				continue
 			}
 			if !d.droppedDone {
@@ -885,4 +889,18 @@ func (d *rowsDecoder) image(tm *tableMap, cols []colCodec, keep string, img int,
 		}
 	}
 	return nil
+}
+
+// decodesClean reports, without making a string of them, that bytes of
+// the character set decode without an error (the decoders of charsets:
+// validUTF8 fails only on invalid UTF-8, decodeLatin1 never). false
+// means: ask the decoder.
+func decodesClean(charset string, b []byte) bool {
+	switch charset {
+	case "utf8mb4", "utf8mb3", "utf8":
+		return utf8.Valid(b)
+	case "latin1":
+		return true
+	}
+	return false
 }

@@ -922,3 +922,18 @@ func TestRowsLeftToGoMySQL(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodesClean: decodesClean never says clean where the charset's
+// decoder fails.
+func TestDecodesClean(t *testing.T) {
+	for name, dec := range charsets {
+		if dec == nil {
+			continue
+		}
+		for _, v := range []string{"", "plain", "café", "caf\xe9", "\x80", "\xff\xfe", "€"} {
+			if _, err := dec(v); err != nil && decodesClean(name, []byte(v)) {
+				t.Errorf("%s: %q said clean, decoder fails: %v", name, v, err)
+			}
+		}
+	}
+}

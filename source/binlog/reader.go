@@ -755,12 +755,13 @@ func (r *Reader) newSyncer() *replication.BinlogSyncer {
 		RenderJSONAsMySQLText:   true,
 		HeartbeatPeriod:         r.cfg.HeartbeatPeriod,
 		DisableRetrySync:        true,
-		// Events decoded ahead by go-mysql, outside the reader's byte
+		// Events parsed ahead by go-mysql, outside the reader's byte
 		// budget: a rows event holds up to binlog_row_event_max_size
-		// (8 KiB by default) of rows, several times that decoded, and
-		// 1024 of them held 25 MB at the peak of a large transaction.
+		// (8 KiB by default) of rows. (When go-mysql decoded the rows,
+		// several times that, 1024 events held 25 MB at the peak of a
+		// large transaction; keepRawRows now leaves them as bytes.)
 		EventCacheCount: 64,
-		// Rows are decoded by the reader (state.rows), from the bytes.
+		// The reader decodes rows itself (state.rows), from the bytes.
 		RowsEventDecodeFunc: keepRawRows,
 		Logger:              slog.New(discardHandler{}),
 	})

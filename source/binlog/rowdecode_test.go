@@ -288,6 +288,13 @@ func (p parsed) oldImages() ([]sluice.Row, error) {
 // nativeImages decodes every image with the native decoder, all columns
 // kept. ok is false when the native decoder leaves the table to go-mysql.
 func (p parsed) nativeImages() (rows []sluice.Row, ok bool, err error) {
+	return p.nativeImagesKeyed(false)
+}
+
+// nativeImagesKeyed is nativeImages; keyed decodes the before images of
+// updates and deletes as state.rows does, keeping the first column (the
+// key) alone.
+func (p parsed) nativeImagesKeyed(keyed bool) (rows []sluice.Row, ok bool, err error) {
 	codecs := rowCodecs(p.defs)
 	if codecs == nil {
 		return nil, false, nil
@@ -299,8 +306,11 @@ func (p parsed) nativeImages() (rows []sluice.Row, ok bool, err error) {
 		}
 	}
 	update := p.rowsType == replication.UPDATE_ROWS_EVENTv2 || p.rowsType == replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1
+	before := keyed && p.hasBefore()
+	isKey := make([]bool, len(codecs))
+	isKey[0] = true
 	var d rowsDecoder
-	if err := d.decode(data, codecs, update, false, nil); err != nil {
+	if err := d.decode(data, codecs, update, before, isKey); err != nil {
 		return nil, true, err
 	}
 	tm := &tableMap{name: "db.t", defs: p.defs, codecs: codecs}
@@ -315,6 +325,24 @@ func (p parsed) nativeImages() (rows []sluice.Row, ok bool, err error) {
 	return rows, true, nil
 }
 
+// hasBefore reports whether the event's images start with a before image.
+func (p parsed) hasBefore() bool {
+	switch p.rowsType {
+	case replication.WRITE_ROWS_EVENTv2, replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1:
+		return false
+	}
+	return true
+}
+
+// isBefore reports whether image i of the event is a before image.
+func (p parsed) isBefore(i int) bool {
+	switch p.rowsType {
+	case replication.UPDATE_ROWS_EVENTv2, replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1:
+		return i%2 == 0
+	}
+	return p.hasBefore()
+}
+
 // compareImages checks the native decoder against go-mysql's decoding
 // and convertRow, and the row count of a walk against go-mysql's.
 func compareImages(t *testing.T, p parsed) {
@@ -327,6 +355,22 @@ func compareImages(t *testing.T, p parsed) {
 		}
 		if wantErr == nil && !reflect.DeepEqual(want, got) {
 			t.Fatalf("rows differ\nwant %q\ngot  %q", want, got)
+		}
+	}
+	// As state.rows decodes before images: the key kept, the rest checked.
+	keyed, _, keyedErr := p.nativeImagesKeyed(true)
+	if ok {
+		if (wantErr == nil) != (keyedErr == nil) {
+			t.Fatalf("go-mysql error %v, native error with before images keyed %v", wantErr, keyedErr)
+		}
+		for i := range keyed {
+			w, g := want[i], keyed[i]
+			if p.isBefore(i) {
+				w, g = w[:1], g[:1]
+			}
+			if !reflect.DeepEqual(w, g) {
+				t.Fatalf("image %d differs with before images keyed\nwant %q\ngot  %q", i, w, g)
+			}
 		}
 	}
 	if p.oldErr != nil {

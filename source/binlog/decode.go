@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -392,6 +393,14 @@ type tableMap struct {
 	name  string
 	table *sluice.Table
 	defs  []colDef
+	// A streamed table's native decoding (nil: go-mysql decodes its
+	// rows), and which columns are in its key.
+	codecs []colCodec
+	isKey  []bool
+	// Another table's layout, to count the rows of its events (walkDone
+	// with walk nil: go-mysql counts them).
+	walk     []colCodec
+	walkDone bool
 }
 
 func (s *state) tableMap(e *replication.TableMapEvent) error {
@@ -456,7 +465,14 @@ func (s *state) tableMap(e *replication.TableMapEvent) error {
 		s.byName[name] = nt
 	}
 	s.defs[name] = defs
-	s.byID[e.TableID] = &tableMap{repl: true, name: name, table: table, defs: defs}
+	tm := &tableMap{repl: true, name: name, table: table, defs: defs, codecs: rowCodecs(defs)}
+	tm.isKey = make([]bool, len(defs))
+	for _, k := range table.Key {
+		if k >= 0 && k < len(defs) {
+			tm.isKey[k] = true
+		}
+	}
+	s.byID[e.TableID] = tm
 	return nil
 }
 
@@ -562,7 +578,16 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 	case replication.UPDATE_ROWS_EVENTv0, replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2, replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1:
 		step = 2 // before and after images
 	}
-	n := len(e.Rows) / step
+	native := false // the images are in s.dec, not in e.Rows
+	images := len(e.Rows)
+	if raw, ok := rawRowsOf(e); ok {
+		var err error
+		defer s.dec.release()
+		if native, images, err = s.decodeRows(h, e, tm, raw); err != nil {
+			return fmt.Errorf("binlog: decode the rows event ending at %s: %w", s.at(h), err)
+		}
+	}
+	n := images / step
 	// Resuming inside a transaction: every row up to the position's is
 	// done, whichever table it belongs to.
 	first := 0
@@ -612,6 +637,11 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 	// The event's changes go out in one slice (flush, below): sized once,
 	// not grown change by change.
 	s.buf = slices.Grow(s.buf, n-first)
+	var nat nativeRows
+	if native {
+		nat = s.nativeRows(tm, op, n-first)
+	}
+	tokens := s.rowTokens(id, first, n)
 	for j := first; j < n; j++ {
 		if s.skipK > 0 {
 			s.skipK-- // a token of an earlier version counts streamed changes
@@ -623,32 +653,235 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 		s.live[tm.name] = true
 		c := sluice.Change{Table: tm.table, Op: op, Time: at, FKChecksOff: e.Flags&noForeignKeyChecks != 0}
 		var err error
-		i := j * step
-		switch op {
-		case sluice.OpInsert:
-			c.Row, err = s.convertRow(tm, e.Rows[i])
-		case sluice.OpUpdate:
-			var old sluice.Row
-			if old, err = s.convertRow(tm, e.Rows[i]); err == nil {
-				c.Key = tm.table.KeyOf(old)
-				c.Row, err = s.convertRow(tm, e.Rows[i+1])
-			}
-		case sluice.OpDelete:
-			var old sluice.Row
-			if old, err = s.convertRow(tm, e.Rows[i]); err == nil {
-				c.Key = tm.table.KeyOf(old)
-			}
+		if native {
+			c.Row, c.Key, err = nat.change(s, j)
+		} else {
+			c.Row, c.Key, err = s.goMySQLChange(tm, e, op, step, j)
 		}
 		if err != nil {
 			return err
 		}
-		p := *s.pos
-		p.txn, p.at, p.oldK = s.txn, &rowID{ev: id, row: j}, 0
-		c.Pos = sluice.Position{Kind: Kind, Token: p.token()}
+		c.Pos = sluice.Position{Kind: Kind, Token: tokens.of(j)}
 		s.emit(c)
 	}
 	s.flush(ctx)
 	return nil
+}
+
+// rowTokenPrefix is the token of a row of event id without the row's
+// number, which follows it: position.token's, cut before the number.
+func (s *state) rowTokenPrefix(id evID) string {
+	p := *s.pos
+	p.txn, p.at, p.oldK = s.txn, &rowID{ev: id}, 0
+	tok := p.token()
+	return tok[:len(tok)-1] // "…:0" less its 0
+}
+
+// rowTokens are the tokens of rows [first, n) of an event: position
+// token's, built as one string (the changes of an event are handed out
+// and freed together) from the prefix they share.
+type rowTokens struct {
+	all   string
+	ends  []int // end of row first+i's token in all
+	first int
+}
+
+func (s *state) rowTokens(id evID, first, n int) rowTokens {
+	if first >= n {
+		return rowTokens{}
+	}
+	prefix := s.rowTokenPrefix(id)
+	t := rowTokens{ends: make([]int, n-first), first: first}
+	b := make([]byte, 0, (n-first)*(len(prefix)+4))
+	for j := first; j < n; j++ {
+		b = append(b, prefix...)
+		b = strconv.AppendInt(b, int64(j), 10)
+		t.ends[j-first] = len(b)
+	}
+	t.all = string(b)
+	return t
+}
+
+// of returns row j's token.
+func (t rowTokens) of(j int) string {
+	i := j - t.first
+	start := 0
+	if i > 0 {
+		start = t.ends[i-1]
+	}
+	return t.all[start:t.ends[i]]
+}
+
+// goMySQLChange converts the row and key of change j from the rows
+// go-mysql decoded into e.Rows.
+func (s *state) goMySQLChange(tm *tableMap, e *replication.RowsEvent, op sluice.Op, step, j int) (row, key sluice.Row, err error) {
+	i := j * step
+	switch op {
+	case sluice.OpInsert:
+		row, err = s.convertRow(tm, e.Rows[i])
+	case sluice.OpUpdate:
+		var old sluice.Row
+		if old, err = s.convertRow(tm, e.Rows[i]); err == nil {
+			key = tm.table.KeyOf(old)
+			row, err = s.convertRow(tm, e.Rows[i+1])
+		}
+	case sluice.OpDelete:
+		var old sluice.Row
+		if old, err = s.convertRow(tm, e.Rows[i]); err == nil {
+			key = tm.table.KeyOf(old)
+		}
+	}
+	return row, key, err
+}
+
+// nativeRows hands out the images s.dec decoded. The event's text is
+// one string and its rows and keys share one backing array each: they
+// are handed out together and live as long as one another. Rows are cut
+// with a full slice expression, so that an append to one cannot write
+// into the next.
+type nativeRows struct {
+	tm         *tableMap
+	op         sluice.Op
+	keep       string
+	rows, keys []sluice.Value
+}
+
+// nativeRows prepares the handing out of up to changes changes.
+func (s *state) nativeRows(tm *tableMap, op sluice.Op, changes int) nativeRows {
+	nr := nativeRows{tm: tm, op: op, keep: string(s.dec.keep)}
+	ncols := len(tm.codecs)
+	if op != sluice.OpDelete {
+		nr.rows = make([]sluice.Value, 0, changes*ncols)
+	}
+	if op != sluice.OpInsert {
+		nr.keys = make([]sluice.Value, 0, changes*len(tm.table.Key))
+		if cap(s.scratch) < ncols {
+			s.scratch = make(sluice.Row, ncols)
+		}
+	}
+	return nr
+}
+
+// change returns the row and key of change j.
+func (nr *nativeRows) change(s *state, j int) (row, key sluice.Row, err error) {
+	switch nr.op {
+	case sluice.OpInsert:
+		row, err = nr.image(s, j)
+	case sluice.OpUpdate:
+		if key, err = nr.key(s, 2*j); err == nil {
+			row, err = nr.image(s, 2*j+1)
+		}
+	case sluice.OpDelete:
+		key, err = nr.key(s, j)
+	}
+	return row, key, err
+}
+
+func (nr *nativeRows) image(s *state, img int) (sluice.Row, error) {
+	n, at := len(nr.tm.codecs), len(nr.rows)
+	nr.rows = nr.rows[:at+n]
+	row := nr.rows[at : at+n : at+n]
+	return row, s.dec.image(nr.tm, nr.tm.codecs, nr.keep, img, row)
+}
+
+func (nr *nativeRows) key(s *state, img int) (sluice.Row, error) {
+	old := s.scratch[:len(nr.tm.codecs)]
+	if err := s.dec.image(nr.tm, nr.tm.codecs, nr.keep, img, old); err != nil {
+		return nil, err
+	}
+	n, at := len(nr.tm.table.Key), len(nr.keys)
+	nr.keys = nr.keys[:at+n]
+	key := nr.keys[at : at+n : at+n]
+	for i, c := range nr.tm.table.Key {
+		key[i] = old[c]
+	}
+	return key, nil
+}
+
+// decodeRows decodes the row images keepRawRows kept. For a streamed
+// table whose columns the native decoder handles (and a full row image)
+// they go into s.dec (native); for another table they are only walked,
+// for their number. Anything else is left to go-mysql's decoding, into
+// e.Rows, as before the native decoder.
+func (s *state) decodeRows(h *replication.EventHeader, e *replication.RowsEvent, tm *tableMap, raw rawRows) (native bool, images int, err error) {
+	update, before, compressed := false, false, false
+	switch h.EventType {
+	case replication.WRITE_ROWS_EVENTv1, replication.WRITE_ROWS_EVENTv2:
+	case replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1:
+		compressed = true
+	case replication.UPDATE_ROWS_EVENTv1, replication.UPDATE_ROWS_EVENTv2:
+		update, before = true, true
+	case replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1:
+		update, before, compressed = true, true, true
+	case replication.DELETE_ROWS_EVENTv1, replication.DELETE_ROWS_EVENTv2:
+		before = true
+	case replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1:
+		before, compressed = true, true
+	default:
+		// v0 events (whose updates go-mysql reads as single images) and
+		// MySQL's PARTIAL_UPDATE_ROWS_EVENT.
+		return s.goMySQLRows(e, raw)
+	}
+	data := []byte(raw)
+	if compressed {
+		if data, err = decompressRows(raw); err != nil {
+			return false, 0, err
+		}
+	}
+	ncols := int(e.ColumnCount)
+	var bm2 []byte
+	if update {
+		bm2 = e.ColumnBitmap2
+	}
+	if tm != nil && tm.repl {
+		if tm.codecs == nil || ncols != len(tm.codecs) || !bitmapFull(e.ColumnBitmap1, ncols) || update && !bitmapFull(bm2, ncols) {
+			// JSON, or a row image missing columns (which
+			// partialRows and convertRow report).
+			return s.goMySQLRows(e, raw)
+		}
+		if err := s.dec.decode(data, tm.codecs, update, before, tm.isKey); err != nil {
+			return false, 0, err
+		}
+		return true, s.dec.images, nil
+	}
+	var cols []colCodec
+	ok := false
+	if tm != nil && tm.walkDone {
+		cols, ok = tm.walk, tm.walk != nil
+	} else if e.Table != nil {
+		cols, ok = walkCodecs(e.Table)
+		if tm != nil {
+			tm.walk, tm.walkDone = cols, true
+		}
+	}
+	if !ok || ncols != len(cols) {
+		return s.goMySQLRows(e, raw)
+	}
+	images, err = countImages(data, cols, e.ColumnBitmap1, bm2)
+	return true, images, err
+}
+
+// goMySQLRows has go-mysql decode the images, into e.Rows.
+func (s *state) goMySQLRows(e *replication.RowsEvent, raw rawRows) (bool, int, error) {
+	e.Rows = nil
+	if err := e.DecodeData(0, raw); err != nil {
+		return false, 0, err
+	}
+	return false, len(e.Rows), nil
+}
+
+// decompressRows inflates the rows of a MariaDB compressed rows event
+// (go-mysql's DecompressMariadbData, which indexes a short header
+// without checking it).
+func decompressRows(data []byte) ([]byte, error) {
+	if len(data) < 1 || len(data) < 1+int(data[0]&0x07) {
+		return nil, errors.New("compressed rows shorter than their header")
+	}
+	out, err := mysql.DecompressMariadbData(data)
+	if err != nil {
+		return nil, fmt.Errorf("decompress rows: %w", err)
+	}
+	return out, nil
 }
 
 func (s *state) convertRow(tm *tableMap, vals []any) (sluice.Row, error) {

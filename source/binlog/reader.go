@@ -280,7 +280,9 @@ func (r *Reader) ForeignKeys() []sluice.ForeignKey { return r.fks }
 // resume there, not at the source's new "now".
 func (r *Reader) Start() sluice.Position { return r.start }
 
-// Read returns up to max changes, waiting up to the poll interval.
+// Read returns up to max changes, waiting up to the poll interval. The
+// returned slice is the caller's: the reader keeps no reference to it
+// and never writes to it again.
 func (r *Reader) Read(ctx context.Context, maxN int) ([]sluice.Change, error) {
 	if maxN <= 0 {
 		maxN = 1
@@ -320,7 +322,11 @@ func (r *Reader) Read(ctx context.Context, maxN int) ([]sluice.Change, error) {
 			if b.err != nil {
 				r.failed = b.err
 			}
-			r.pending = append(r.pending, b.changes...)
+			if len(r.pending) == 0 {
+				r.pending = b.changes
+			} else {
+				r.pending = append(r.pending, b.changes...)
+			}
 			continue
 		default:
 		}
@@ -330,8 +336,10 @@ func (r *Reader) Read(ctx context.Context, maxN int) ([]sluice.Change, error) {
 		return nil, r.failed
 	}
 	n := min(maxN, len(r.pending))
-	out := make([]sluice.Change, n)
-	copy(out, r.pending)
+	// The batches' slices are handed over by the decoding goroutine and
+	// never written again; the capacity cut keeps the caller's appends
+	// out of the changes after its n.
+	out := r.pending[:n:n]
 	r.pending = r.pending[n:]
 	if len(r.pending) == 0 {
 		r.pending = nil
@@ -747,12 +755,15 @@ func (r *Reader) newSyncer() *replication.BinlogSyncer {
 		RenderJSONAsMySQLText:   true,
 		HeartbeatPeriod:         r.cfg.HeartbeatPeriod,
 		DisableRetrySync:        true,
-		// Events decoded ahead by go-mysql, outside the reader's byte
+		// Events parsed ahead by go-mysql, outside the reader's byte
 		// budget: a rows event holds up to binlog_row_event_max_size
-		// (8 KiB by default) of rows, several times that decoded, and
-		// 1024 of them held 25 MB at the peak of a large transaction.
+		// (8 KiB by default) of rows. (When go-mysql decoded the rows,
+		// several times that, 1024 events held 25 MB at the peak of a
+		// large transaction; keepRawRows now leaves them as bytes.)
 		EventCacheCount: 64,
-		Logger:          slog.New(discardHandler{}),
+		// The reader decodes rows itself (state.rows), from the bytes.
+		RowsEventDecodeFunc: keepRawRows,
+		Logger:              slog.New(discardHandler{}),
 	})
 }
 

@@ -53,6 +53,9 @@ type state struct {
 
 	first *replication.BinlogEvent // event read while connecting
 	buf   []sluice.Change
+
+	dec     rowsDecoder // the current rows event's images, reused
+	scratch sluice.Row  // a before image, for its key
 }
 
 // retryable MySQL errors: the server is going away or killed us.

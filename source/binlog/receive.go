@@ -245,9 +245,22 @@ func (s *state) progressDue() (time.Time, bool) {
 // stream handles events until an error.
 func (s *state) stream(ctx context.Context, st *replication.BinlogStreamer) error {
 	s.byID = map[uint64]*tableMap{}
+	// ready are events the syncer had already received, taken from its
+	// buffer at once (DumpEvents): a catch-up finds it full, and waiting
+	// for each event with a deadline of its own cost a context and a
+	// timer per event. Only an empty buffer is waited on.
+	var ready []*replication.BinlogEvent
 	for {
 		ev := s.first
 		s.first = nil
+		if ev == nil {
+			if len(ready) == 0 {
+				ready = st.DumpEvents()
+			}
+			if len(ready) > 0 {
+				ev, ready[0], ready = ready[0], nil, ready[1:]
+			}
+		}
 		// A live source sends an event (at least a heartbeat) every
 		// heartbeat period; silence for three means the connection is
 		// dead. The clock runs only while we wait for the source, never

@@ -47,7 +47,7 @@ func largeTransactionMemory(t *testing.T, bin string, engine daemon.Engine) {
 		queue = 8 << 20
 		batch = 2 << 20
 		lanes = 2
-		fixed = 32 << 20 // the Go runtime, drivers, decoded events
+		fixed = daemon.FixedMemoryBytes // the Go runtime, drivers, decoded events
 	)
 	// The README's formula: fixed + Q + R + min(L × T × B, Q/2), with the
 	// reader's read-ahead R a quarter of the queue (at least 1 MiB) and T

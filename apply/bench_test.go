@@ -49,12 +49,27 @@ func benchChanges(t *sluice.Table, n int) []sluice.Change {
 // BenchmarkCompactor is a batch of 10,000 changes added and compacted.
 func BenchmarkCompactor(b *testing.B) {
 	changes := benchChanges(benchItems(), 10_000)
-	b.ReportAllocs()
-	for b.Loop() {
-		c := NewCompactor(func(sluice.TableName) bool { return false })
-		c.Add(changes)
-		if bt := c.Batch(); bt.Rows == 0 {
-			b.Fatal("empty batch")
-		}
+	// A batch compacted ahead is added as its changes reach the lane,
+	// 512 at a time (stream's prepareChunk); Expect sizes it first.
+	for _, bc := range []struct {
+		name   string
+		run    int
+		expect bool
+	}{{"one run", len(changes), false}, {"runs of 512", 512, false}, {"runs of 512, expected", 512, true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c := NewCompactor(func(sluice.TableName) bool { return false })
+				if bc.expect {
+					c.Expect(len(changes))
+				}
+				for i := 0; i < len(changes); i += bc.run {
+					c.Add(changes[i:min(i+bc.run, len(changes))])
+				}
+				if bt := c.Batch(); bt.Rows == 0 {
+					b.Fatal("empty batch")
+				}
+			}
+		})
 	}
 }

@@ -67,6 +67,7 @@ const prepareChunk = 512
 func (s *Stream) prepareLane(ctx context.Context, q *laneQueue, first uint64, most int, maxBytes int64) *prepared {
 	p := &prepared{first: first, gen: s.ordered.generation(), comp: s.newCompactor(),
 		stop: make(chan struct{}), done: make(chan struct{})}
+	p.comp.Expect(most)
 	go func() {
 		defer close(p.done)
 		for p.n < most {

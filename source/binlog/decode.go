@@ -634,9 +634,10 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 	}
 	at := time.Unix(int64(h.Timestamp), 0).UTC()
 	s.pos.base() // fill the cache on the original, not on the copies below
-	// The event's changes go out in one slice (flush, below): sized once,
-	// not grown change by change.
-	s.buf = slices.Grow(s.buf, n-first)
+	// The changes go out in pages of about flushAt (flushFull, below, and
+	// the stream before it waits for the source): room for the event's
+	// changes is made once, not change by change.
+	s.buf = slices.Grow(s.buf, max(n-first, flushAt-len(s.buf)))
 	var nat nativeRows
 	if native {
 		nat = s.nativeRows(tm, op, n-first)
@@ -664,7 +665,7 @@ func (s *state) rows(ctx context.Context, h *replication.EventHeader, e *replica
 		c.Pos = sluice.Position{Kind: Kind, Token: tokens.of(j)}
 		s.emit(c)
 	}
-	s.flush(ctx)
+	s.flushFull(ctx)
 	return nil
 }
 

@@ -206,6 +206,21 @@ func (s *state) flush(ctx context.Context) {
 	}
 }
 
+// flushAt is how many changes the reader gathers before it hands them to
+// Read in one page. A page per rows event (ten changes in a typical
+// transaction) cost a channel send, a budget take and an append in Read
+// for every one of them; the stream flushes what it holds before it waits
+// for the source, so a quiet source's changes never wait for a page to
+// fill.
+const flushAt = 256
+
+// flushFull hands the changes gathered to Read once they fill a page.
+func (s *state) flushFull(ctx context.Context) {
+	if len(s.buf) >= flushAt {
+		s.flush(ctx)
+	}
+}
+
 // emit queues a change for Read. Any change is also progress.
 func (s *state) emit(c sluice.Change) {
 	s.buf = append(s.buf, c)
@@ -259,6 +274,10 @@ func (s *state) stream(ctx context.Context, st *replication.BinlogStreamer) erro
 			}
 			if len(ready) > 0 {
 				ev, ready[0], ready = ready[0], nil, ready[1:]
+			} else {
+				// About to wait for the source: what was gathered goes
+				// out now.
+				s.flush(ctx)
 			}
 		}
 		// A live source sends an event (at least a heartbeat) every
@@ -303,9 +322,7 @@ func (s *state) stream(ctx context.Context, st *replication.BinlogStreamer) erro
 			<-ctx.Done() // a fatal error: wait for Close
 			return ctx.Err()
 		}
-		if len(s.buf) >= 256 {
-			s.flush(ctx)
-		}
+		s.flushFull(ctx)
 		s.progress(ctx, time.Now())
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -398,7 +415,7 @@ func (s *state) handle(ctx context.Context, ev *replication.BinlogEvent) error {
 		s.flush(ctx)
 		return s.commit(h)
 	case *replication.XIDEvent:
-		s.flush(ctx)
+		s.flushFull(ctx)
 		return s.commit(h)
 	case *replication.GenericEvent:
 		if h.EventType == replication.XA_PREPARE_LOG_EVENT {

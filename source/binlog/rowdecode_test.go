@@ -840,6 +840,7 @@ func (h *rowsHarness) run(t testing.TB, event []byte) ([]sluice.Change, error) {
 	if err := h.s.rows(t.Context(), ev.Header, ev.Event.(*replication.RowsEvent)); err != nil {
 		return nil, err
 	}
+	h.s.flush(t.Context()) // as the stream does before it waits for the source
 	select {
 	case b := <-h.s.r.out:
 		h.s.r.budget.Give(b.size)

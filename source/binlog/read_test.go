@@ -75,3 +75,26 @@ func BenchmarkRead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadPages: a catch-up's Read finds several decoded pages
+// waiting and asks for more changes than one holds.
+func BenchmarkReadPages(b *testing.B) {
+	r := newReadTestReader(8, time.Minute)
+	pages := make([]batch, 8)
+	for i := range pages {
+		pages[i] = batchOf(i*256, 256)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, p := range pages {
+			r.out <- batch{changes: p.changes[:256:256]}
+		}
+		for n := 0; n < 8*256; {
+			cs, err := r.Read(b.Context(), 4096)
+			if err != nil || len(cs) == 0 {
+				b.Fatal(len(cs), err)
+			}
+			n += len(cs)
+		}
+	}
+}

@@ -282,7 +282,9 @@ func (r *Reader) Start() sluice.Position { return r.start }
 
 // Read returns up to max changes, waiting up to the poll interval. The
 // returned slice is the caller's: the reader keeps no reference to it
-// and never writes to it again.
+// and never writes to it again. It hands out one decoded page (about
+// flushAt changes) at a time, or the part of it max allows: gathering
+// several pages into one slice copied every change once more.
 func (r *Reader) Read(ctx context.Context, maxN int) ([]sluice.Change, error) {
 	if maxN <= 0 {
 		maxN = 1
@@ -309,28 +311,6 @@ func (r *Reader) Read(ctx context.Context, maxN int) ([]sluice.Change, error) {
 			}
 			r.pending = b.changes
 		}
-	}
-	// Take what is already decoded without waiting again.
-	for len(r.pending) < maxN && r.failed == nil {
-		select {
-		case b, ok := <-r.out:
-			if !ok {
-				r.failed = errors.New("binlog: reader closed")
-				break
-			}
-			r.budget.Give(b.size)
-			if b.err != nil {
-				r.failed = b.err
-			}
-			if len(r.pending) == 0 {
-				r.pending = b.changes
-			} else {
-				r.pending = append(r.pending, b.changes...)
-			}
-			continue
-		default:
-		}
-		break
 	}
 	if len(r.pending) == 0 && r.failed != nil {
 		return nil, r.failed

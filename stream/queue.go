@@ -85,45 +85,16 @@ func (q *queue) push(ctx context.Context, cs []sluice.Change) error {
 // page waits in the queue (the page's array is held until its last
 // change is taken and every taker let its part go).
 func (q *queue) take(ctx context.Context, max int, maxBytes int64) ([]sluice.Change, error) {
-	for {
-		q.mu.Lock()
-		if q.count > 0 {
-			p := q.pages[0][q.head:]
-			m := min(max, len(p))
-			var n int64
-			for i := range p[:m] {
-				sz := int64(p[i].Size())
-				if maxBytes > 0 && i > 0 && n+sz > maxBytes {
-					m = i
-					break
-				}
-				n += sz
-			}
-			out := p[:m:m]
-			q.head += m
-			if q.head == len(q.pages[0]) {
-				q.pages[0] = nil
-				q.pages = q.pages[1:]
-				q.head = 0
-			}
-			q.count -= m
-			if q.count == 0 {
-				q.pages = nil
-			}
-			q.bytes -= n
-			close(q.notFull)
-			q.notFull = make(chan struct{})
-			q.mu.Unlock()
-			return out, nil
-		}
-		wait := q.notEmpty
-		q.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-wait:
-		}
+	if err := q.lockNonEmpty(ctx); err != nil {
+		return nil, err
 	}
+	defer q.mu.Unlock()
+	p := q.pages[0][q.head:]
+	m, n := prefix(p[:min(max, len(p))], maxBytes, 0, true)
+	out := p[:m:m]
+	q.advanceLocked(m)
+	q.tookLocked(m, n)
+	return out, nil
 }
 
 // takeInto is take that appends the changes to dst, the caller's copy,
@@ -131,51 +102,83 @@ func (q *queue) take(ctx context.Context, max int, maxBytes int64) ([]sluice.Cha
 // up to maxBytes of them. The taken changes are cleared in their pages,
 // so that only dst holds their rows.
 func (q *queue) takeInto(ctx context.Context, dst []sluice.Change, max int, maxBytes int64) ([]sluice.Change, error) {
+	if err := q.lockNonEmpty(ctx); err != nil {
+		return dst, err
+	}
+	defer q.mu.Unlock()
+	k := min(max, q.count)
+	took := 0
+	var n int64
+	for took < k {
+		p := q.pages[0][q.head:]
+		want := min(k-took, len(p))
+		m, size := prefix(p[:want], maxBytes, n, took == 0)
+		dst = append(dst, p[:m]...)
+		clear(p[:m])
+		q.advanceLocked(m)
+		took, n = took+m, n+size
+		if m < want {
+			break // the byte limit
+		}
+	}
+	q.tookLocked(took, n)
+	return dst, nil
+}
+
+// lockNonEmpty waits until the queue holds changes and returns with q.mu
+// held, or with ctx's error and the lock not held.
+func (q *queue) lockNonEmpty(ctx context.Context) error {
 	for {
 		q.mu.Lock()
 		if q.count > 0 {
-			k := min(max, q.count)
-			took := 0
-			var n int64
-			for took < k {
-				p := q.pages[0][q.head:]
-				m := min(k-took, len(p))
-				for i := range p[:m] {
-					sz := int64(p[i].Size())
-					if maxBytes > 0 && took+i > 0 && n+sz > maxBytes {
-						m, k = i, took+i
-						break
-					}
-					n += sz
-				}
-				dst = append(dst, p[:m]...)
-				clear(p[:m])
-				took += m
-				q.head += m
-				if q.head == len(q.pages[0]) {
-					q.pages[0] = nil
-					q.pages = q.pages[1:]
-					q.head = 0
-				}
-			}
-			q.count -= k
-			if q.count == 0 {
-				q.pages = nil
-			}
-			q.bytes -= n
-			close(q.notFull)
-			q.notFull = make(chan struct{})
-			q.mu.Unlock()
-			return dst, nil
+			return nil
 		}
 		wait := q.notEmpty
 		q.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return dst, ctx.Err()
+			return ctx.Err()
 		case <-wait:
 		}
 	}
+}
+
+// prefix is how many of cs a take gets within maxBytes (≤ 0: no limit)
+// on top of the used bytes it already took, and their bytes; the first
+// change of a take always goes.
+func prefix(cs []sluice.Change, maxBytes, used int64, first bool) (int, int64) {
+	var n int64
+	for i := range cs {
+		sz := int64(cs[i].Size())
+		if maxBytes > 0 && (i > 0 || !first) && used+n+sz > maxBytes {
+			return i, n
+		}
+		n += sz
+	}
+	return len(cs), n
+}
+
+// advanceLocked moves the head past m changes of the first page, dropping
+// the page once all of it is taken. Call with q.mu held.
+func (q *queue) advanceLocked(m int) {
+	q.head += m
+	if q.head == len(q.pages[0]) {
+		q.pages[0] = nil
+		q.pages = q.pages[1:]
+		q.head = 0
+	}
+}
+
+// tookLocked takes k changes of n bytes off the queue's count and wakes
+// the pushers waiting for room. Call with q.mu held.
+func (q *queue) tookLocked(k int, n int64) {
+	q.count -= k
+	if q.count == 0 {
+		q.pages = nil
+	}
+	q.bytes -= n
+	close(q.notFull)
+	q.notFull = make(chan struct{})
 }
 
 // waitNonEmpty returns a channel closed when changes arrive, or nil when

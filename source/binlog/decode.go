@@ -167,17 +167,12 @@ func colDefs(tm *replication.TableMapEvent, mariadb bool, colls map[uint64]colla
 		meta := tm.ColumnMeta[i]
 		d := colDef{name: names[i], rawTyp: typ, typ: typ, meta: meta, unsigned: unsigned[i], mariadb: mariadb}
 		_, d.nullable = tm.Nullable(i)
-		if typ == mysql.MYSQL_TYPE_STRING && meta >= 256 {
-			b0, b1 := byte(meta>>8), byte(meta&0xff)
-			if b0 == mysql.MYSQL_TYPE_ENUM || b0 == mysql.MYSQL_TYPE_SET {
+		if typ == mysql.MYSQL_TYPE_STRING {
+			if b0 := byte(meta >> 8); meta >= 256 && (b0 == mysql.MYSQL_TYPE_ENUM || b0 == mysql.MYSQL_TYPE_SET) {
 				d.typ = b0
-			} else if b0&0x30 != 0x30 {
-				d.padLen = int(uint16(b1) | uint16((b0&0x30)^0x30)<<4)
 			} else {
-				d.padLen = int(b1)
+				_, d.padLen = stringMeta(meta)
 			}
-		} else if typ == mysql.MYSQL_TYPE_STRING {
-			d.padLen = int(meta)
 		}
 		if typ == mysql.MYSQL_TYPE_DATE {
 			d.typ = mysql.MYSQL_TYPE_DATE

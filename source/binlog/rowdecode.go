@@ -108,24 +108,27 @@ type colCodec struct {
 	def      *colDef // nil when only walked
 }
 
+// stringMeta reads a STRING column's metadata: its real type (STRING,
+// ENUM or SET) and its length in bytes (a CHAR's or BINARY's; an ENUM's
+// or SET's is its pack length), as MySQL's Field_string writes them.
+func stringMeta(meta uint16) (tp byte, length int) {
+	if meta < 256 {
+		return mysql.MYSQL_TYPE_STRING, int(meta)
+	}
+	b0, b1 := byte(meta>>8), byte(meta&0xff)
+	if b0&0x30 != 0x30 {
+		return b0 | 0x30, int(uint16(b1) | uint16((b0&0x30)^0x30)<<4)
+	}
+	return b0, int(b1)
+}
+
 // layoutOf reads a column's type and metadata the way go-mysql's
 // decodeValue does; ok is false for what the native decoder leaves to
 // go-mysql (an unknown type, or metadata go-mysql rejects or misreads).
 func layoutOf(tp byte, meta uint16) (c colCodec, ok bool) {
 	length := 0
 	if tp == mysql.MYSQL_TYPE_STRING {
-		if meta >= 256 {
-			b0, b1 := byte(meta>>8), byte(meta&0xff)
-			if b0&0x30 != 0x30 {
-				length = int(uint16(b1) | uint16((b0&0x30)^0x30)<<4)
-				tp = b0 | 0x30
-			} else {
-				length = int(b1)
-				tp = b0
-			}
-		} else {
-			length = int(meta)
-		}
+		tp, length = stringMeta(meta)
 	}
 	fixed := func(k valKind, n int) (colCodec, bool) { return colCodec{kind: k, size: n}, true }
 	prefixed := func(k valKind, n int) (colCodec, bool) { return colCodec{kind: k, size: n, prefix: true}, true }

@@ -232,91 +232,34 @@ func (d *tableDesc) appendUpserts(stmts []statement, rows []sluice.Row, limit in
 	if len(rows) == 0 {
 		return stmts, nil
 	}
-	// Group rows by the set of columns they carry, in first-seen order, so
-	// that a row with unchanged columns SETs only the ones it has. Such a
-	// row is updated in place (partial): it cannot be inserted.
-	type group struct {
-		mask    string
-		present []int
-		partial bool
-		rows    []sluice.Row
-	}
-	var groups []*group
-	var byMask map[string]*group
-	var last *group // the group of the row before: rows mostly carry the same columns
-	mask := make([]byte, len(d.cols))
-	for at, r := range rows {
-		if len(r) != len(d.cols) {
-			return nil, fmt.Errorf("apply upsert to %s: row has %d values, want %d", d.display, len(r), len(d.cols))
-		}
-		for i, v := range r {
-			mask[i] = '1'
-			if v.Unchanged || d.generated[i] {
-				mask[i] = '0'
-			}
-		}
-		for _, k := range d.src.Key {
-			if r[k].Unchanged || r[k].Null {
-				return nil, fmt.Errorf("apply upsert to %s: primary key column %s is NULL or missing", d.display, d.cols[k].Name)
-			}
-		}
-		g := last
-		if g == nil || g.mask != string(mask) {
-			g = byMask[string(mask)]
-		}
-		if g == nil {
-			g = &group{mask: string(mask)}
-			for i := range mask {
-				if mask[i] == '1' {
-					g.present = append(g.present, i)
-				} else if !d.generated[i] {
-					g.partial = true
-				}
-			}
-			if byMask == nil {
-				byMask = map[string]*group{}
-			}
-			byMask[g.mask] = g
-			groups = append(groups, g)
-			if len(groups) == 2 {
-				// Every row before this one is the first group's: until
-				// now it was rows itself, not a copy.
-				groups[0].rows = rows[:at:at]
-			}
-		}
-		last = g
-		if len(groups) > 1 {
-			g.rows = append(g.rows, r)
-		}
-	}
-	if len(groups) == 1 {
-		groups[0].rows = rows
+	groups, err := apply.GroupUpserts(d.src, rows, d.generated, d.display, func(i int) string { return d.cols[i].Name })
+	if err != nil {
+		return nil, err
 	}
 	for _, g := range groups {
-		if g.partial {
-			var err error
-			if stmts, err = d.appendUpdates(stmts, g.present, g.rows, limit); err != nil {
+		if g.Partial {
+			if stmts, err = d.appendUpdates(stmts, g.Present, g.Rows, limit); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		u := &upsertSpec{table: d.ident, guard: len(d.uniques) > 0}
-		pos := make(map[int]int, len(g.present))
-		for i, c := range g.present {
+		pos := make(map[int]int, len(g.Present))
+		for i, c := range g.Present {
 			u.cols = append(u.cols, d.cols[c])
 			pos[c] = i
 		}
 		for _, k := range d.src.Key {
 			u.key = append(u.key, pos[k])
 		}
-		sqls, counts, err := buildUpserts(u, g.present, g.rows, limit)
+		sqls, counts, err := buildUpserts(u, g.Present, g.Rows, limit)
 		if err != nil {
 			return nil, fmt.Errorf("apply upsert to %s: %w", d.display, err)
 		}
 		off := 0
 		for i, s := range sqls {
 			stmts = append(stmts, statement{table: d.src, sql: s, guard: u.guard,
-				what: "upsert of " + d.rowsFor(counts[i], g.rows[off], false) + " to " + d.display})
+				what: "upsert of " + d.rowsFor(counts[i], g.Rows[off], false) + " to " + d.display})
 			off += counts[i]
 		}
 	}

@@ -244,85 +244,29 @@ func (d *tableDesc) appendUpserts(arena *paramArena, stmts []statement, rows []s
 	if len(rows) == 0 {
 		return stmts, nil
 	}
-	// Group rows by the set of columns they carry, in first-seen order, so
-	// that a row with unchanged columns SETs only the ones it has. Such a
-	// row is updated in place (partial): it cannot be inserted.
-	type group struct {
-		mask    string
-		present []int
-		partial bool
-		rows    []sluice.Row
-	}
-	var groups []*group
-	var byMask map[string]*group
-	var last *group // the group of the row before: rows mostly carry the same columns
-	mask := make([]byte, len(d.cols))
-	for at, r := range rows {
-		if len(r) != len(d.cols) {
-			return nil, fmt.Errorf("apply upsert to %s: row has %d values, want %d", d.display, len(r), len(d.cols))
-		}
-		for i, v := range r {
-			mask[i] = '1'
-			if v.Unchanged || d.generated[i] {
-				mask[i] = '0'
-			}
-		}
-		for _, k := range d.src.Key {
-			if r[k].Unchanged || r[k].Null {
-				return nil, fmt.Errorf("apply upsert to %s: primary key column %s is NULL or missing", d.display, d.cols[k].Name)
-			}
-		}
-		g := last
-		if g == nil || g.mask != string(mask) {
-			g = byMask[string(mask)]
-		}
-		if g == nil {
-			g = &group{mask: string(mask)}
-			for i := range mask {
-				if mask[i] == '1' {
-					g.present = append(g.present, i)
-				} else if !d.generated[i] {
-					g.partial = true
-				}
-			}
-			if byMask == nil {
-				byMask = map[string]*group{}
-			}
-			byMask[g.mask] = g
-			groups = append(groups, g)
-			if len(groups) == 2 {
-				// Every row before this one is the first group's: until
-				// now it was rows itself, not a copy.
-				groups[0].rows = rows[:at:at]
-			}
-		}
-		last = g
-		if len(groups) > 1 {
-			g.rows = append(g.rows, r)
-		}
-	}
-	if len(groups) == 1 {
-		groups[0].rows = rows
+	groups, err := apply.GroupUpserts(d.src, rows, d.generated, d.display, func(i int) string { return d.cols[i].Name })
+	if err != nil {
+		return nil, err
 	}
 	for _, g := range groups {
 		op := "upsert of %s to %s"
-		if g.partial {
+		if g.Partial {
 			op = "update of %s in %s, keeping the values the source did not send"
 		}
 		if perRow {
-			for i := range g.rows {
-				sql, args := d.upsertStatement(arena, g.mask, g.present, g.partial, g.rows[i:i+1])
-				stmts = append(stmts, statement{table: d.src, sql: sql, args: args, inPlace: g.partial,
-					what: fmt.Sprintf(op, d.src.FormatKey(d.src.KeyOf(g.rows[i])), d.display)})
+			for i := range g.Rows {
+				sql, args := d.upsertStatement(arena, g.Mask, g.Present, g.Partial, g.Rows[i:i+1])
+				stmts = append(stmts, statement{table: d.src, sql: sql, args: args, inPlace: g.Partial,
+					what: fmt.Sprintf(op, d.src.FormatKey(d.src.KeyOf(g.Rows[i])), d.display)})
 			}
 			continue
 		}
-		which := rowCount(len(g.rows))
-		if len(g.rows) == 1 {
-			which = d.src.FormatKey(d.src.KeyOf(g.rows[0]))
+		which := rowCount(len(g.Rows))
+		if len(g.Rows) == 1 {
+			which = d.src.FormatKey(d.src.KeyOf(g.Rows[0]))
 		}
-		sql, args := d.upsertStatement(arena, g.mask, g.present, g.partial, g.rows)
-		stmts = append(stmts, statement{table: d.src, sql: sql, args: args, inPlace: g.partial,
+		sql, args := d.upsertStatement(arena, g.Mask, g.Present, g.Partial, g.Rows)
+		stmts = append(stmts, statement{table: d.src, sql: sql, args: args, inPlace: g.Partial,
 			what: fmt.Sprintf(op, which, d.display)})
 	}
 	return stmts, nil

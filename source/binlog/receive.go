@@ -52,7 +52,10 @@ type state struct {
 	live map[string]bool
 
 	first *replication.BinlogEvent // event read while connecting
-	buf   []sluice.Change
+	// buf is the page being gathered for Read, bufBytes its changes'
+	// sizes (Change.Size).
+	buf      []sluice.Change
+	bufBytes int64
 
 	dec     rowsDecoder // the current rows event's images, reused
 	scratch sluice.Row  // a before image, for its key
@@ -136,7 +139,7 @@ func (s *state) run(ctx context.Context, st *replication.BinlogStreamer) {
 			return
 		}
 		if !retryable(err) {
-			s.send(ctx, nil, &cleanErr{msg: "binlog: " + firstLine(err), err: err})
+			s.send(ctx, nil, 0, &cleanErr{msg: "binlog: " + firstLine(err), err: err})
 			return
 		}
 		s.r.reconnects.Add(1)
@@ -161,7 +164,7 @@ func (s *state) run(ctx context.Context, st *replication.BinlogStreamer) {
 				break
 			}
 			if !retryable(err) {
-				s.send(ctx, nil, err)
+				s.send(ctx, nil, 0, err)
 				return
 			}
 			s.r.log.Warn("binlog reconnect failed; retrying", "err", firstLine(err))
@@ -178,13 +181,9 @@ func (s *state) resumeToken() string {
 	return p.token()
 }
 
-// send hands decoded changes to Read, waiting while the bytes decoded
-// ahead are over the budget or the channel is full.
-func (s *state) send(ctx context.Context, cs []sluice.Change, err error) {
-	var size int64
-	for i := range cs {
-		size += int64(cs[i].Size())
-	}
+// send hands decoded changes of size bytes to Read, waiting while the
+// bytes decoded ahead are over the budget or the channel is full.
+func (s *state) send(ctx context.Context, cs []sluice.Change, size int64, err error) {
 	for !s.r.budget.TryTake(size) {
 		select {
 		case <-s.r.budget.Freed():
@@ -201,22 +200,27 @@ func (s *state) send(ctx context.Context, cs []sluice.Change, err error) {
 
 func (s *state) flush(ctx context.Context) {
 	if len(s.buf) > 0 {
-		s.send(ctx, s.buf, nil)
-		s.buf = nil
+		s.send(ctx, s.buf, s.bufBytes, nil)
+		s.buf, s.bufBytes = nil, 0
 	}
 }
 
-// flushAt is how many changes the reader gathers before it hands them to
-// Read in one page. A page per rows event (ten changes in a typical
-// transaction) cost a channel send, a budget take and an append in Read
-// for every one of them; the stream flushes what it holds before it waits
-// for the source, so a quiet source's changes never wait for a page to
-// fill.
-const flushAt = 256
+// flushAt and flushBytes bound the page of changes the reader gathers
+// before it hands them to Read. A page per rows event (ten changes in a
+// typical transaction) cost a channel send, a budget take and an append
+// in Read for every one of them; the stream flushes what it holds before
+// it waits for the source, so a quiet source's changes never wait for a
+// page to fill. The byte bound keeps a page of large rows a small part of
+// the read-ahead budget (Config.BufferBytes), which is taken a page at a
+// time: a page over what is left of it waits until Read frees room.
+const (
+	flushAt    = 256
+	flushBytes = 64 << 10
+)
 
 // flushFull hands the changes gathered to Read once they fill a page.
 func (s *state) flushFull(ctx context.Context) {
-	if len(s.buf) >= flushAt {
+	if len(s.buf) >= flushAt || s.bufBytes >= flushBytes {
 		s.flush(ctx)
 	}
 }
@@ -224,6 +228,7 @@ func (s *state) flushFull(ctx context.Context) {
 // emit queues a change for Read. Any change is also progress.
 func (s *state) emit(c sluice.Change) {
 	s.buf = append(s.buf, c)
+	s.bufBytes += int64(c.Size())
 	s.dirty = false
 }
 
@@ -244,8 +249,8 @@ func (s *state) progress(ctx context.Context, now time.Time) {
 	}
 	// Time stays zero: no source commit happens at a marker, and a lag
 	// measured from the last one would grow while the stream keeps up.
-	s.buf = append(s.buf, sluice.Change{Op: sluice.OpProgress, Pos: s.boundary()})
-	s.dirty, s.lastMarker = false, now
+	s.emit(sluice.Change{Op: sluice.OpProgress, Pos: s.boundary()})
+	s.lastMarker = now
 	s.flush(ctx)
 }
 
@@ -317,7 +322,7 @@ func (s *state) stream(ctx context.Context, st *replication.BinlogStreamer) erro
 		if err := s.handle(ctx, ev); err != nil {
 			s.flush(ctx)
 			if ctx.Err() == nil {
-				s.send(ctx, nil, err)
+				s.send(ctx, nil, 0, err)
 			}
 			<-ctx.Done() // a fatal error: wait for Close
 			return ctx.Err()
